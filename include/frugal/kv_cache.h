@@ -1,0 +1,120 @@
+// Hadamard-rotated low-bit KV cache: the Lloyd–Max codebooks, the fast Walsh–Hadamard
+// transform, and a cache of one layer for a batch of sequences with its append (quantize)
+// and dequantize paths, on the CPU or a GPU.
+//
+// Storage (the original format, bit-compatible when batch == 1, bits == 4, no signs, L2 scale):
+//   packed  [batch, num_kv_heads, capacity, head_dim * bits / 8]  u8
+//   scales  [batch, num_kv_heads, capacity]                       f32
+// Codes are a little-endian bit stream: element i of a vector occupies bits [i*bits, (i+1)*bits)
+// of its row, so at 4 bits element 2j is the low nibble of byte j and element 2j+1 the high one.
+//
+// Quantizing one head vector x (length D):
+//   1. x <- s ⊙ x with fixed random signs s (only when CacheConfig::sign_seed is set)
+//   2. y = FWHT(x) / √D                       (orthonormal and self-inverse)
+//   3. n = ‖y‖₂;  u = y · (√D / n);  when n ≤ 1e-10: u = 0 and the scale is stored as 0
+//   4. idx_i = number of codebook boundaries strictly below u_i
+//   5. scale = n (ScaleRule::l2_norm) or √D·⟨y,c⟩/⟨c,c⟩ (ScaleRule::least_squares)
+// Reconstruction: ŷ_i = scale · c[idx_i] / √D, then x̂ = s ⊙ FWHT(ŷ) / √D.
+// Non-finite input (NaN or ±Inf in a vector) is flagged, not raised: that vector's scale is
+// stored as NaN, so it dequantizes to NaN and poisons attention over it just as an fp16 cache
+// would. The check costs nothing on the hot path; callers that want an exception can test
+// the scales (see count_nonfinite_scales).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "frugal/tensor.h"
+
+namespace frugal::kv {
+
+// ---- codebooks ----------------------------------------------------------------------------
+// The Lloyd–Max quantizer of N(0,1) with 2^bits levels, computed by Lloyd iteration in double
+// precision (bits 1..8). centroids ascending; boundaries[i] = (c[i] + c[i+1]) / 2.
+struct Codebook {
+  int bits = 0;
+  std::vector<float> centroids;   // 2^bits values
+  std::vector<float> boundaries;  // 2^bits - 1 values
+  double mse = 0;                 // expected squared error per coordinate for N(0,1)
+};
+const Codebook& lloyd_max_codebook(int bits);
+
+// The ±1 signs of the randomized Hadamard transform for `seed` (splitmix64 stream, one bit each).
+std::vector<float> random_signs(uint64_t seed, int dim);
+
+// ---- transform ----------------------------------------------------------------------------
+// out = FWHT(x) / √D along the last dimension (orthonormal, self-inverse). x and out are f32
+// [rows, D] on the same device, D a power of two in [4, 4096]; out may alias x.
+void hadamard_transform(const TensorView& x, const TensorView& out, Stream stream = nullptr);
+
+// ---- the cache ----------------------------------------------------------------------------
+enum class ScaleRule : uint8_t {
+  l2_norm,        // the original format: scale = ‖y‖₂
+  least_squares,  // scale = √D·⟨y,c⟩/⟨c,c⟩: never a larger error, same storage
+};
+
+struct CacheConfig {
+  int batch = 1;         // sequences held by this cache
+  int num_kv_heads = 8;  // heads per token
+  int head_dim = 128;    // power of two in [4, 4096]
+  int64_t capacity = 0;  // token slots per sequence
+  bool sliding = false;  // ring buffer: token t lives at slot t mod capacity
+  int bits = 4;          // 2, 3, 4 or 8 bits per coordinate
+  ScaleRule scale_rule = ScaleRule::l2_norm;
+  std::optional<uint64_t> sign_seed;  // random signs before the FWHT; off in the original format
+};
+
+// Throws frugal::Error naming `op` and the offending field when the config is unusable.
+void validate(const CacheConfig& config, const char* op);
+
+// One layer's K (or V) cache for `batch` sequences. Write positions live on the host; each
+// sequence has its own. A cache is used from one stream at a time.
+class Cache {
+ public:
+  Cache(const CacheConfig& config, Device device = Device::cpu(), Stream stream = nullptr);
+
+  const CacheConfig& config() const { return config_; }
+  Device device() const { return packed_.device(); }
+  int bytes_per_vector() const { return config_.head_dim * config_.bits / 8; }
+
+  // Quantizes T ≥ 1 tokens into every sequence at its own write position and advances it by T,
+  // in one launch. x: [T, H, D] when batch == 1, or [batch, T, H, D]; f32 | f16 | bf16; the
+  // last dimension contiguous. A global cache refuses to write past capacity; a sliding one
+  // wraps (T larger than capacity is refused: the first tokens would be overwritten at once).
+  void append(const TensorView& x, Stream stream = nullptr);
+  // The same for one sequence: x [T, H, D].
+  void append(int seq, const TensorView& x, Stream stream = nullptr);
+
+  // Tokens [begin, end) of sequence `seq` (absolute positions), dequantized into
+  // out [end - begin, H, D] (f32 | f16 | bf16, on the cache's device). Every token must still
+  // be held: begin ≥ write_pos - capacity for a ring, end ≤ write_pos.
+  void dequantize(int seq, int64_t begin, int64_t end, const TensorView& out, Stream stream = nullptr) const;
+  Tensor dequantize(int seq, int64_t begin, int64_t end, DType dtype = DType::f32, Stream stream = nullptr) const;
+
+  int64_t write_pos(int seq = 0) const { return positions_.at(seq); }
+  const std::vector<int64_t>& write_positions() const { return positions_; }
+  // Oldest token position still held by sequence `seq`.
+  int64_t first_held(int seq = 0) const;
+  int64_t slot(int64_t token) const { return config_.sliding ? token % config_.capacity : token; }
+  void reset();  // all write positions back to 0 (storage is left as it is)
+
+  const Tensor& packed() const { return packed_; }  // [batch, H, capacity, D*bits/8] u8
+  const Tensor& scales() const { return scales_; }  // [batch, H, capacity] f32
+  const Tensor& signs() const { return signs_; }    // [D] f32 ±1 on the cache's device, or undefined
+  const Tensor& centroids() const { return centroids_; }    // [2^bits] f32 on the cache's device
+  const Tensor& boundaries() const { return boundaries_; }  // [2^bits - 1] f32 on the cache's device
+
+ private:
+  void append_impl(int seq_begin, int seq_count, const TensorView& x, int64_t tokens, Stream stream);
+
+  CacheConfig config_;
+  Tensor packed_, scales_, signs_, centroids_, boundaries_;
+  Tensor device_starts_;  // [batch] i64 scratch for the CUDA kernel's start positions
+  std::vector<int64_t> positions_;
+};
+
+// Number of NaN scales (non-finite input vectors) among sequence `seq`'s held tokens.
+int64_t count_nonfinite_scales(const Cache& cache, int seq = 0, Stream stream = nullptr);
+
+}  // namespace frugal::kv

@@ -1,0 +1,18 @@
+// What this build and this machine offer: is CUDA compiled in, which GPUs are there.
+#pragma once
+
+#include <string>
+
+#include "frugal/dtype.h"
+
+namespace frugal {
+
+bool built_with_cuda();             // CUDA backend compiled into this build
+std::string built_cuda_archs();     // e.g. "90a,90"; empty without CUDA
+int cuda_device_count();            // 0 without CUDA, without a driver, or without a GPU
+bool cuda_available();              // built with CUDA and at least one GPU usable
+std::string device_name(Device d);  // "NVIDIA H200 (sm_90)" or "cpu (16 threads)"
+void synchronize(Device d);         // waits for all work on the device (no-op on the CPU)
+int cpu_threads();                  // threads the CPU backend uses
+
+}  // namespace frugal

@@ -1,0 +1,56 @@
+// The KV-cache kernels' interface: plain argument structs, and the CPU and CUDA functions that
+// take them. Public entry points (src/core/kv_cache.cpp) validate; these never do.
+#pragma once
+
+#include <cstdint>
+
+#include "frugal/kv_cache.h"
+
+namespace frugal::kv::backend {
+
+// Quantize `seqs × tokens × heads` vectors of x into the cache storage.
+struct AppendArgs {
+  const void* x = nullptr;  // element (s, t, h, i) at x[s*x_stride_seq + t*x_stride_tok + h*x_stride_head + i]
+  DType x_dtype = DType::f32;
+  int64_t x_stride_seq = 0, x_stride_tok = 0, x_stride_head = 0;  // in elements
+  int seqs = 1;
+  int64_t tokens = 1;
+  int heads = 1, dim = 0, bits = 4;
+  int64_t capacity = 0;
+  bool sliding = false;
+  const int64_t* starts = nullptr;  // [seqs] first write position of each sequence (device memory for CUDA)
+  uint8_t* packed = nullptr;        // [seqs, heads, capacity, dim*bits/8] (already offset to the first sequence)
+  float* scales = nullptr;          // [seqs, heads, capacity]
+  const float* signs = nullptr;     // [dim] or nullptr
+  const float* centroids = nullptr; // [2^bits]
+  const float* boundaries = nullptr;  // [2^bits - 1]
+  ScaleRule rule = ScaleRule::l2_norm;
+};
+
+// Dequantize tokens [begin, begin + count) of one sequence into out [count, heads, dim].
+struct DequantizeArgs {
+  const uint8_t* packed = nullptr;  // [heads, capacity, dim*bits/8] of the sequence
+  const float* scales = nullptr;    // [heads, capacity]
+  int heads = 1, dim = 0, bits = 4;
+  int64_t capacity = 0;
+  bool sliding = false;
+  int64_t begin = 0, count = 0;
+  void* out = nullptr;
+  DType out_dtype = DType::f32;
+  const float* signs = nullptr;
+  const float* centroids = nullptr;
+};
+
+}  // namespace frugal::kv::backend
+
+namespace frugal::cpu {
+void kv_append(const kv::backend::AppendArgs& a);
+void kv_dequantize(const kv::backend::DequantizeArgs& a);
+void hadamard_transform(const float* x, float* out, int64_t rows, int dim);
+}  // namespace frugal::cpu
+
+namespace frugal::cuda {
+void kv_append(const kv::backend::AppendArgs& a, Stream stream);
+void kv_dequantize(const kv::backend::DequantizeArgs& a, Stream stream);
+void hadamard_transform(const float* x, float* out, int64_t rows, int dim, Stream stream);
+}  // namespace frugal::cuda

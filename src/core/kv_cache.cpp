@@ -1,0 +1,222 @@
+// Public KV-cache operations: validate once, then dispatch to the CPU or CUDA backend.
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include "core/kv_backend.h"
+#include "core/validate.h"
+#include "frugal/kv_cache.h"
+
+namespace frugal::kv {
+
+namespace {
+
+bool is_pow2_dim(int64_t d) { return d >= 4 && d <= 4096 && std::has_single_bit(static_cast<uint64_t>(d)); }
+
+Tensor upload(const std::vector<float>& v, Device device, Stream stream) {
+  Tensor host = Tensor::empty({static_cast<int64_t>(v.size())}, DType::f32);
+  std::copy(v.begin(), v.end(), host.data_as<float>());
+  return device.is_cpu() ? host : host.to(device, stream);
+}
+
+}  // namespace
+
+void validate(const CacheConfig& c, const char* op) {
+  FRUGAL_CHECK(c.batch >= 1, invalid_argument, op, "batch must be at least 1, got " << c.batch);
+  FRUGAL_CHECK(c.num_kv_heads >= 1, invalid_argument, op, "num_kv_heads must be at least 1, got " << c.num_kv_heads);
+  FRUGAL_CHECK(is_pow2_dim(c.head_dim), invalid_argument, op,
+               "head_dim must be a power of two in [4, 4096], got " << c.head_dim);
+  FRUGAL_CHECK(c.capacity >= 1, invalid_argument, op, "capacity must be at least 1 token, got " << c.capacity);
+  FRUGAL_CHECK(c.bits == 2 || c.bits == 3 || c.bits == 4 || c.bits == 8, invalid_argument, op,
+               "bits must be 2, 3, 4 or 8, got " << c.bits);
+  FRUGAL_CHECK(c.scale_rule == ScaleRule::l2_norm || c.scale_rule == ScaleRule::least_squares, invalid_argument, op,
+               "unknown scale rule " << static_cast<int>(c.scale_rule));
+  const int64_t bytes = static_cast<int64_t>(c.batch) * c.num_kv_heads * c.capacity * (c.head_dim * c.bits / 8);
+  FRUGAL_CHECK(bytes / c.batch / c.num_kv_heads / c.capacity == c.head_dim * c.bits / 8, invalid_argument, op,
+               "batch × heads × capacity × row bytes overflows 64 bits");
+}
+
+void hadamard_transform(const TensorView& x, const TensorView& out, Stream stream) {
+  constexpr const char* op = "kv::hadamard_transform";
+  detail::check_tensor(x, op, "x", 2, {DType::f32});
+  detail::check_tensor(out, op, "out", 2, {DType::f32});
+  detail::check_shape(out, op, "out", {x.size(0), x.size(1)});
+  detail::check_contiguous(x, op, "x");
+  detail::check_contiguous(out, op, "out");
+  detail::check_same_device(x, out, op, "x", "out");
+  FRUGAL_CHECK(is_pow2_dim(x.size(1)), invalid_argument, op,
+               "the last dimension must be a power of two in [4, 4096], got " << x.size(1));
+  if (x.empty()) return;
+  detail::check_device_usable(x.device, op);
+  const int dim = static_cast<int>(x.size(1));
+  if (x.device.is_cpu()) {
+    cpu::hadamard_transform(x.data_as<const float>(), out.data_as<float>(), x.size(0), dim);
+  } else {
+    cuda::hadamard_transform(x.data_as<const float>(), out.data_as<float>(), x.size(0), dim, stream);
+  }
+}
+
+Cache::Cache(const CacheConfig& config, Device device, Stream stream) : config_(config) {
+  constexpr const char* op = "kv::Cache";
+  validate(config, op);
+  detail::check_device_usable(device, op);
+  const int64_t b = config.batch, h = config.num_kv_heads, cap = config.capacity;
+  packed_ = Tensor::zeros({b, h, cap, static_cast<int64_t>(bytes_per_vector())}, DType::u8, device);
+  scales_ = Tensor::zeros({b, h, cap}, DType::f32, device);
+  const Codebook& cb = lloyd_max_codebook(config.bits);
+  centroids_ = upload(cb.centroids, device, stream);
+  boundaries_ = upload(cb.boundaries, device, stream);
+  if (config.sign_seed) signs_ = upload(random_signs(*config.sign_seed, config.head_dim), device, stream);
+  if (device.is_cuda()) device_starts_ = Tensor::empty({b}, DType::i64, device);
+  positions_.assign(config.batch, 0);
+}
+
+int64_t Cache::first_held(int seq) const {
+  const int64_t w = positions_.at(seq);
+  return config_.sliding ? std::max<int64_t>(0, w - config_.capacity) : 0;
+}
+
+void Cache::reset() { std::fill(positions_.begin(), positions_.end(), 0); }
+
+void Cache::append(const TensorView& x, Stream stream) {
+  constexpr const char* op = "kv::append";
+  const int64_t h = config_.num_kv_heads, d = config_.head_dim;
+  if (x.rank == 3) {
+    FRUGAL_CHECK(config_.batch == 1, invalid_argument, op,
+                 "x of rank 3 [T, H, D] needs a cache of batch 1; this cache holds " << config_.batch
+                     << " sequences: pass x as [batch, T, H, D] or append(seq, x)");
+    detail::check_shape(x, op, "x", {-1, h, d});
+    append_impl(0, 1, x, x.size(0), stream);
+    return;
+  }
+  FRUGAL_CHECK(x.rank == 4, invalid_argument, op, "x must be [T, H, D] or [batch, T, H, D], got " << x.describe());
+  detail::check_shape(x, op, "x", {config_.batch, -1, h, d});
+  append_impl(0, config_.batch, x, x.size(1), stream);
+}
+
+void Cache::append(int seq, const TensorView& x, Stream stream) {
+  constexpr const char* op = "kv::append";
+  FRUGAL_CHECK(seq >= 0 && seq < config_.batch, out_of_range, op,
+               "sequence " << seq << " does not exist; the cache holds " << config_.batch);
+  FRUGAL_CHECK(x.rank == 3, invalid_argument, op, "x must be [T, H, D] for one sequence, got " << x.describe());
+  detail::check_shape(x, op, "x", {-1, config_.num_kv_heads, config_.head_dim});
+  append_impl(seq, 1, x, x.size(0), stream);
+}
+
+void Cache::append_impl(int seq_begin, int seq_count, const TensorView& x, int64_t tokens, Stream stream) {
+  constexpr const char* op = "kv::append";
+  detail::check_tensor(x, op, "x", x.rank, {DType::f32, DType::f16, DType::bf16});
+  FRUGAL_CHECK(x.device == device(), invalid_argument, op,
+               "x is on " << to_string(x.device) << " but the cache is on " << to_string(device()));
+  FRUGAL_CHECK(tokens >= 1, invalid_argument, op, "x holds no tokens (T = 0); append needs T >= 1");
+  FRUGAL_CHECK(x.stride(-1) == 1, invalid_argument, op,
+               "the last dimension of x must be contiguous, got stride " << x.stride(-1));
+  for (int s = seq_begin; s < seq_begin + seq_count; ++s) {
+    const int64_t w = positions_[s];
+    if (config_.sliding) {
+      FRUGAL_CHECK(tokens <= config_.capacity, out_of_range, op,
+                   "T = " << tokens << " tokens exceed the ring's capacity " << config_.capacity
+                          << "; the first tokens would be overwritten by the last ones of the same call");
+    } else {
+      FRUGAL_CHECK(w + tokens <= config_.capacity, out_of_range, op,
+                   "sequence " << s << ": writing " << tokens << " tokens at write_pos " << w
+                               << " passes the global cache's capacity " << config_.capacity);
+    }
+  }
+  backend::AppendArgs a;
+  a.x = x.data;
+  a.x_dtype = x.dtype;
+  const bool batched = x.rank == 4;
+  a.x_stride_seq = batched ? x.stride(0) : 0;
+  a.x_stride_tok = x.stride(batched ? 1 : 0);
+  a.x_stride_head = x.stride(batched ? 2 : 1);
+  a.seqs = seq_count;
+  a.tokens = tokens;
+  a.heads = config_.num_kv_heads;
+  a.dim = config_.head_dim;
+  a.bits = config_.bits;
+  a.capacity = config_.capacity;
+  a.sliding = config_.sliding;
+  const int64_t seq_bytes = static_cast<int64_t>(a.heads) * a.capacity * bytes_per_vector();
+  a.packed = packed_.data_as<uint8_t>() + seq_begin * seq_bytes;
+  a.scales = scales_.data_as<float>() + static_cast<int64_t>(seq_begin) * a.heads * a.capacity;
+  a.signs = signs_.defined() ? signs_.data_as<const float>() : nullptr;
+  a.centroids = centroids_.data_as<const float>();
+  a.boundaries = boundaries_.data_as<const float>();
+  a.rule = config_.scale_rule;
+  const TensorView starts(const_cast<int64_t*>(positions_.data() + seq_begin), DType::i64, {seq_count});
+  if (device().is_cpu()) {
+    a.starts = positions_.data() + seq_begin;
+    cpu::kv_append(a);
+  } else {
+    const TensorView dst(device_starts_.data(), DType::i64, {seq_count}, device());
+    copy(starts, dst, stream);  // stream-ordered before the kernel that reads it
+    a.starts = device_starts_.data_as<const int64_t>();
+    cuda::kv_append(a, stream);
+  }
+  for (int s = seq_begin; s < seq_begin + seq_count; ++s) positions_[s] += tokens;
+}
+
+void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& out, Stream stream) const {
+  constexpr const char* op = "kv::dequantize";
+  FRUGAL_CHECK(seq >= 0 && seq < config_.batch, out_of_range, op,
+               "sequence " << seq << " does not exist; the cache holds " << config_.batch);
+  const int64_t w = positions_[seq];
+  FRUGAL_CHECK(begin >= 0 && begin <= end, invalid_argument, op, "bad token range [" << begin << ", " << end << ")");
+  FRUGAL_CHECK(end <= w, out_of_range, op,
+               "token range [" << begin << ", " << end << ") passes write_pos " << w << " of sequence " << seq);
+  FRUGAL_CHECK(begin >= first_held(seq), out_of_range, op,
+               "tokens before " << first_held(seq) << " have been overwritten in the ring of capacity "
+                                << config_.capacity << "; asked for [" << begin << ", " << end << ")");
+  detail::check_tensor(out, op, "out", 3, {DType::f32, DType::f16, DType::bf16});
+  detail::check_shape(out, op, "out", {end - begin, config_.num_kv_heads, config_.head_dim});
+  detail::check_contiguous(out, op, "out");
+  FRUGAL_CHECK(out.device == device(), invalid_argument, op,
+               "out is on " << to_string(out.device) << " but the cache is on " << to_string(device()));
+  if (end == begin) return;
+  backend::DequantizeArgs a;
+  const int64_t seq_bytes = static_cast<int64_t>(config_.num_kv_heads) * config_.capacity * bytes_per_vector();
+  a.packed = packed_.data_as<const uint8_t>() + seq * seq_bytes;
+  a.scales = scales_.data_as<const float>() + static_cast<int64_t>(seq) * config_.num_kv_heads * config_.capacity;
+  a.heads = config_.num_kv_heads;
+  a.dim = config_.head_dim;
+  a.bits = config_.bits;
+  a.capacity = config_.capacity;
+  a.sliding = config_.sliding;
+  a.begin = begin;
+  a.count = end - begin;
+  a.out = out.data;
+  a.out_dtype = out.dtype;
+  a.signs = signs_.defined() ? signs_.data_as<const float>() : nullptr;
+  a.centroids = centroids_.data_as<const float>();
+  if (device().is_cpu()) {
+    cpu::kv_dequantize(a);
+  } else {
+    cuda::kv_dequantize(a, stream);
+  }
+}
+
+Tensor Cache::dequantize(int seq, int64_t begin, int64_t end, DType dtype, Stream stream) const {
+  FRUGAL_CHECK(begin >= 0 && begin <= end, invalid_argument, "kv::dequantize",
+               "bad token range [" << begin << ", " << end << ")");
+  Tensor out = Tensor::empty({end - begin, config_.num_kv_heads, config_.head_dim}, dtype, device());
+  dequantize(seq, begin, end, out.view(), stream);
+  return out;
+}
+
+int64_t count_nonfinite_scales(const Cache& cache, int seq, Stream stream) {
+  const CacheConfig& c = cache.config();
+  FRUGAL_CHECK(seq >= 0 && seq < c.batch, out_of_range, "kv::count_nonfinite_scales",
+               "sequence " << seq << " does not exist; the cache holds " << c.batch);
+  const int64_t per_seq = static_cast<int64_t>(c.num_kv_heads) * c.capacity;
+  const TensorView src(cache.scales().data_as<float>() + seq * per_seq, DType::f32, {per_seq}, cache.device());
+  Tensor host = Tensor::empty({per_seq}, DType::f32);
+  copy(src, host.view(), stream);
+  int64_t n = 0;
+  for (int h = 0; h < c.num_kv_heads; ++h)
+    for (int64_t t = cache.first_held(seq); t < cache.write_pos(seq); ++t)
+      n += std::isnan(host.data_as<float>()[h * c.capacity + cache.slot(t)]);
+  return n;
+}
+
+}  // namespace frugal::kv

@@ -1,0 +1,124 @@
+// TensorView geometry, owning Tensor allocation on the CPU or a GPU, and copies between them.
+#include "frugal/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/backend.h"
+#include "core/validate.h"
+
+namespace frugal {
+
+namespace {
+
+void fill_shape(TensorView& v, std::span<const int64_t> shape, const char* op) {
+  FRUGAL_CHECK(shape.size() <= static_cast<size_t>(kMaxRank), invalid_argument, op,
+               "rank " << shape.size() << " exceeds the maximum rank " << kMaxRank);
+  v.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < v.rank; ++i) {
+    FRUGAL_CHECK(shape[i] >= 0, invalid_argument, op, "negative dimension in shape " << detail::shape_string(shape));
+    v.shape[i] = shape[i];
+  }
+}
+
+}  // namespace
+
+TensorView::TensorView(void* data_, DType dtype_, std::span<const int64_t> shape_, Device device_)
+    : data(data_), dtype(dtype_), device(device_) {
+  fill_shape(*this, shape_, "TensorView");
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+}
+
+TensorView::TensorView(void* data_, DType dtype_, std::span<const int64_t> shape_, std::span<const int64_t> strides_,
+                       Device device_)
+    : data(data_), dtype(dtype_), device(device_) {
+  fill_shape(*this, shape_, "TensorView");
+  FRUGAL_CHECK(strides_.size() == shape_.size(), invalid_argument, "TensorView",
+               "shape has " << shape_.size() << " dimensions but strides have " << strides_.size());
+  for (int i = 0; i < rank; ++i) strides[i] = strides_[i];
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= shape[i];
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    if (shape[i] != 1 && strides[i] != s) return false;
+    s *= shape[i];
+  }
+  return true;
+}
+
+std::string TensorView::describe() const {
+  std::ostringstream os;
+  os << to_string(dtype) << detail::shape_string(sizes()) << " " << to_string(device);
+  return os.str();
+}
+
+Tensor Tensor::empty(std::span<const int64_t> shape, DType dtype, Device device) {
+  Tensor t;
+  t.view_ = TensorView(nullptr, dtype, shape, device);
+  const size_t bytes = t.view_.nbytes();
+  if (bytes == 0) return t;
+  if (device.is_cpu()) {
+    // 64-byte alignment: whole cache lines, and every vector width the CPU backend uses.
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    FRUGAL_CHECK(p != nullptr, invalid_argument, "Tensor::empty", "out of host memory allocating " << bytes << " bytes");
+    t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  } else {
+    detail::check_device_usable(device, "Tensor::empty");
+    const int dev = device.index;
+    void* p = cuda::device_malloc(bytes, dev);
+    t.storage_ = std::shared_ptr<void>(p, [dev](void* q) { cuda::device_free(q, dev); });
+  }
+  t.view_.data = t.storage_.get();
+  return t;
+}
+
+Tensor Tensor::zeros(std::span<const int64_t> shape, DType dtype, Device device, Stream stream) {
+  Tensor t = empty(shape, dtype, device);
+  if (t.nbytes() == 0) return t;
+  if (device.is_cpu()) {
+    std::memset(t.data(), 0, t.nbytes());
+  } else {
+    cuda::memset_zero(t.data(), t.nbytes(), stream);
+  }
+  return t;
+}
+
+Tensor Tensor::to(Device device, Stream stream) const {
+  Tensor out = empty(view_.sizes(), view_.dtype, device);
+  copy(view_, out.view(), stream);
+  return out;
+}
+
+void copy(const TensorView& src, const TensorView& dst, Stream stream) {
+  constexpr const char* op = "copy";
+  FRUGAL_CHECK(src.dtype == dst.dtype, invalid_argument, op,
+               "dtypes differ: " << to_string(src.dtype) << " vs " << to_string(dst.dtype));
+  FRUGAL_CHECK(src.numel() == dst.numel(), invalid_argument, op,
+               "sizes differ: " << src.describe() << " vs " << dst.describe());
+  detail::check_contiguous(src, op, "src");
+  detail::check_contiguous(dst, op, "dst");
+  const size_t bytes = src.nbytes();
+  if (bytes == 0) return;
+  if (src.device.is_cpu() && dst.device.is_cpu()) {
+    std::memmove(dst.data, src.data, bytes);
+    return;
+  }
+  const auto kind = src.device.is_cpu()   ? cuda::CopyKind::host_to_device
+                    : dst.device.is_cpu() ? cuda::CopyKind::device_to_host
+                                          : cuda::CopyKind::device_to_device;
+  cuda::memcpy(dst.data, src.data, bytes, kind, stream);
+}
+
+}  // namespace frugal

@@ -1,0 +1,27 @@
+// One-line argument checks for the public entry points. Kernels never validate; entry points do.
+#pragma once
+
+#include <initializer_list>
+#include <sstream>
+#include <string>
+
+#include "frugal/error.h"
+#include "frugal/tensor.h"
+
+namespace frugal::detail {
+
+std::string shape_string(std::span<const int64_t> shape);
+std::string dtypes_string(std::initializer_list<DType> dtypes);
+
+// The tensor has data (unless it is empty), the given rank, and one of `dtypes`.
+void check_tensor(const TensorView& t, const char* op, const char* name, int rank,
+                  std::initializer_list<DType> dtypes);
+// Every dimension matches; -1 in `expected` matches any size.
+void check_shape(const TensorView& t, const char* op, const char* name, std::initializer_list<int64_t> expected);
+void check_contiguous(const TensorView& t, const char* op, const char* name);
+void check_same_device(const TensorView& a, const TensorView& b, const char* op, const char* name_a,
+                       const char* name_b);
+// The device is usable: the CPU, or a CUDA device this build can run on.
+void check_device_usable(Device d, const char* op);
+
+}  // namespace frugal::detail

@@ -1,0 +1,76 @@
+// Shared device-side helpers: error checking with the call site, launch arithmetic, dtype
+// conversions and the dtype -> CUDA type dispatch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "frugal/dtype.h"
+#include "frugal/error.h"
+
+namespace frugal::cuda {
+
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
+
+inline cudaStream_t to_cuda(Stream s) { return static_cast<cudaStream_t>(s); }
+
+template <typename T>
+constexpr T ceil_div(T a, T b) {
+  return (a + b - 1) / b;
+}
+
+// Sets the current device for the scope and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+int multiprocessor_count(int device);
+
+// Element loads/stores through f32, for kernels templated on the storage type.
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// Calls f.template operator()<T>() with T = float | __half | __nv_bfloat16.
+template <typename F>
+decltype(auto) dispatch_float(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::f32: return std::forward<F>(f).template operator()<float>();
+    case DType::f16: return std::forward<F>(f).template operator()<__half>();
+    case DType::bf16: return std::forward<F>(f).template operator()<__nv_bfloat16>();
+    default: break;
+  }
+  FRUGAL_FAIL(invalid_argument, op, "expected a floating dtype (f32, f16, bf16), got " << to_string(t));
+}
+
+}  // namespace frugal::cuda
+
+// Checks a CUDA runtime call; on failure throws frugal::Error(cuda) with the call and its site.
+#define FRUGAL_CUDA_CHECK(call)                                                     \
+  do {                                                                              \
+    cudaError_t frugal_err_ = (call);                                               \
+    if (frugal_err_ != cudaSuccess)                                                 \
+      ::frugal::cuda::throw_cuda_error(frugal_err_, #call, __FILE__, __LINE__);     \
+  } while (0)
+
+// After a kernel launch: reports launch-configuration errors at the launch site.
+#define FRUGAL_CUDA_CHECK_LAUNCH() FRUGAL_CUDA_CHECK(cudaGetLastError())

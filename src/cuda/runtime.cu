@@ -1,0 +1,139 @@
+// CUDA runtime services for the core: memory, copies, device queries and the check that this
+// build carries code for the GPU it is asked to run on.
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "core/backend.h"
+#include "cuda/common.cuh"
+#include "frugal/runtime.h"
+
+namespace frugal {
+
+bool built_with_cuda() { return true; }
+std::string built_cuda_archs() { return FRUGAL_CUDA_ARCH_LIST; }
+
+}  // namespace frugal
+
+namespace frugal::cuda {
+
+namespace {
+__global__ void kernel_probe() {}
+}  // namespace
+
+void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
+  cudaGetLastError();  // clear a sticky launch error so the next call starts clean
+  std::ostringstream os;
+  os << "[cuda] " << what << " failed: " << cudaGetErrorName(err) << " (" << cudaGetErrorString(err) << ") at "
+     << file << ":" << line;
+  throw Error(ErrorCode::cuda, os.str());
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  FRUGAL_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) FRUGAL_CUDA_CHECK(cudaSetDevice(device));
+}
+
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+}
+
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int multiprocessor_count(int device) {
+  static std::mutex mu;
+  static std::vector<int> cache;
+  std::lock_guard lock(mu);
+  if (device >= static_cast<int>(cache.size())) cache.resize(device + 1, 0);
+  if (cache[device] == 0)
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&cache[device], cudaDevAttrMultiProcessorCount, device));
+  return cache[device];
+}
+
+std::string device_name(int device) {
+  cudaDeviceProp prop{};
+  FRUGAL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::ostringstream os;
+  os << prop.name << " (sm_" << prop.major << prop.minor << ", " << prop.multiProcessorCount << " SMs, "
+     << prop.totalGlobalMem / (1 << 20) << " MiB)";
+  return os.str();
+}
+
+void require_device(const char* op, int device) {
+  static std::mutex mu;
+  static std::vector<int> checked;  // 0 unknown, 1 ok
+  std::lock_guard lock(mu);
+  if (device < static_cast<int>(checked.size()) && checked[device]) return;
+  const int n = device_count();
+  FRUGAL_CHECK(n > 0, unsupported, op, "no CUDA device is available (the driver reports none)");
+  FRUGAL_CHECK(device >= 0 && device < n, invalid_argument, op,
+               "cuda:" << device << " does not exist; this machine has " << n << " CUDA device(s)");
+  DeviceGuard guard(device);
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, kernel_probe);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    FRUGAL_FAIL(unsupported, op,
+                "cuda:" << device << " has compute capability " << major << "." << minor
+                        << " but this build of frugal carries code only for " << FRUGAL_CUDA_ARCH_LIST
+                        << " (" << cudaGetErrorString(err) << "); rebuild with -DFRUGAL_CUDA_ARCHS=\"" << major
+                        << minor << "\"");
+  }
+  if (device >= static_cast<int>(checked.size())) checked.resize(device + 1, 0);
+  checked[device] = 1;
+}
+
+void* device_malloc(size_t bytes, int device) {
+  DeviceGuard guard(device);
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    FRUGAL_FAIL(cuda, "Tensor::empty",
+                "cudaMalloc of " << bytes << " bytes on cuda:" << device << " failed: " << cudaGetErrorString(err)
+                                 << " (free " << free_b << " of " << total_b << " bytes)");
+  }
+  return p;
+}
+
+void device_free(void* ptr, int device) noexcept {
+  int prev = -1;
+  cudaGetDevice(&prev);
+  if (prev != device) cudaSetDevice(device);
+  cudaFree(ptr);
+  if (prev != device && prev >= 0) cudaSetDevice(prev);
+}
+
+void memcpy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream stream) {
+  const cudaMemcpyKind k = kind == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
+                                                              : cudaMemcpyDeviceToDevice;
+  FRUGAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, to_cuda(stream)));
+  if (kind != CopyKind::device_to_device) FRUGAL_CUDA_CHECK(cudaStreamSynchronize(to_cuda(stream)));
+}
+
+void memset_zero(void* dst, size_t bytes, Stream stream) {
+  FRUGAL_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, to_cuda(stream)));
+}
+
+void synchronize(int device) {
+  DeviceGuard guard(device);
+  FRUGAL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace frugal::cuda

@@ -1,0 +1,37 @@
+// What the CUDA entry points do in a build without CUDA: a clear frugal::Error naming the op.
+// Every function declared in src/cuda/*.h gets its stub here.
+#include "core/backend.h"
+#include "frugal/error.h"
+#include "frugal/runtime.h"
+
+namespace frugal {
+
+bool built_with_cuda() { return false; }
+std::string built_cuda_archs() { return ""; }
+
+}  // namespace frugal
+
+#define FRUGAL_NO_CUDA(op) \
+  FRUGAL_FAIL(unsupported, op, "this build of frugal has no CUDA backend (configure with -DFRUGAL_CUDA=ON where nvcc exists)")
+
+namespace frugal::cuda {
+
+void* device_malloc(size_t, int) { FRUGAL_NO_CUDA("Tensor::empty"); }
+void device_free(void*, int) noexcept {}
+void memcpy(void*, const void*, size_t, CopyKind, Stream) { FRUGAL_NO_CUDA("copy"); }
+void memset_zero(void*, size_t, Stream) { FRUGAL_NO_CUDA("Tensor::zeros"); }
+int device_count() noexcept { return 0; }
+std::string device_name(int) { FRUGAL_NO_CUDA("device_name"); }
+void synchronize(int) { FRUGAL_NO_CUDA("synchronize"); }
+void require_device(const char* op, int) { FRUGAL_NO_CUDA(op); }
+
+}  // namespace frugal::cuda
+
+// ---- KV cache (src/cuda/kv.cu) ----
+#include "core/kv_backend.h"
+
+namespace frugal::cuda {
+void kv_append(const kv::backend::AppendArgs&, Stream) { FRUGAL_NO_CUDA("kv::append"); }
+void kv_dequantize(const kv::backend::DequantizeArgs&, Stream) { FRUGAL_NO_CUDA("kv::dequantize"); }
+void hadamard_transform(const float*, float*, int64_t, int, Stream) { FRUGAL_NO_CUDA("kv::hadamard_transform"); }
+}  // namespace frugal::cuda
