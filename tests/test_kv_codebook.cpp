@@ -1,5 +1,6 @@
 // Lloyd–Max codebooks and the FWHT against independent oracles.
 #include <cmath>
+#include <cstring>
 
 #include "frugal/kv_cache.h"
 #include "testing.h"
@@ -84,5 +85,20 @@ TEST(Hadamard, RefusesNonPowerOfTwo) {
   }
 }
 
+}  // namespace
+}  // namespace frugal::kv
+
+namespace frugal::kv {
+namespace {
+TEST(Cache, CopiesToAnotherDeviceWithItsPositions) {
+  Cache c({.batch = 1, .num_kv_heads = 2, .head_dim = 16, .capacity = 8, .sliding = true});
+  Tensor x = Tensor::empty({3, 2, 16}, DType::f32);
+  for (int i = 0; i < 96; ++i) x.data_as<float>()[i] = static_cast<float>((i * 37) % 11) - 5.0f;
+  c.append(x);
+  Cache d = c.to(Device::cpu());
+  EXPECT_EQ(d.write_pos(), 3);
+  EXPECT_EQ(std::memcmp(d.packed().data(), c.packed().data(), c.packed().nbytes()), 0);
+  EXPECT_NE(d.packed().data(), c.packed().data());
+}
 }  // namespace
 }  // namespace frugal::kv

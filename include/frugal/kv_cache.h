@@ -98,6 +98,8 @@ class Cache {
   int64_t first_held(int seq = 0) const;
   int64_t slot(int64_t token) const { return config_.sliding ? token % config_.capacity : token; }
   void reset();  // all write positions back to 0 (storage is left as it is)
+  // A copy of the whole cache (storage and write positions) on another device.
+  Cache to(Device device, Stream stream = nullptr) const;
 
   const Tensor& packed() const { return packed_; }  // [batch, H, capacity, D*bits/8] u8
   const Tensor& scales() const { return scales_; }  // [batch, H, capacity] f32
@@ -106,6 +108,7 @@ class Cache {
   const Tensor& boundaries() const { return boundaries_; }  // [2^bits - 1] f32 on the cache's device
 
  private:
+  Cache() = default;
   void append_impl(int seq_begin, int seq_count, const TensorView& x, int64_t tokens, Stream stream);
 
   CacheConfig config_;

@@ -76,6 +76,20 @@ int64_t Cache::first_held(int seq) const {
   return config_.sliding ? std::max<int64_t>(0, w - config_.capacity) : 0;
 }
 
+Cache Cache::to(Device device, Stream stream) const {
+  detail::check_device_usable(device, "kv::Cache::to");
+  Cache c;
+  c.config_ = config_;
+  c.packed_ = packed_.to(device, stream);
+  c.scales_ = scales_.to(device, stream);
+  c.centroids_ = centroids_.to(device, stream);
+  c.boundaries_ = boundaries_.to(device, stream);
+  if (signs_.defined()) c.signs_ = signs_.to(device, stream);
+  if (device.is_cuda()) c.device_starts_ = Tensor::empty({config_.batch}, DType::i64, device);
+  c.positions_ = positions_;
+  return c;
+}
+
 void Cache::reset() { std::fill(positions_.begin(), positions_.end(), 0); }
 
 void Cache::append(const TensorView& x, Stream stream) {
