@@ -1,0 +1,200 @@
+"""Side-by-side benchmark of frugal's sparse conv against the PyTorch paths it replaces.
+
+For each (R, C) of the anchors' table (sphere shell of a R^3 grid, 3x3x3 submanifold conv, fp16):
+  * generates the shell here (the anchors' construction) and writes coords to a raw .bin;
+  * measures torch's kernel map (sort + searchsorted), the materialized gather + bmm and the
+    per-offset gather-GEMM-scatter (time: CUDA events, median; peak: max_memory_allocated above
+    the inputs), on feats/weights from the generator the C++ bench shares (exact in fp16);
+  * runs the C++ bench (`spconv`) on the same coords, which writes our map and output at sampled
+    rows; checks our map there against torch's and our output against an fp64 reference (and
+    torch's stock output against the same reference).
+Usage: python3 spconv_torch.py [--bench ./spconv] [--rows 256:64,512:64,...] [--quick]
+Prints a table last and writes spconv.json to $OUT (or /tmp).
+"""
+import argparse, json, math, os, subprocess, sys, time
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--bench", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "spconv"))
+p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:256")
+p.add_argument("--samples", type=int, default=2048)
+p.add_argument("--stock-limit-gb", type=float, default=80.0,
+               help="skip the materialized path when its gather + bmm output exceed this (cite the anchor)")
+args = p.parse_args()
+
+dev = torch.device("cuda")
+OUT = os.environ.get("OUT", "/tmp")
+TMP = "/tmp/frugal_spconv_bench"
+os.makedirs(TMP, exist_ok=True)
+OFFS = torch.tensor([(i, j, l) for i in (-1, 0, 1) for j in (-1, 0, 1) for l in (-1, 0, 1)], device=dev)
+# The anchors' figures (H200, 2026-11-29) for rows skipped here: (R, C) -> (stock ms, stock peak GB)
+ANCHOR_STOCK = {(1024, 256): (244.4, 128.4), (1024, 128): (158.4, 64.2), (1024, 64): (100.1, 32.1)}
+
+
+def bench(fn, warm=1, rep=5):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(rep):
+        s = torch.cuda.Event(enable_timing=True); e = torch.cuda.Event(enable_timing=True)
+        s.record(); fn(); e.record(); torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def shell(res_):  # the anchors' construction
+    r = 0.45 * res_
+    g = torch.arange(res_, device=dev, dtype=torch.float32)
+    out = []
+    for x0 in range(0, res_, 64):
+        x = g[x0:x0 + 64].view(-1, 1, 1)
+        d = torch.sqrt((x - res_ / 2) ** 2 + (g.view(1, -1, 1) - res_ / 2) ** 2 + (g.view(1, 1, -1) - res_ / 2) ** 2)
+        m = (d - r).abs() < 0.87
+        c = m.nonzero()
+        c[:, 0] += x0
+        out.append(c)
+    return torch.cat(out).int()
+
+
+def key(c, R):
+    c = c.long()
+    return (c[:, 0] * R + c[:, 1]) * R + c[:, 2]
+
+
+def kmap(coords, R):  # torch sort + searchsorted (the anchors' peer)
+    N = coords.shape[0]
+    keys = key(coords, R)
+    sk, order = keys.sort()
+    nbr = torch.full((27, N), N, dtype=torch.long, device=dev)
+    for kk in range(27):
+        c = coords.long() + OFFS[kk]
+        ok = ((c >= 0) & (c < R)).all(1)
+        qk = key(c.clamp(0, R - 1), R)
+        pos = torch.searchsorted(sk, qk).clamp(max=N - 1)
+        hit = ok & (sk[pos] == qk)
+        nbr[kk] = torch.where(hit, order[pos], torch.full_like(pos, N))
+    return nbr
+
+
+def gen(count, salt, shift):  # shared with bench/spconv.cu (kernel_gen)
+    i = torch.arange(count, dtype=torch.int64, device=dev) + salt
+    h = (i * 1103515245 + 12345) & 0x7FFFFFFF
+    h = (h * 1103515245 + 12345) & 0x7FFFFFFF
+    v = ((h >> 16) & 1023) - 512
+    return (v.double() * 2.0 ** -(10 + shift)).half()
+
+
+def write_raw(t, path):
+    t = t.cpu().contiguous()
+    try:
+        t.numpy().tofile(path)
+    except Exception:  # torch without numpy
+        import ctypes
+        buf = (ctypes.c_char * (t.numel() * t.element_size())).from_address(t.data_ptr())
+        with open(path, "wb") as f:
+            f.write(bytes(buf))
+
+
+def read_raw(path, dtype, shape):
+    with open(path, "rb") as f:
+        return torch.frombuffer(bytearray(f.read()), dtype=dtype).view(*shape).clone()
+
+
+rows = []
+for spec in args.rows.split(","):
+    R, C = map(int, spec.split(":"))
+    torch.cuda.empty_cache()
+    coords = shell(R)
+    N = coords.shape[0]
+    cpath = os.path.join(TMP, f"coords_{R}.bin")
+    write_raw(coords, cpath)
+    row = dict(R=R, C=C, N=N)
+    row["torch_map_ms"] = bench(lambda: kmap(coords, R), warm=1, rep=5)
+    nbr = kmap(coords, R)
+    row["pairs_torch"] = int((nbr < N).sum())
+    feats = torch.zeros(N + 1, C, dtype=torch.float16, device=dev)
+    feats[:N] = gen(N * C, 0, 1).view(N, C)
+    w = gen(27 * C * C, 12345, 6).view(27, C, C)
+    S = min(args.samples, N)
+    srows = torch.tensor([i * (N - 1) // (S - 1) if S > 1 else 0 for i in range(S)], device=dev)
+    # fp64 reference at the sampled rows: sum over the 27 neighbors (the sentinel row is zero)
+    ref = torch.einsum("ksc,kco->so", feats[nbr[:, srows]].double(), w.double())
+
+    def stock():  # materialized gather (K, N, Ci) then bmm and sum
+        return torch.bmm(feats[nbr], w).sum(0)
+
+    def gscatter():  # per-offset gather-GEMM-scatter-add
+        out = torch.zeros(N, C, dtype=torch.float32, device=dev)
+        for kk in range(27):
+            m_ = nbr[kk] < N
+            dst = m_.nonzero().squeeze(1)
+            out.index_add_(0, dst, (feats[nbr[kk, dst]] @ w[kk]).float())
+        return out
+
+    stock_gb = 2 * 27 * N * C * 2 / 1e9
+    for name, fn in (("stock", stock), ("gather_scatter", gscatter)):
+        if name == "stock" and stock_gb > args.stock_limit_gb:
+            ms, gb = ANCHOR_STOCK.get((R, C), (float("nan"), float("nan")))
+            row[name + "_ms"], row[name + "_peak_MB"], row[name + "_source"] = ms, gb * 1e3, "anchor"
+            continue
+        torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        try:
+            row[name + "_ms"] = bench(fn, warm=1, rep=5)
+            row[name + "_peak_MB"] = (torch.cuda.max_memory_allocated() - base) / 1e6
+            row[name + "_source"] = "measured"
+            if name == "stock":
+                o = fn()[srows].double()
+                row["stock_err"] = float((o - ref).norm() / ref.norm())
+                del o
+        except torch.OutOfMemoryError:
+            row[name + "_ms"] = float("nan"); row[name + "_peak_MB"] = float("inf"); row[name + "_source"] = "OOM"
+        torch.cuda.empty_cache()
+    # inputs as torch holds them: feats (N+1 rows), weight, map (int64 here; int32 in ours)
+    row["torch_inputs_MB"] = (feats.numel() * 2 + w.numel() * 2 + nbr.numel() * 8) / 1e6
+    nbr_s = nbr[:, srows].int().cpu()
+    ref = ref.cpu()
+    del feats, w, nbr
+    torch.cuda.empty_cache()
+
+    prefix = os.path.join(TMP, f"ours_{R}_{C}")
+    t = time.time()
+    res = subprocess.run([args.bench, "--coords", cpath, "--channels", str(C), "--out", prefix,
+                          "--samples", str(S), "--reps", "20" if N * C < 3e8 else "10"],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        print(res.stdout, res.stderr, file=sys.stderr)
+        row["ours_error"] = res.stderr.strip()[-400:]
+        rows.append(row)
+        continue
+    ours = json.loads(res.stdout.strip().splitlines()[-1])
+    row["ours"] = ours
+    row["ours_wall_s"] = time.time() - t
+    our_nbr = read_raw(prefix + ".nbr", torch.int32, (27, S))
+    our_out = read_raw(prefix + ".out", torch.float16, (S, C)).double()
+    row["map_equal_at_samples"] = bool(torch.equal(our_nbr, nbr_s))
+    row["pairs_equal"] = ours["pairs"] == row["pairs_torch"]
+    row["ours_err"] = float((our_out - ref).norm() / ref.norm())
+    row["ours_peak_MB"] = (ours["inputs_bytes"] + ours["out_bytes"] + ours["map_bytes"] + ours["conv_alloc_bytes"]) / 1e6
+    row["gflop"] = 2 * ours["pairs"] * C * C / 1e9
+    rows.append(row)
+    print(f"done R={R} C={C} N={N} ({time.time() - t:.1f} s for ours)", file=sys.stderr, flush=True)
+
+json.dump(dict(device=torch.cuda.get_device_name(0), torch=torch.__version__, rows=rows),
+          open(os.path.join(OUT, "spconv.json"), "w"), indent=1)
+print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; fp16, 3x3x3 submanifold, sphere shell")
+print("   R    C        N | map: torch   ours  x   | conv ms: stock    g-s    ours(chk) best-var | peak MB: stock     g-s    ours(total) | err ours  stock | map==")
+for r in rows:
+    if "ours" not in r:
+        print(f"{r['R']:5d} {r['C']:4d} {r['N']:8d} | ours failed: {r.get('ours_error', '?')}")
+        continue
+    o = r["ours"]
+    best = min(o["wmma64_ms"], o["wmma128_ms"], o["simt_ms"])
+    st = "*" if r["stock_source"] == "anchor" else " "
+    print(f"{r['R']:5d} {r['C']:4d} {r['N']:8d} | {r['torch_map_ms']:7.2f} {o['map_ms']:6.2f} {r['torch_map_ms'] / o['map_ms']:5.1f} |"
+          f" {r['stock_ms']:7.1f}{st} {r['gather_scatter_ms']:6.1f} {o['conv_ms']:6.2f}({o['conv_checked_ms']:6.2f}) {best:6.2f} |"
+          f" {r['stock_peak_MB']:9.0f}{st} {r['gather_scatter_peak_MB']:7.0f} {r['ours_peak_MB']:9.0f} |"
+          f" {r['ours_err']:.1e} {r.get('stock_err', float('nan')):.1e} | {r['map_equal_at_samples'] and r['pairs_equal']}")
+print("* = anchor figure (bench/../anchors), not re-measured: the materialized path needs more memory than --stock-limit-gb")
