@@ -90,6 +90,15 @@ size_t pool_reserved_high() {
   check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &v), "mempool attr");
   return v;
 }
+// The default pool's release threshold: 0 (CUDA's default) returns freed memory to the system at
+// every synchronization, so each map build maps its table afresh; UINT64_MAX keeps it (as torch's
+// caching allocator does). An application setting, not a library one: both are measured.
+void pool_release_threshold(uint64_t bytes) {
+  cudaMemPool_t pool;
+  check(cudaDeviceGetDefaultMemPool(&pool, 0), "mempool");
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes), "mempool threshold");
+}
+
 void pool_reset_high() {
   cudaMemPool_t pool;
   check(cudaDeviceGetDefaultMemPool(&pool, 0), "mempool");
@@ -130,6 +139,9 @@ int main(int argc, char** argv) {
     const double map_ms = median_wall_ms(10, [&] { spconv::build_kernel_map(coords, nbr.view(), 3, 1); });
     const size_t map_workspace = pool_reserved_high();
     const double map_alloc_ms = median_wall_ms(5, [&] { (void)spconv::build_kernel_map(coords, 3, 1); });
+    pool_release_threshold(UINT64_MAX);
+    const double map_pooled_ms = median_wall_ms(10, [&] { spconv::build_kernel_map(coords, nbr.view(), 3, 1); });
+    pool_release_threshold(0);
 
     // ---- conv inputs
     Tensor feats = Tensor::empty({n, c}, DType::f16, gpu), w = Tensor::empty({27, c, c}, DType::f16, gpu);
@@ -187,11 +199,11 @@ int main(int argc, char** argv) {
     // Bytes one conv holds: feats + weight (inputs), out, the map, and what the call allocates.
     const double inputs = static_cast<double>(n) * c * 2 + 27.0 * c * c * 2;
     std::printf(
-        "{\"n\": %lld, \"c\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, "
+        "{\"n\": %lld, \"c\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, \"map_pooled_ms\": %.4f, "
         "\"map_workspace_bytes\": %zu, \"conv_ms\": %.4f, \"conv_checked_ms\": %.4f, \"conv_workspace_bytes\": %zu, "
         "\"conv_alloc_bytes\": 8, \"inputs_bytes\": %.0f, \"out_bytes\": %.0f, \"map_bytes\": %.0f, %s, "
         "\"device\": \"%s\"}\n",
-        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(pairs), map_ms, map_alloc_ms,
+        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(pairs), map_ms, map_alloc_ms, map_pooled_ms,
         map_workspace, conv_ms, conv_checked_ms, conv_workspace, inputs, static_cast<double>(n) * c * 2,
         27.0 * n * 4, variants.c_str(), device_name(gpu).c_str());
   } catch (const std::exception& e) {

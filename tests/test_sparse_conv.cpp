@@ -496,21 +496,19 @@ TEST(SpconvCuda, MatchesDenseConvolutionOracle) {
   for (const auto& p : kOracleCases) check_against_dense(p, kGpu, rng);
 }
 
+struct Shape {
+  int ci, co;
+};
+
 // Every CUDA kernel variant (CUDA cores, tensor cores with 64- and 128-wide channel tiles, 16-byte
 // and scalar loads) against the CPU on the same inputs and map.
-TEST(SpconvCuda, EveryKernelMatchesTheCpu) {
-  FRUGAL_SKIP_WITHOUT_GPU();
-  FRUGAL_TRACE_SEED();
-  std::mt19937_64 rng(test_seed());
-  const auto c = random_voxels(rng, 2, 14, 0.3, -7);
+void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Shape> shapes,
+                        std::initializer_list<DType> dtypes, std::mt19937_64& rng) {
   const int64_t n = c.size() / 4;
   const Tensor nbr_h = build_kernel_map(coords_tensor(c), 3, 1);
   const Tensor nbr_d = build_kernel_map(coords_tensor(c, kGpu), 3, 1);
-  struct Shape {
-    int ci, co;
-  };
-  for (const Shape s : {Shape{64, 64}, Shape{32, 160}, Shape{17, 24}, Shape{8, 3}, Shape{40, 72}})
-    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+  for (const Shape s : shapes)
+    for (DType dt : dtypes) {
       const auto f = testing::randn(n * s.ci, rng);
       const auto w = testing::randn(27 * s.ci * s.co, rng, 1.0f / std::sqrt(27.0f * s.ci));
       const auto b = testing::randn(s.co, rng);
@@ -543,6 +541,24 @@ TEST(SpconvCuda, EveryKernelMatchesTheCpu) {
         EXPECT_LE(testing::rel_error(got, ref), tolerance(dt));
       }
     }
+}
+
+TEST(SpconvCuda, EveryKernelMatchesTheCpu) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  check_every_kernel(random_voxels(rng, 2, 14, 0.3, -7),
+                     {Shape{64, 64}, Shape{32, 160}, Shape{17, 24}, Shape{8, 3}, Shape{40, 72}},
+                     {DType::f32, DType::f16, DType::bf16}, rng);
+}
+
+// The same on ~150 voxels (two row tiles): small enough for compute-sanitizer's racecheck.
+TEST(SpconvCuda, EveryKernelOnATinyInput) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  check_every_kernel(random_voxels(rng, 2, 6, 0.35, -3), {Shape{16, 72}, Shape{17, 24}}, {DType::f32, DType::f16},
+                     rng);
 }
 
 TEST(SpconvCuda, IsDeterministic) {
