@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "core/sparse_conv_backend.h"
-#include "frugal/sparse_conv.h"
 #include "frugal/runtime.h"
+#include "frugal/sparse_conv.h"
 
 using namespace frugal;
 
@@ -114,11 +114,16 @@ int main(int argc, char** argv) {
   int channels = 64, reps = 20, samples = 2048;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--coords") coords_path = v;
-    else if (k == "--channels") channels = std::stoi(v);
-    else if (k == "--out") out_prefix = v;
-    else if (k == "--reps") reps = std::stoi(v);
-    else if (k == "--samples") samples = std::stoi(v);
+    if (k == "--coords")
+      coords_path = v;
+    else if (k == "--channels")
+      channels = std::stoi(v);
+    else if (k == "--out")
+      out_prefix = v;
+    else if (k == "--reps")
+      reps = std::stoi(v);
+    else if (k == "--samples")
+      samples = std::stoi(v);
   }
   if (coords_path.empty() || out_prefix.empty()) {
     std::fprintf(stderr, "usage: %s --coords FILE --channels C --out PREFIX [--reps R] [--samples S]\n", argv[0]);
@@ -153,9 +158,8 @@ int main(int argc, char** argv) {
     pool_reset_high();
     const double conv_checked_ms = median_wall_ms(reps, [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out); });
     const size_t conv_workspace = pool_reserved_high();
-    const double conv_ms = median_event_ms(reps, [&] {
-      spconv::submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked);
-    });
+    const double conv_ms = median_event_ms(
+        reps, [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked); });
     // Variants through the backend (same output buffer; the default output is re-made below).
     using K = spconv::backend::ConvKernel;
     spconv::backend::ConvArgs a;
@@ -169,8 +173,8 @@ int main(int argc, char** argv) {
     a.ci = a.co = static_cast<int>(c);
     a.check = false;
     std::string variants;
-    for (auto [kernel, tile, name] : {std::tuple{K::wmma, 64, "wmma64"}, std::tuple{K::wmma, 128, "wmma128"},
-                                      std::tuple{K::simt, 0, "simt"}}) {
+    for (auto [kernel, tile, name] :
+         {std::tuple{K::wmma, 64, "wmma64"}, std::tuple{K::wmma, 128, "wmma128"}, std::tuple{K::simt, 0, "simt"}}) {
       a.kernel = kernel;
       a.tile_co = tile;
       const int r = kernel == K::simt ? std::max(3, reps / 4) : reps;
@@ -193,18 +197,21 @@ int main(int argc, char** argv) {
       copy(TensorView(out.data_as<uint16_t>() + r * c, DType::f16, {c}, gpu),
            TensorView(out_s.data() + i * c, DType::f16, {c}));
     }
-    std::ofstream(out_prefix + ".nbr", std::ios::binary).write(reinterpret_cast<const char*>(nbr_s.data()), nbr_s.size() * 4);
-    std::ofstream(out_prefix + ".out", std::ios::binary).write(reinterpret_cast<const char*>(out_s.data()), out_s.size() * 2);
+    std::ofstream(out_prefix + ".nbr", std::ios::binary)
+        .write(reinterpret_cast<const char*>(nbr_s.data()), nbr_s.size() * 4);
+    std::ofstream(out_prefix + ".out", std::ios::binary)
+        .write(reinterpret_cast<const char*>(out_s.data()), out_s.size() * 2);
 
     // Bytes one conv holds: feats + weight (inputs), out, the map, and what the call allocates.
     const double inputs = static_cast<double>(n) * c * 2 + 27.0 * c * c * 2;
     std::printf(
-        "{\"n\": %lld, \"c\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, \"map_pooled_ms\": %.4f, "
+        "{\"n\": %lld, \"c\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, \"map_pooled_ms\": "
+        "%.4f, "
         "\"map_workspace_bytes\": %zu, \"conv_ms\": %.4f, \"conv_checked_ms\": %.4f, \"conv_workspace_bytes\": %zu, "
         "\"conv_alloc_bytes\": 8, \"inputs_bytes\": %.0f, \"out_bytes\": %.0f, \"map_bytes\": %.0f, %s, "
         "\"device\": \"%s\"}\n",
-        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(pairs), map_ms, map_alloc_ms, map_pooled_ms,
-        map_workspace, conv_ms, conv_checked_ms, conv_workspace, inputs, static_cast<double>(n) * c * 2,
+        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(pairs), map_ms, map_alloc_ms,
+        map_pooled_ms, map_workspace, conv_ms, conv_checked_ms, conv_workspace, inputs, static_cast<double>(n) * c * 2,
         27.0 * n * 4, variants.c_str(), device_name(gpu).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spconv bench: %s\n", e.what());

@@ -271,9 +271,9 @@ TEST(SpconvMap, EmptyInputGivesAnEmptyMap) {
 
 TEST(SpconvMap, ExtremeCoordinatesAndBatches) {
   // The packable corners, and neighbors whose offset would leave the packable range.
-  const std::vector<int32_t> c = {0,    spconv::kCoordMin, spconv::kCoordMin, spconv::kCoordMin,
-                                  4095, spconv::kCoordMax, spconv::kCoordMax, spconv::kCoordMax,
-                                  4095, spconv::kCoordMax, spconv::kCoordMax, spconv::kCoordMax - 1,
+  const std::vector<int32_t> c = {0,    spconv::kCoordMin, spconv::kCoordMin,     spconv::kCoordMin,
+                                  4095, spconv::kCoordMax, spconv::kCoordMax,     spconv::kCoordMax,
+                                  4095, spconv::kCoordMax, spconv::kCoordMax,     spconv::kCoordMax - 1,
                                   0,    spconv::kCoordMin, spconv::kCoordMin + 1, spconv::kCoordMin};
   EXPECT_EQ(read_i32(build_kernel_map(coords_tensor(c), 3, 1)), brute_force_map(c, 3, 1));
 }
@@ -292,10 +292,10 @@ std::string describe(const ConvCase& p) {
 }
 
 const ConvCase kOracleCases[] = {
-    {3, 1, 3, 17, DType::f32, true},    {3, 2, 17, 64, DType::f32, false}, {5, 1, 64, 3, DType::f32, true},
-    {5, 2, 17, 17, DType::f32, true},   {3, 1, 64, 64, DType::f32, true},  {1, 1, 5, 7, DType::f32, true},
-    {3, 1, 64, 64, DType::f16, true},   {3, 2, 3, 17, DType::f16, false},  {5, 1, 17, 64, DType::f16, true},
-    {3, 1, 64, 64, DType::bf16, true},  {5, 2, 17, 3, DType::bf16, true},  {7, 1, 16, 24, DType::bf16, false},
+    {3, 1, 3, 17, DType::f32, true},   {3, 2, 17, 64, DType::f32, false}, {5, 1, 64, 3, DType::f32, true},
+    {5, 2, 17, 17, DType::f32, true},  {3, 1, 64, 64, DType::f32, true},  {1, 1, 5, 7, DType::f32, true},
+    {3, 1, 64, 64, DType::f16, true},  {3, 2, 3, 17, DType::f16, false},  {5, 1, 17, 64, DType::f16, true},
+    {3, 1, 64, 64, DType::bf16, true}, {5, 2, 17, 3, DType::bf16, true},  {7, 1, 16, 24, DType::bf16, false},
 };
 
 // Runs one case on `device` and checks it against the dense oracle; returns the output.
@@ -305,8 +305,8 @@ std::vector<double> check_against_dense(const ConvCase& p, Device device, std::m
   const int64_t n = c.size() / 4;
   const int kv = kernel_volume(p.ks);
   const auto f = rounded(testing::randn(n * p.ci, rng), p.dtype);
-  const auto w = rounded(testing::randn(static_cast<size_t>(kv) * p.ci * p.co, rng, 1.0f / std::sqrt(kv * p.ci)),
-                         p.dtype);
+  const auto w =
+      rounded(testing::randn(static_cast<size_t>(kv) * p.ci * p.co, rng, 1.0f / std::sqrt(kv * p.ci)), p.dtype);
   const auto b = rounded(testing::randn(p.co, rng), p.dtype);
   const Tensor coords = coords_tensor(c, device);
   const Tensor nbr = build_kernel_map(coords, p.ks, p.dil);
@@ -377,16 +377,31 @@ TEST(SpconvConv, EmptyInputGivesAnEmptyOutput) {
 
 void check_map_errors(Device d) {
   // Duplicates: the coordinate and both rows are named.
-  expect_error([&] { build_kernel_map(coords_tensor({0, 1, 2, 3, 1, 1, 2, 3, 0, 5, 5, 5, 0, 1, 2, 3}, d)); },
-               ErrorCode::invalid_argument, {"[spconv::build_kernel_map]", "duplicate", "(0, 1, 2, 3)", "rows 0 and 3"});
-  expect_error([&] { build_kernel_map(coords_tensor({0, 1, 2, 3, 0, 70000, 2, 3}, d)); }, ErrorCode::out_of_range,
-               {"row 1", "x = 70000", "[-65536, 65535]"});
-  expect_error([&] { build_kernel_map(coords_tensor({0, 1, 2, -65537}, d)); }, ErrorCode::out_of_range,
-               {"row 0", "z = -65537"});
-  expect_error([&] { build_kernel_map(coords_tensor({0, 1, 2, 3, -1, 1, 2, 3}, d)); }, ErrorCode::out_of_range,
-               {"row 1", "batch index b = -1"});
-  expect_error([&] { build_kernel_map(coords_tensor({4096, 1, 2, 3}, d)); }, ErrorCode::out_of_range,
-               {"b = 4096", "[0, 4095]"});
+  expect_error(
+      [&] {
+        build_kernel_map(coords_tensor({0, 1, 2, 3, 1, 1, 2, 3, 0, 5, 5, 5, 0, 1, 2, 3}, d));
+      },
+      ErrorCode::invalid_argument, {"[spconv::build_kernel_map]", "duplicate", "(0, 1, 2, 3)", "rows 0 and 3"});
+  expect_error(
+      [&] {
+        build_kernel_map(coords_tensor({0, 1, 2, 3, 0, 70000, 2, 3}, d));
+      },
+      ErrorCode::out_of_range, {"row 1", "x = 70000", "[-65536, 65535]"});
+  expect_error(
+      [&] {
+        build_kernel_map(coords_tensor({0, 1, 2, -65537}, d));
+      },
+      ErrorCode::out_of_range, {"row 0", "z = -65537"});
+  expect_error(
+      [&] {
+        build_kernel_map(coords_tensor({0, 1, 2, 3, -1, 1, 2, 3}, d));
+      },
+      ErrorCode::out_of_range, {"row 1", "batch index b = -1"});
+  expect_error(
+      [&] {
+        build_kernel_map(coords_tensor({4096, 1, 2, 3}, d));
+      },
+      ErrorCode::out_of_range, {"b = 4096", "[0, 4095]"});
   const Tensor ok = coords_tensor({0, 1, 2, 3, 0, 1, 2, 4}, d);
   for (int ks : {0, 2, 4, 9, -3})
     expect_error([&] { build_kernel_map(ok, ks, 1); }, ErrorCode::invalid_argument,
@@ -412,25 +427,46 @@ void check_conv_errors(Device d) {
   const Tensor bias = Tensor::zeros({5}, DType::f32, d);
   EXPECT_NO_THROW(submanifold_conv(feats, nbr, w, &bias.view(), out));
   const char* op = "[spconv::submanifold_conv]";
-  expect_error([&] { submanifold_conv(feats, nbr, Tensor::zeros({26, 4, 5}, DType::f32, d), nullptr, out); },
-               ErrorCode::invalid_argument, {op, "weight must have shape [27, 4, *]"});
-  expect_error([&] { submanifold_conv(feats, nbr, Tensor::zeros({27, 3, 5}, DType::f32, d), nullptr, out); },
-               ErrorCode::invalid_argument, {"weight must have shape [27, 4, *]"});
-  expect_error([&] { submanifold_conv(Tensor::zeros({5, 4}, DType::f32, d), nbr, w, nullptr, out); },
-               ErrorCode::invalid_argument, {"feats must have N = 3 rows (or N + 1"});
-  expect_error([&] { submanifold_conv(feats, nbr, w, nullptr, Tensor::zeros({3, 6}, DType::f32, d)); },
-               ErrorCode::invalid_argument, {"out must have shape [3, 5]"});
-  expect_error([&] { submanifold_conv(feats, nbr, Tensor::zeros({27, 4, 5}, DType::f16, d), nullptr, out); },
-               ErrorCode::invalid_argument, {"share one dtype", "f32, f16, f32"});
+  expect_error(
+      [&] {
+        submanifold_conv(feats, nbr, Tensor::zeros({26, 4, 5}, DType::f32, d), nullptr, out);
+      },
+      ErrorCode::invalid_argument, {op, "weight must have shape [27, 4, *]"});
+  expect_error(
+      [&] {
+        submanifold_conv(feats, nbr, Tensor::zeros({27, 3, 5}, DType::f32, d), nullptr, out);
+      },
+      ErrorCode::invalid_argument, {"weight must have shape [27, 4, *]"});
+  expect_error(
+      [&] {
+        submanifold_conv(Tensor::zeros({5, 4}, DType::f32, d), nbr, w, nullptr, out);
+      },
+      ErrorCode::invalid_argument, {"feats must have N = 3 rows (or N + 1"});
+  expect_error(
+      [&] {
+        submanifold_conv(feats, nbr, w, nullptr, Tensor::zeros({3, 6}, DType::f32, d));
+      },
+      ErrorCode::invalid_argument, {"out must have shape [3, 5]"});
+  expect_error(
+      [&] {
+        submanifold_conv(feats, nbr, Tensor::zeros({27, 4, 5}, DType::f16, d), nullptr, out);
+      },
+      ErrorCode::invalid_argument, {"share one dtype", "f32, f16, f32"});
   const Tensor bias6 = Tensor::zeros({6}, DType::f32, d), bias16 = Tensor::zeros({5}, DType::f16, d);
   expect_error([&] { submanifold_conv(feats, nbr, w, &bias6.view(), out); }, ErrorCode::invalid_argument,
                {"bias must have shape [5]"});
   expect_error([&] { submanifold_conv(feats, nbr, w, &bias16.view(), out); }, ErrorCode::invalid_argument,
                {"bias must have the dtype of feats"});
-  expect_error([&] { submanifold_conv(Tensor::zeros({3, 4}, DType::i32, d), nbr, w, nullptr, out); },
-               ErrorCode::invalid_argument, {"feats must have dtype f32 | f16 | bf16"});
-  expect_error([&] { submanifold_conv(feats, Tensor::zeros({27, 3}, DType::i64, d), w, nullptr, out); },
-               ErrorCode::invalid_argument, {"nbr must have dtype i32"});
+  expect_error(
+      [&] {
+        submanifold_conv(Tensor::zeros({3, 4}, DType::i32, d), nbr, w, nullptr, out);
+      },
+      ErrorCode::invalid_argument, {"feats must have dtype f32 | f16 | bf16"});
+  expect_error(
+      [&] {
+        submanifold_conv(feats, Tensor::zeros({27, 3}, DType::i64, d), w, nullptr, out);
+      },
+      ErrorCode::invalid_argument, {"nbr must have dtype i32"});
   // A strided (non-contiguous) view of feats.
   const int64_t shape[] = {3, 4}, strides[] = {8, 1};
   Tensor wide = Tensor::zeros({3, 8}, DType::f32, d);
@@ -516,8 +552,8 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
       const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
       using K = spconv::backend::ConvKernel;
-      for (auto [kernel, tile] : {std::pair{K::automatic, 0}, std::pair{K::simt, 0}, std::pair{K::wmma, 64},
-                                  std::pair{K::wmma, 128}}) {
+      for (auto [kernel, tile] :
+           {std::pair{K::automatic, 0}, std::pair{K::simt, 0}, std::pair{K::wmma, 64}, std::pair{K::wmma, 128}}) {
         if (kernel == K::wmma && dt == DType::f32) continue;
         SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
                      " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile));
@@ -557,8 +593,7 @@ TEST(SpconvCuda, EveryKernelOnATinyInput) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
-  check_every_kernel(random_voxels(rng, 2, 6, 0.35, -3), {Shape{16, 72}, Shape{17, 24}}, {DType::f32, DType::f16},
-                     rng);
+  check_every_kernel(random_voxels(rng, 2, 6, 0.35, -3), {Shape{16, 72}, Shape{17, 24}}, {DType::f32, DType::f16}, rng);
 }
 
 TEST(SpconvCuda, IsDeterministic) {

@@ -29,8 +29,10 @@
 //
 // Guarantees: each output row is written exactly once by one thread block (CUDA) or one thread
 // (CPU), with no atomics: results are bitwise identical run to run. No buffer proportional to
-// K·N·Ci exists; the conv allocates 8 bytes of device workspace, the map build O(N)
-// (a hash table of ≤ 4N int32 slots and N packed keys). Index arithmetic is 64-bit.
+// K·N·Ci exists. The checked conv allocates 8 bytes of device workspace (stream-ordered: CUDA's
+// default pool reserved a 32 MiB chunk for it on an H200, returned at the call's own stream wait);
+// the unchecked conv allocates nothing. The map build allocates O(N): a hash table of 2^p ≥ 2N
+// int32 slots and N packed 64-bit keys, freed before it returns. Index arithmetic is 64-bit.
 #pragma once
 
 #include <array>

@@ -68,8 +68,7 @@ std::array<int, 3> kernel_offset(int k, int kernel_size, int dilation) {
           backend::axis_offset(k % ks, ks, dilation)};
 }
 
-void build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
-                      Stream stream) {
+void build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation, Stream stream) {
   check_kernel(kernel_size, dilation, kMapOp);
   detail::check_tensor(coords, kMapOp, "coords", 2, {DType::i32});
   detail::check_shape(coords, kMapOp, "coords", {-1, 4});
@@ -134,9 +133,8 @@ void submanifold_conv(const TensorView& feats, const TensorView& nbr, const Tens
                "weight must have between 1 and " << INT32_MAX - 1 << " output channels, got " << weight.describe());
   detail::check_shape(out, kConvOp, "out", {n, co});
   FRUGAL_CHECK(weight.dtype == feats.dtype && out.dtype == feats.dtype, invalid_argument, kConvOp,
-               "feats, weight and out must share one dtype, got " << to_string(feats.dtype) << ", "
-                                                                   << to_string(weight.dtype) << ", "
-                                                                   << to_string(out.dtype));
+               "feats, weight and out must share one dtype, got "
+                   << to_string(feats.dtype) << ", " << to_string(weight.dtype) << ", " << to_string(out.dtype));
   detail::check_contiguous(feats, kConvOp, "feats");
   detail::check_contiguous(nbr, kConvOp, "nbr");
   detail::check_contiguous(weight, kConvOp, "weight");
@@ -147,14 +145,15 @@ void submanifold_conv(const TensorView& feats, const TensorView& nbr, const Tens
   if (bias) {
     detail::check_tensor(*bias, kConvOp, "bias", 1, floats);
     detail::check_shape(*bias, kConvOp, "bias", {co});
-    FRUGAL_CHECK(bias->dtype == feats.dtype, invalid_argument, kConvOp,
-                 "bias must have the dtype of feats (" << to_string(feats.dtype) << "), got "
-                                                       << to_string(bias->dtype));
+    FRUGAL_CHECK(
+        bias->dtype == feats.dtype, invalid_argument, kConvOp,
+        "bias must have the dtype of feats (" << to_string(feats.dtype) << "), got " << to_string(bias->dtype));
     detail::check_contiguous(*bias, kConvOp, "bias");
     detail::check_same_device(feats, *bias, kConvOp, "feats", "bias");
   }
-  FRUGAL_CHECK(!overlaps(out, feats) && !overlaps(out, nbr) && !overlaps(out, weight) && !(bias && overlaps(out, *bias)),
-               invalid_argument, kConvOp, "out overlaps an input; the conv cannot run in place");
+  FRUGAL_CHECK(
+      !overlaps(out, feats) && !overlaps(out, nbr) && !overlaps(out, weight) && !(bias && overlaps(out, *bias)),
+      invalid_argument, kConvOp, "out overlaps an input; the conv cannot run in place");
   if (n == 0) return;
   FRUGAL_CHECK(feats.data && nbr.data && weight.data && out.data, invalid_argument, kConvOp, "a tensor has no data");
   detail::check_device_usable(feats.device, kConvOp);

@@ -82,7 +82,7 @@ struct MapStatus {
 enum class ConvKernel : uint8_t { automatic, simt, wmma };
 
 struct ConvArgs {
-  const void* feats = nullptr;  // [≥ n, ci] row-major; the sentinel row (if any) is never read
+  const void* feats = nullptr;   // [≥ n, ci] row-major; the sentinel row (if any) is never read
   const int32_t* nbr = nullptr;  // [k, n]
   const void* weight = nullptr;  // [k, ci, co]
   const void* bias = nullptr;    // [co] or nullptr

@@ -35,8 +35,7 @@ int64_t find_row(const std::vector<int32_t>& table, uint64_t mask, const std::ve
 constexpr int64_t kRows = 16;
 
 template <typename T>
-void conv_rows(const ConvArgs& a, const float* w, const float* bias, int64_t row0, int64_t rows, float* acc,
-               float* x) {
+void conv_rows(const ConvArgs& a, const float* w, const float* bias, int64_t row0, int64_t rows, float* acc, float* x) {
   const T* feats = static_cast<const T*>(a.feats);
   T* out = static_cast<T*>(a.out);
   const int64_t n = a.n, ci = a.ci, co = a.co;

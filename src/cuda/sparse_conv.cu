@@ -42,7 +42,9 @@ class Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   void* ptr_ = nullptr;
@@ -294,9 +296,8 @@ __device__ __forceinline__ void wmma_load_stage(const ConvParams& p, T* As, T* B
     }
     for (int i = tid; i < BK * BN; i += Tile::THREADS) {
       const int r = i / BN, c = i % BN;
-      Bs[r * LDB + c] = c0 + r < p.ci && co0 + c < p.co
-                            ? w[(static_cast<int64_t>(k) * p.ci + c0 + r) * p.co + co0 + c]
-                            : zero;
+      Bs[r * LDB + c] =
+          c0 + r < p.ci && co0 + c < p.co ? w[(static_cast<int64_t>(k) * p.ci + c0 + r) * p.co + co0 + c] : zero;
     }
   }
 }
@@ -325,8 +326,8 @@ __global__ void __launch_bounds__(256, 2) kernel_conv_wmma(ConvParams p, int col
 
   auto load = [&](int s) {
     const int buf = s % STAGES;
-    wmma_load_stage<T, Tile, kVec>(p, As + buf * BM * LDA, Bs + buf * BK * LDB, act.list[s / chunks],
-                                   s % chunks * BK, row0, co0);
+    wmma_load_stage<T, Tile, kVec>(p, As + buf * BM * LDA, Bs + buf * BK * LDB, act.list[s / chunks], s % chunks * BK,
+                                   row0, co0);
   };
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -373,8 +374,7 @@ __global__ void __launch_bounds__(256, 2) kernel_conv_wmma(ConvParams p, int col
         alignas(16) T v[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e)
-          v[e] = from_f32<T>(stage[r * Tile::EPI_LD + c + e] +
-                             (bias && col + e < p.co ? to_f32(bias[col + e]) : 0.0f));
+          v[e] = from_f32<T>(stage[r * Tile::EPI_LD + c + e] + (bias && col + e < p.co ? to_f32(bias[col + e]) : 0.0f));
         T* dst = out + row * p.co + col;
         if (kVec && col + 8 <= p.co) {
           *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
@@ -434,8 +434,8 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
     kernel_fill_upper<<<fill_blocks, threads, 0, s>>>(a.nbr + half * n, n, upper);
     FRUGAL_CUDA_CHECK_LAUNCH();
     if (half > 0) {
-      kernel_query<<<dim3(row_blocks, half), threads, 0, s>>>(keys.as<uint64_t>(), n, table.as<int32_t>(), cap - 1,
-                                                              ks, a.dilation, a.nbr);
+      kernel_query<<<dim3(row_blocks, half), threads, 0, s>>>(keys.as<uint64_t>(), n, table.as<int32_t>(), cap - 1, ks,
+                                                              a.dilation, a.nbr);
       FRUGAL_CUDA_CHECK_LAUNCH();
     }
     FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host, st, sizeof(DeviceStatus), cudaMemcpyDeviceToHost, s));
@@ -480,8 +480,7 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
         return vec ? launch_wmma<T, 64, true>(p, s) : launch_wmma<T, 64, false>(p, s);
       }
     });
-    if (a.check)
-      FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host_bad, p.bad, sizeof(host_bad), cudaMemcpyDeviceToHost, s));
+    if (a.check) FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host_bad, p.bad, sizeof(host_bad), cudaMemcpyDeviceToHost, s));
   }
   if (!a.check) return -1;
   FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
