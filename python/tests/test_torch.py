@@ -1,0 +1,57 @@
+"""frugal.torch on torch tensors: CPU always (when torch is installed), CUDA on a GPU machine."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import frugal  # noqa: E402
+import frugal.torch as ft  # noqa: E402
+from frugal import kv  # noqa: E402
+
+devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() and frugal.cuda_available() else [])
+
+
+def hadamard_matrix(d, device):
+    h = torch.ones(1, 1, dtype=torch.float64, device=device)
+    while h.shape[0] < d:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
+
+
+@pytest.mark.parametrize("device", devices)
+def test_hadamard_custom_op_matches_matrix_and_passes_opcheck(device):
+    x = torch.randn(7, 256, device=device)
+    y = ft.hadamard_transform(x)
+    ref = (x.double() @ hadamard_matrix(256, device)) / 16.0
+    assert torch.linalg.norm(y.double() - ref) / torch.linalg.norm(ref) < 1e-6
+    torch.library.opcheck(ft.hadamard_transform, (x,))
+
+
+@pytest.mark.parametrize("device", devices)
+def test_cache_takes_torch_tensors_and_returns_torch_tensors(device):
+    x = torch.randn(5, 4, 64, device=device, dtype=torch.float16)
+    c = kv.Cache(num_kv_heads=4, head_dim=64, capacity=8, device=device)
+    c.append(x)
+    y = c.dequantize(dtype="f16")
+    assert isinstance(y, torch.Tensor) and y.device.type == device and y.dtype == torch.float16
+    err = torch.linalg.norm((y - x).float()) / torch.linalg.norm(x.float())
+    assert err < 0.15
+    assert isinstance(c.packed, torch.Tensor) and c.packed.dtype == torch.uint8
+
+
+@pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")
+def test_work_runs_on_a_non_default_stream():
+    s = torch.cuda.Stream()
+    x = torch.randn(64, 128, device="cuda")
+    with torch.cuda.stream(s):
+        y = ft.hadamard_transform(x)
+    s.synchronize()
+    ref = ft.hadamard_transform(x)
+    torch.cuda.synchronize()
+    assert torch.equal(y, ref)
+
+
+@pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")
+def test_non_contiguous_input_is_refused_clearly():
+    x = torch.randn(128, 64, device="cuda").t()
+    with pytest.raises(frugal.Error, match="contiguous"):
+        ft.hadamard_transform(x)
