@@ -35,3 +35,13 @@ void kv_append(const kv::backend::AppendArgs&, Stream) { FRUGAL_NO_CUDA("kv::app
 void kv_dequantize(const kv::backend::DequantizeArgs&, Stream) { FRUGAL_NO_CUDA("kv::dequantize"); }
 void hadamard_transform(const float*, float*, int64_t, int, Stream) { FRUGAL_NO_CUDA("kv::hadamard_transform"); }
 }  // namespace frugal::cuda
+
+// ---- sparse conv (src/cuda/sparse_conv.cu) ----
+#include "core/sparse_conv_backend.h"
+
+namespace frugal::cuda {
+spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs&, Stream) {
+  FRUGAL_NO_CUDA("spconv::build_kernel_map");
+}
+int64_t spconv_conv(const spconv::backend::ConvArgs&, Stream) { FRUGAL_NO_CUDA("spconv::submanifold_conv"); }
+}  // namespace frugal::cuda

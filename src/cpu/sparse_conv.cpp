@@ -1,0 +1,168 @@
+// CPU backend of the sparse conv: the kernel map from an open-addressing table of row indices
+// (the same packed keys, hash and probing as the CUDA build, so both give the same map), and the
+// conv as a cache-blocked gather-GEMM, OpenMP over tiles of output rows. Each output row is
+// accumulated by one thread in a fixed order (offsets k ascending, then ci ascending), so the
+// result does not depend on the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "core/sparse_conv_backend.h"
+#include "core/types.h"
+
+namespace frugal::cpu {
+
+namespace {
+
+using spconv::backend::ConvArgs;
+using spconv::backend::MapArgs;
+using spconv::backend::MapStatus;
+namespace sb = spconv::backend;
+
+// Linear probe for `key`; returns the row or -1.
+int64_t find_row(const std::vector<int32_t>& table, uint64_t mask, const std::vector<uint64_t>& keys, uint64_t key) {
+  for (uint64_t s = sb::hash_key(key) & mask;; s = (s + 1) & mask) {
+    const int32_t r = table[s];
+    if (r == sb::kEmptySlot) return -1;
+    if (keys[r] == key) return r;
+  }
+}
+
+// Output rows per tile: one tile's accumulators (kRows × Co floats) and the gathered input row
+// stay in L1/L2 while every weight slice w[k] is reused kRows times.
+constexpr int64_t kRows = 16;
+
+template <typename T>
+void conv_rows(const ConvArgs& a, const float* w, const float* bias, int64_t row0, int64_t rows, float* acc,
+               float* x) {
+  const T* feats = static_cast<const T*>(a.feats);
+  T* out = static_cast<T*>(a.out);
+  const int64_t n = a.n, ci = a.ci, co = a.co;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < co; ++o) acc[r * co + o] = bias ? bias[o] : 0.0f;
+  for (int k = 0; k < a.k; ++k) {
+    const float* wk = w + static_cast<int64_t>(k) * ci * co;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t m = a.nbr[k * n + row0 + r];
+      if (m < 0 || m >= n) continue;  // the sentinel (entries were range-checked when asked to)
+      const T* src = feats + m * ci;
+      for (int64_t c = 0; c < ci; ++c) x[c] = to_float(src[c]);
+      float* acc_r = acc + r * co;
+      for (int64_t c = 0; c < ci; ++c) {
+        const float xv = x[c];
+        const float* wr = wk + c * co;
+#pragma omp simd
+        for (int64_t o = 0; o < co; ++o) acc_r[o] += xv * wr[o];
+      }
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < co; ++o) out[(row0 + r) * co + o] = from_float<T>(acc[r * co + o]);
+}
+
+template <typename T>
+void conv(const ConvArgs& a) {
+  const int64_t wn = static_cast<int64_t>(a.k) * a.ci * a.co;
+  // Weights and bias in f32 once (K·Ci·Co floats: proportional to the weight, not to N).
+  std::vector<float> wf, bf;
+  const float* w = nullptr;
+  const float* bias = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    w = static_cast<const float*>(a.weight);
+    bias = static_cast<const float*>(a.bias);
+  } else {
+    wf.resize(wn);
+    const T* src = static_cast<const T*>(a.weight);
+    for (int64_t i = 0; i < wn; ++i) wf[i] = to_float(src[i]);
+    w = wf.data();
+    if (a.bias) {
+      bf.resize(a.co);
+      for (int i = 0; i < a.co; ++i) bf[i] = to_float(static_cast<const T*>(a.bias)[i]);
+      bias = bf.data();
+    }
+  }
+  const int64_t tiles = (a.n + kRows - 1) / kRows;
+#pragma omp parallel
+  {
+    std::vector<float> acc(kRows * a.co), x(a.ci);
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t row0 = t * kRows;
+      conv_rows<T>(a, w, bias, row0, std::min(kRows, a.n - row0), acc.data(), x.data());
+    }
+  }
+}
+
+}  // namespace
+
+MapStatus spconv_build_map(const MapArgs& a) {
+  MapStatus st;
+  const int64_t n = a.n;
+  const int ks = a.kernel_size, kv = ks * ks * ks, half = kv / 2;
+  std::vector<uint64_t> keys(n);
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t* c = a.coords + r * 4;
+    if (!sb::batch_in_range(c[0]) || !sb::coord_in_range(c[1]) || !sb::coord_in_range(c[2]) ||
+        !sb::coord_in_range(c[3])) {
+      st.bad_row = r;
+      return st;
+    }
+    keys[r] = sb::pack_key(c[0], c[1], c[2], c[3]);
+  }
+  // Insert in row order, so the duplicate reported is the first row repeating an earlier one.
+  const uint64_t cap = sb::table_capacity(n), mask = cap - 1;
+  std::vector<int32_t> table(cap, sb::kEmptySlot);
+  for (int64_t r = 0; r < n; ++r) {
+    for (uint64_t s = sb::hash_key(keys[r]) & mask;; s = (s + 1) & mask) {
+      const int32_t o = table[s];
+      if (o == sb::kEmptySlot) {
+        table[s] = static_cast<int32_t>(r);
+        break;
+      }
+      if (keys[o] == keys[r]) {
+        st.dup_row_a = o;
+        st.dup_row_b = r;
+        return st;
+      }
+    }
+  }
+  // Rows k > K/2 are written through the symmetry (by the neighbor's probe) or stay the sentinel;
+  // the centre row is the identity.
+  const auto sentinel = static_cast<int32_t>(n);
+  std::fill(a.nbr + (half + 1) * n, a.nbr + kv * n, sentinel);
+  for (int64_t r = 0; r < n; ++r) a.nbr[half * n + r] = static_cast<int32_t>(r);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    const uint64_t key = keys[r];
+    const int64_t b = sb::key_b(key), x = sb::key_x(key), y = sb::key_y(key), z = sb::key_z(key);
+    for (int k = 0; k < half; ++k) {
+      const int64_t qx = x + sb::axis_offset(k / (ks * ks), ks, a.dilation);
+      const int64_t qy = y + sb::axis_offset(k / ks % ks, ks, a.dilation);
+      const int64_t qz = z + sb::axis_offset(k % ks, ks, a.dilation);
+      int64_t m = -1;
+      if (sb::coord_in_range(qx) && sb::coord_in_range(qy) && sb::coord_in_range(qz))
+        m = find_row(table, mask, keys, sb::pack_key(b, qx, qy, qz));
+      // Each (K-1-k, m) has exactly one neighbor at -offset_k, so no two threads write it.
+      a.nbr[k * n + r] = m < 0 ? sentinel : static_cast<int32_t>(m);
+      if (m >= 0) a.nbr[(kv - 1 - k) * n + m] = static_cast<int32_t>(r);
+    }
+  }
+  return st;
+}
+
+int64_t spconv_conv(const ConvArgs& a) {
+  if (a.check) {
+    const int64_t total = static_cast<int64_t>(a.k) * a.n;
+    int64_t first = total;
+#pragma omp parallel for reduction(min : first) schedule(static)
+    for (int64_t i = 0; i < total; ++i)
+      if (a.nbr[i] < 0 || a.nbr[i] > a.n) first = std::min(first, i);
+    if (first < total) return first;
+  }
+  dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() { conv<T>(a); });
+  return -1;
+}
+
+}  // namespace frugal::cpu

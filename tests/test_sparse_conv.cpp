@@ -1,0 +1,659 @@
+// Sparse voxel convolution: the kernel map against a brute-force search, the conv against a dense
+// 3D convolution in double precision read at the active sites, CUDA against the CPU, determinism,
+// the padded feats form, and every kind of bad input.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
+
+#include "core/sparse_conv_backend.h"
+#include "frugal/half.h"
+#include "frugal/sparse_conv.h"
+#include "testing.h"
+
+namespace frugal {
+namespace {
+
+using spconv::build_kernel_map;
+using spconv::kernel_volume;
+using spconv::submanifold_conv;
+using testing::test_seed;
+
+// ---- inputs ----------------------------------------------------------------------------------
+
+// Voxels of `batches` batches, each cell of an extent³ box at `origin` active with probability
+// `occupancy`; rows shuffled. Coordinates are (b, x, y, z).
+std::vector<int32_t> random_voxels(std::mt19937_64& rng, int batches, int extent, double occupancy, int origin) {
+  std::bernoulli_distribution on(occupancy);
+  std::vector<std::array<int32_t, 4>> rows;
+  for (int b = 0; b < batches; ++b)
+    for (int x = 0; x < extent; ++x)
+      for (int y = 0; y < extent; ++y)
+        for (int z = 0; z < extent; ++z)
+          if (on(rng)) rows.push_back({b, origin + x, origin + y, origin + z});
+  std::shuffle(rows.begin(), rows.end(), rng);
+  std::vector<int32_t> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return flat;
+}
+
+Tensor coords_tensor(const std::vector<int32_t>& flat, Device d = Device::cpu()) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(flat.size() / 4), 4}, DType::i32);
+  if (!flat.empty()) std::memcpy(t.data(), flat.data(), flat.size() * 4);
+  return d.is_cpu() ? t : t.to(d);
+}
+
+float round_to(float v, DType dt) {
+  if (dt == DType::f16) return half_to_float(float_to_half(v));
+  if (dt == DType::bf16) return bf16_to_float(float_to_bf16(v));
+  return v;
+}
+
+std::vector<float> rounded(std::vector<float> v, DType dt) {
+  for (auto& x : v) x = round_to(x, dt);
+  return v;
+}
+
+// A tensor of dtype `dt` holding v (rounded to dt) on device d.
+Tensor make(const std::vector<float>& v, std::initializer_list<int64_t> shape, DType dt, Device d = Device::cpu()) {
+  Tensor t = Tensor::empty(shape, dt);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dt == DType::f32) t.data_as<float>()[i] = v[i];
+    if (dt == DType::f16) t.data_as<uint16_t>()[i] = float_to_half(v[i]);
+    if (dt == DType::bf16) t.data_as<uint16_t>()[i] = float_to_bf16(v[i]);
+  }
+  return d.is_cpu() ? t : t.to(d);
+}
+
+std::vector<double> read(const TensorView& t) {
+  Tensor h = Tensor::empty(t.sizes(), t.dtype);
+  copy(t, h.view());
+  std::vector<double> v(h.numel());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t.dtype == DType::f32) v[i] = h.data_as<float>()[i];
+    if (t.dtype == DType::f16) v[i] = half_to_float(h.data_as<uint16_t>()[i]);
+    if (t.dtype == DType::bf16) v[i] = bf16_to_float(h.data_as<uint16_t>()[i]);
+  }
+  return v;
+}
+
+std::vector<int32_t> read_i32(const TensorView& t) {
+  std::vector<int32_t> v(t.numel());
+  if (!v.empty()) copy(t, TensorView(v.data(), DType::i32, t.sizes(), Device::cpu()));
+  return v;
+}
+
+std::vector<uint8_t> read_bytes(const TensorView& t) {
+  std::vector<uint8_t> v(t.nbytes());
+  if (!v.empty()) copy(t, TensorView(v.data(), t.dtype, t.sizes(), Device::cpu()));
+  return v;
+}
+
+// An output tensor full of NaN (all-ones bytes are NaN in f32, f16 and bf16).
+Tensor poisoned(int64_t rows, int64_t cols, DType dt, Device d) {
+  Tensor t = Tensor::empty({rows, cols}, dt);
+  std::memset(t.data(), 0xff, t.nbytes());
+  return d.is_cpu() ? t : t.to(d);
+}
+
+// ---- oracles -----------------------------------------------------------------------------------
+
+// The offset of k, written out plainly: k runs over (i, j, l) with i slowest.
+std::array<int, 3> oracle_offset(int k, int ks, int dil) {
+  int idx = 0;
+  for (int i = 0; i < ks; ++i)
+    for (int j = 0; j < ks; ++j)
+      for (int l = 0; l < ks; ++l, ++idx)
+        if (idx == k) return {(i - ks / 2) * dil, (j - ks / 2) * dil, (l - ks / 2) * dil};
+  return {0, 0, 0};
+}
+
+// nbr by exhaustive search over all rows.
+std::vector<int32_t> brute_force_map(const std::vector<int32_t>& c, int ks, int dil) {
+  const int64_t n = c.size() / 4;
+  const int kv = ks * ks * ks;
+  std::vector<int32_t> nbr(kv * n, static_cast<int32_t>(n));
+  for (int k = 0; k < kv; ++k) {
+    const auto o = oracle_offset(k, ks, dil);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t m = 0; m < n; ++m)
+        if (c[4 * m] == c[4 * i] && c[4 * m + 1] == c[4 * i + 1] + o[0] && c[4 * m + 2] == c[4 * i + 2] + o[1] &&
+            c[4 * m + 3] == c[4 * i + 3] + o[2])
+          nbr[k * n + i] = static_cast<int32_t>(m);
+  }
+  return nbr;
+}
+
+// A dense 3D convolution (cross-correlation, zero padding) in double over the bounding grid of
+// each batch, read at the active sites. Independent of any kernel map.
+std::vector<double> dense_conv(const std::vector<int32_t>& c, const std::vector<float>& feats,
+                               const std::vector<float>& w, const std::vector<float>* bias, int ks, int dil, int ci,
+                               int co) {
+  const int64_t n = c.size() / 4;
+  int lo[4] = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX}, hi[4] = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN};
+  for (int64_t i = 0; i < n; ++i)
+    for (int a = 0; a < 4; ++a) lo[a] = std::min(lo[a], c[4 * i + a]), hi[a] = std::max(hi[a], c[4 * i + a]);
+  const int64_t nb = hi[0] + 1, ex = hi[1] - lo[1] + 1, ey = hi[2] - lo[2] + 1, ez = hi[3] - lo[3] + 1;
+  std::vector<double> grid(nb * ex * ey * ez * ci, 0.0);
+  auto cell = [&](int64_t b, int64_t x, int64_t y, int64_t z) { return ((b * ex + x) * ey + y) * ez + z; };
+  for (int64_t i = 0; i < n; ++i)
+    for (int q = 0; q < ci; ++q)
+      grid[cell(c[4 * i], c[4 * i + 1] - lo[1], c[4 * i + 2] - lo[2], c[4 * i + 3] - lo[3]) * ci + q] =
+          feats[i * ci + q];
+  std::vector<double> out(n * co, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int o = 0; o < co; ++o) out[i * co + o] = bias ? (*bias)[o] : 0.0;
+    for (int k = 0; k < ks * ks * ks; ++k) {
+      const auto off = oracle_offset(k, ks, dil);
+      const int64_t x = c[4 * i + 1] - lo[1] + off[0], y = c[4 * i + 2] - lo[2] + off[1],
+                    z = c[4 * i + 3] - lo[3] + off[2];
+      if (x < 0 || y < 0 || z < 0 || x >= ex || y >= ey || z >= ez) continue;  // zero padding
+      const double* f = &grid[cell(c[4 * i], x, y, z) * ci];
+      for (int q = 0; q < ci; ++q)
+        for (int o = 0; o < co; ++o) out[i * co + o] += f[q] * w[(static_cast<int64_t>(k) * ci + q) * co + o];
+    }
+  }
+  return out;
+}
+
+double tolerance(DType dt) { return dt == DType::f32 ? 1e-5 : 1e-2; }
+
+template <typename F>
+void expect_error(F&& f, ErrorCode code, std::initializer_list<const char*> needles) {
+  try {
+    f();
+    ADD_FAILURE() << "expected frugal::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const char* s : needles) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
+  }
+}
+
+// ---- offsets -----------------------------------------------------------------------------------
+
+TEST(SpconvOffsets, FollowTheDocumentedOrder) {
+  EXPECT_EQ(spconv::kernel_offset(0, 3), (std::array<int, 3>{-1, -1, -1}));
+  EXPECT_EQ(spconv::kernel_offset(1, 3), (std::array<int, 3>{-1, -1, 0}));
+  EXPECT_EQ(spconv::kernel_offset(3, 3), (std::array<int, 3>{-1, 0, -1}));
+  EXPECT_EQ(spconv::kernel_offset(9, 3), (std::array<int, 3>{0, -1, -1}));
+  EXPECT_EQ(spconv::kernel_offset(13, 3), (std::array<int, 3>{0, 0, 0}));
+  EXPECT_EQ(spconv::kernel_offset(124, 5, 2), (std::array<int, 3>{4, 4, 4}));
+  for (int ks : {1, 3, 5, 7})
+    for (int k = 0; k < kernel_volume(ks); ++k) {
+      EXPECT_EQ(spconv::kernel_offset(k, ks, 3), oracle_offset(k, ks, 3));
+      const auto a = spconv::kernel_offset(k, ks), b = spconv::kernel_offset(kernel_volume(ks) - 1 - k, ks);
+      EXPECT_EQ(a[0], -b[0]);
+      EXPECT_EQ(a[1], -b[1]);
+      EXPECT_EQ(a[2], -b[2]);
+    }
+}
+
+TEST(SpconvOffsets, PermutationFromTheReversedAxisOrder) {
+  for (int ks : {1, 3, 5}) {
+    const auto perm = spconv::offset_permutation(spconv::OffsetOrder::x_fastest, ks);
+    std::vector<int> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    for (int k = 0; k < kernel_volume(ks); ++k) EXPECT_EQ(sorted[k], k);
+    // The other order's k-th offset has x fastest: x index = k % ks, z index = k / ks².
+    for (int k = 0; k < kernel_volume(ks); ++k) {
+      const auto o = spconv::kernel_offset(perm[k], ks);
+      EXPECT_EQ(o[0], k % ks - ks / 2);
+      EXPECT_EQ(o[1], k / ks % ks - ks / 2);
+      EXPECT_EQ(o[2], k / (ks * ks) - ks / 2);
+    }
+    EXPECT_EQ(spconv::offset_permutation(spconv::OffsetOrder::x_slowest, ks)[kernel_volume(ks) - 1],
+              kernel_volume(ks) - 1);
+  }
+}
+
+TEST(SpconvOffsets, WeightFromKrscTransposes) {
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const int co = 5, ks = 3, ci = 4, kv = 27;
+  const auto v = testing::randn(static_cast<size_t>(co) * kv * ci, rng);
+  Tensor krsc = Tensor::empty({co, ks, ks, ks, ci}, DType::f32);
+  std::copy(v.begin(), v.end(), krsc.data_as<float>());
+  Tensor w = spconv::weight_from_krsc(krsc);
+  ASSERT_EQ(w.size(0), kv);
+  ASSERT_EQ(w.size(1), ci);
+  ASSERT_EQ(w.size(2), co);
+  for (int o = 0; o < co; ++o)
+    for (int k = 0; k < kv; ++k)
+      for (int c = 0; c < ci; ++c) EXPECT_EQ(w.data_as<float>()[(k * ci + c) * co + o], v[(o * kv + k) * ci + c]);
+}
+
+// ---- kernel map (CPU) ----------------------------------------------------------------------------
+
+TEST(SpconvMap, MatchesBruteForceSearch) {
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  for (int ks : {1, 3, 5, 7})
+    for (int dil : {1, 2, 3}) {
+      SCOPED_TRACE("ks=" + std::to_string(ks) + " dilation=" + std::to_string(dil));
+      const auto c = random_voxels(rng, 2, 7, 0.35, -3);  // negative and positive coordinates
+      const Tensor nbr = build_kernel_map(coords_tensor(c), ks, dil);
+      ASSERT_EQ(nbr.size(0), kernel_volume(ks));
+      ASSERT_EQ(nbr.size(1), static_cast<int64_t>(c.size() / 4));
+      EXPECT_EQ(read_i32(nbr), brute_force_map(c, ks, dil));
+    }
+}
+
+TEST(SpconvMap, HasTheSubmanifoldSymmetry) {
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto c = random_voxels(rng, 3, 12, 0.3, -6);
+  const int64_t n = c.size() / 4;
+  for (int ks : {3, 5}) {
+    const auto nbr = read_i32(build_kernel_map(coords_tensor(c), ks, 2));
+    const int kv = kernel_volume(ks);
+    int64_t hits = 0;
+    for (int k = 0; k < kv; ++k)
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t m = nbr[k * n + i];
+        ASSERT_GE(m, 0);
+        ASSERT_LE(m, n);
+        if (m == n) continue;
+        ++hits;
+        EXPECT_EQ(nbr[(kv - 1 - k) * n + m], i) << "k=" << k << " n=" << i;
+      }
+    EXPECT_GT(hits, n);  // more than the centre alone
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(nbr[kv / 2 * n + i], i);
+  }
+}
+
+TEST(SpconvMap, EmptyInputGivesAnEmptyMap) {
+  const Tensor nbr = build_kernel_map(coords_tensor({}), 3, 1);
+  EXPECT_EQ(nbr.size(0), 27);
+  EXPECT_EQ(nbr.size(1), 0);
+}
+
+TEST(SpconvMap, ExtremeCoordinatesAndBatches) {
+  // The packable corners, and neighbors whose offset would leave the packable range.
+  const std::vector<int32_t> c = {0,    spconv::kCoordMin, spconv::kCoordMin, spconv::kCoordMin,
+                                  4095, spconv::kCoordMax, spconv::kCoordMax, spconv::kCoordMax,
+                                  4095, spconv::kCoordMax, spconv::kCoordMax, spconv::kCoordMax - 1,
+                                  0,    spconv::kCoordMin, spconv::kCoordMin + 1, spconv::kCoordMin};
+  EXPECT_EQ(read_i32(build_kernel_map(coords_tensor(c), 3, 1)), brute_force_map(c, 3, 1));
+}
+
+// ---- conv (CPU) ----------------------------------------------------------------------------------
+
+struct ConvCase {
+  int ks, dil, ci, co;
+  DType dtype;
+  bool bias;
+};
+
+std::string describe(const ConvCase& p) {
+  return "ks=" + std::to_string(p.ks) + " dil=" + std::to_string(p.dil) + " ci=" + std::to_string(p.ci) +
+         " co=" + std::to_string(p.co) + " " + to_string(p.dtype) + (p.bias ? " bias" : "");
+}
+
+const ConvCase kOracleCases[] = {
+    {3, 1, 3, 17, DType::f32, true},    {3, 2, 17, 64, DType::f32, false}, {5, 1, 64, 3, DType::f32, true},
+    {5, 2, 17, 17, DType::f32, true},   {3, 1, 64, 64, DType::f32, true},  {1, 1, 5, 7, DType::f32, true},
+    {3, 1, 64, 64, DType::f16, true},   {3, 2, 3, 17, DType::f16, false},  {5, 1, 17, 64, DType::f16, true},
+    {3, 1, 64, 64, DType::bf16, true},  {5, 2, 17, 3, DType::bf16, true},  {7, 1, 16, 24, DType::bf16, false},
+};
+
+// Runs one case on `device` and checks it against the dense oracle; returns the output.
+std::vector<double> check_against_dense(const ConvCase& p, Device device, std::mt19937_64& rng) {
+  SCOPED_TRACE(describe(p) + " on " + to_string(device));
+  const auto c = random_voxels(rng, 2, 9, 0.3, -4);
+  const int64_t n = c.size() / 4;
+  const int kv = kernel_volume(p.ks);
+  const auto f = rounded(testing::randn(n * p.ci, rng), p.dtype);
+  const auto w = rounded(testing::randn(static_cast<size_t>(kv) * p.ci * p.co, rng, 1.0f / std::sqrt(kv * p.ci)),
+                         p.dtype);
+  const auto b = rounded(testing::randn(p.co, rng), p.dtype);
+  const Tensor coords = coords_tensor(c, device);
+  const Tensor nbr = build_kernel_map(coords, p.ks, p.dil);
+  const Tensor feats = make(f, {n, p.ci}, p.dtype, device), weight = make(w, {kv, p.ci, p.co}, p.dtype, device);
+  const Tensor bias = make(b, {p.co}, p.dtype, device);
+  Tensor out = poisoned(n, p.co, p.dtype, device);
+  submanifold_conv(feats, nbr, weight, p.bias ? &bias.view() : nullptr, out);
+  const auto got = read(out);
+  for (double v : got) EXPECT_TRUE(std::isfinite(v)) << "an output element was not written";
+  const auto ref = dense_conv(c, f, w, p.bias ? &b : nullptr, p.ks, p.dil, p.ci, p.co);
+  EXPECT_LE(testing::rel_error(got, ref), tolerance(p.dtype));
+  return got;
+}
+
+TEST(SpconvConv, MatchesDenseConvolutionOracle) {
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  for (const auto& p : kOracleCases) check_against_dense(p, Device::cpu(), rng);
+}
+
+TEST(SpconvConv, IsDeterministic) {
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto c = random_voxels(rng, 2, 16, 0.3, -8);
+  const int64_t n = c.size() / 4;
+  const Tensor nbr = build_kernel_map(coords_tensor(c), 3, 1);
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    const Tensor feats = make(testing::randn(n * 32, rng), {n, 32}, dt);
+    const Tensor w = make(testing::randn(27 * 32 * 48, rng, 0.03f), {27, 32, 48}, dt);
+    const Tensor a = submanifold_conv(feats, nbr, w), b = submanifold_conv(feats, nbr, w);
+    EXPECT_EQ(read_bytes(a), read_bytes(b)) << to_string(dt);
+  }
+}
+
+// The padded form: feats with N + 1 rows; row N is never read (NaN there changes nothing).
+void check_padded_form(Device device) {
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto c = random_voxels(rng, 1, 10, 0.3, 0);
+  const int64_t n = c.size() / 4;
+  for (DType dt : {DType::f32, DType::f16}) {
+    auto f = testing::randn((n + 1) * 8, rng);
+    for (int q = 0; q < 8; ++q) f[n * 8 + q] = NAN;
+    const Tensor padded = make(f, {n + 1, 8}, dt, device);
+    const Tensor plain = make(std::vector<float>(f.begin(), f.begin() + n * 8), {n, 8}, dt, device);
+    const Tensor nbr = build_kernel_map(coords_tensor(c, device), 3, 1);
+    const Tensor w = make(testing::randn(27 * 8 * 8, rng, 0.1f), {27, 8, 8}, dt, device);
+    const Tensor a = submanifold_conv(padded, nbr, w), b = submanifold_conv(plain, nbr, w);
+    EXPECT_EQ(read_bytes(a), read_bytes(b));
+    for (double v : read(a)) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+TEST(SpconvConv, AcceptsThePaddedFeatsForm) { check_padded_form(Device::cpu()); }
+
+TEST(SpconvConv, EmptyInputGivesAnEmptyOutput) {
+  const Tensor nbr = build_kernel_map(coords_tensor({}), 3, 1);
+  const Tensor feats = Tensor::empty({0, 4}, DType::f32), w = Tensor::zeros({27, 4, 6}, DType::f32);
+  const Tensor out = submanifold_conv(feats, nbr, w);
+  EXPECT_EQ(out.size(0), 0);
+  EXPECT_EQ(out.size(1), 6);
+  // The padded form of N = 0: one zero row.
+  const Tensor one = Tensor::zeros({1, 4}, DType::f32);
+  EXPECT_EQ(submanifold_conv(one, nbr, w).size(0), 0);
+}
+
+// ---- bad input -----------------------------------------------------------------------------------
+
+void check_map_errors(Device d) {
+  // Duplicates: the coordinate and both rows are named.
+  expect_error([&] { build_kernel_map(coords_tensor({0, 1, 2, 3, 1, 1, 2, 3, 0, 5, 5, 5, 0, 1, 2, 3}, d)); },
+               ErrorCode::invalid_argument, {"[spconv::build_kernel_map]", "duplicate", "(0, 1, 2, 3)", "rows 0 and 3"});
+  expect_error([&] { build_kernel_map(coords_tensor({0, 1, 2, 3, 0, 70000, 2, 3}, d)); }, ErrorCode::out_of_range,
+               {"row 1", "x = 70000", "[-65536, 65535]"});
+  expect_error([&] { build_kernel_map(coords_tensor({0, 1, 2, -65537}, d)); }, ErrorCode::out_of_range,
+               {"row 0", "z = -65537"});
+  expect_error([&] { build_kernel_map(coords_tensor({0, 1, 2, 3, -1, 1, 2, 3}, d)); }, ErrorCode::out_of_range,
+               {"row 1", "batch index b = -1"});
+  expect_error([&] { build_kernel_map(coords_tensor({4096, 1, 2, 3}, d)); }, ErrorCode::out_of_range,
+               {"b = 4096", "[0, 4095]"});
+  const Tensor ok = coords_tensor({0, 1, 2, 3, 0, 1, 2, 4}, d);
+  for (int ks : {0, 2, 4, 9, -3})
+    expect_error([&] { build_kernel_map(ok, ks, 1); }, ErrorCode::invalid_argument,
+                 {"kernel_size must be odd in [1, 7]", ("got " + std::to_string(ks)).c_str()});
+  for (int dil : {0, -1})
+    expect_error([&] { build_kernel_map(ok, 3, dil); }, ErrorCode::invalid_argument, {"dilation", "got"});
+  Tensor three = Tensor::zeros({2, 3}, DType::i32, d);
+  expect_error([&] { build_kernel_map(three); }, ErrorCode::invalid_argument, {"coords must have shape [*, 4]"});
+  Tensor i64 = Tensor::zeros({2, 4}, DType::i64, d);
+  expect_error([&] { build_kernel_map(i64); }, ErrorCode::invalid_argument, {"coords must have dtype i32"});
+  Tensor wrong_nbr = Tensor::empty({27, 3}, DType::i32, d);
+  expect_error([&] { build_kernel_map(ok, wrong_nbr, 3, 1); }, ErrorCode::invalid_argument,
+               {"nbr must have shape [27, 2]"});
+}
+
+TEST(SpconvErrors, BadCoordinatesAndKernelParameters) { check_map_errors(Device::cpu()); }
+
+void check_conv_errors(Device d) {
+  const Tensor coords = coords_tensor({0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0}, d);
+  const Tensor nbr = build_kernel_map(coords, 3, 1);
+  const Tensor feats = Tensor::zeros({3, 4}, DType::f32, d), w = Tensor::zeros({27, 4, 5}, DType::f32, d);
+  const Tensor out = Tensor::zeros({3, 5}, DType::f32, d);
+  const Tensor bias = Tensor::zeros({5}, DType::f32, d);
+  EXPECT_NO_THROW(submanifold_conv(feats, nbr, w, &bias.view(), out));
+  const char* op = "[spconv::submanifold_conv]";
+  expect_error([&] { submanifold_conv(feats, nbr, Tensor::zeros({26, 4, 5}, DType::f32, d), nullptr, out); },
+               ErrorCode::invalid_argument, {op, "weight must have shape [27, 4, *]"});
+  expect_error([&] { submanifold_conv(feats, nbr, Tensor::zeros({27, 3, 5}, DType::f32, d), nullptr, out); },
+               ErrorCode::invalid_argument, {"weight must have shape [27, 4, *]"});
+  expect_error([&] { submanifold_conv(Tensor::zeros({5, 4}, DType::f32, d), nbr, w, nullptr, out); },
+               ErrorCode::invalid_argument, {"feats must have N = 3 rows (or N + 1"});
+  expect_error([&] { submanifold_conv(feats, nbr, w, nullptr, Tensor::zeros({3, 6}, DType::f32, d)); },
+               ErrorCode::invalid_argument, {"out must have shape [3, 5]"});
+  expect_error([&] { submanifold_conv(feats, nbr, Tensor::zeros({27, 4, 5}, DType::f16, d), nullptr, out); },
+               ErrorCode::invalid_argument, {"share one dtype", "f32, f16, f32"});
+  const Tensor bias6 = Tensor::zeros({6}, DType::f32, d), bias16 = Tensor::zeros({5}, DType::f16, d);
+  expect_error([&] { submanifold_conv(feats, nbr, w, &bias6.view(), out); }, ErrorCode::invalid_argument,
+               {"bias must have shape [5]"});
+  expect_error([&] { submanifold_conv(feats, nbr, w, &bias16.view(), out); }, ErrorCode::invalid_argument,
+               {"bias must have the dtype of feats"});
+  expect_error([&] { submanifold_conv(Tensor::zeros({3, 4}, DType::i32, d), nbr, w, nullptr, out); },
+               ErrorCode::invalid_argument, {"feats must have dtype f32 | f16 | bf16"});
+  expect_error([&] { submanifold_conv(feats, Tensor::zeros({27, 3}, DType::i64, d), w, nullptr, out); },
+               ErrorCode::invalid_argument, {"nbr must have dtype i32"});
+  // A strided (non-contiguous) view of feats.
+  const int64_t shape[] = {3, 4}, strides[] = {8, 1};
+  Tensor wide = Tensor::zeros({3, 8}, DType::f32, d);
+  const TensorView strided(wide.data(), DType::f32, shape, strides, d);
+  expect_error([&] { submanifold_conv(strided, nbr, w, nullptr, out); }, ErrorCode::invalid_argument,
+               {"feats must be contiguous"});
+  // In place: out over feats.
+  const Tensor square = Tensor::zeros({27, 4, 4}, DType::f32, d);
+  expect_error([&] { submanifold_conv(feats, nbr, square, nullptr, feats); }, ErrorCode::invalid_argument,
+               {"out overlaps an input"});
+}
+
+TEST(SpconvErrors, ShapeDtypeAndLayoutMismatches) { check_conv_errors(Device::cpu()); }
+
+// nbr entries outside [0, N]: checked raises naming the entry; unchecked treats them as absent.
+void check_bad_map_entries(Device d) {
+  const int64_t n = 3;
+  const Tensor feats = make({1, 2, 3, 4, 5, 6}, {n, 2}, DType::f32, d);
+  const Tensor w = make(std::vector<float>(27 * 2 * 2, 1.0f), {27, 2, 2}, DType::f32, d);
+  for (int32_t bad : {4, -1, 1 << 30, INT32_MIN}) {
+    std::vector<int32_t> m(27 * n, static_cast<int32_t>(n));
+    for (int64_t i = 0; i < n; ++i) m[13 * n + i] = static_cast<int32_t>(i);
+    m[20 * n + 2] = bad;
+    Tensor nbr = Tensor::empty({27, n}, DType::i32);
+    std::memcpy(nbr.data(), m.data(), m.size() * 4);
+    if (d.is_cuda()) nbr = nbr.to(d);
+    expect_error([&] { submanifold_conv(feats, nbr, w); }, ErrorCode::out_of_range,
+                 {"[spconv::submanifold_conv]", ("nbr[20, 2] = " + std::to_string(bad)).c_str(), "[0, 3]"});
+    Tensor out = poisoned(n, 2, DType::f32, d);
+    EXPECT_NO_THROW(submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked));
+    const auto got = read(out);
+    // Only the centre counts: out[i] = feats[i] · ones.
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got[i * 2], 3.0 + 4.0 * i) << "row " << i;
+  }
+}
+
+TEST(SpconvErrors, MapEntriesOutsideTheRange) { check_bad_map_entries(Device::cpu()); }
+
+// ---- CUDA --------------------------------------------------------------------------------------
+
+const Device kGpu = Device::cuda(0);
+
+TEST(SpconvCuda, MapIsIdenticalToTheCpuMap) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  for (int ks : {1, 3, 5, 7})
+    for (int dil : {1, 2}) {
+      SCOPED_TRACE("ks=" + std::to_string(ks) + " dilation=" + std::to_string(dil));
+      const auto c = random_voxels(rng, 2, 20, 0.25, -10);
+      const auto cpu = read_i32(build_kernel_map(coords_tensor(c), ks, dil));
+      const auto gpu = read_i32(build_kernel_map(coords_tensor(c, kGpu), ks, dil));
+      EXPECT_EQ(gpu, cpu);
+    }
+  const auto c = random_voxels(rng, 1, 6, 0.4, 2);
+  EXPECT_EQ(read_i32(build_kernel_map(coords_tensor(c, kGpu), 3, 1)), brute_force_map(c, 3, 1));
+}
+
+TEST(SpconvCuda, MatchesDenseConvolutionOracle) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  for (const auto& p : kOracleCases) check_against_dense(p, kGpu, rng);
+}
+
+// Every CUDA kernel variant (CUDA cores, tensor cores with 64- and 128-wide channel tiles, 16-byte
+// and scalar loads) against the CPU on the same inputs and map.
+TEST(SpconvCuda, EveryKernelMatchesTheCpu) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto c = random_voxels(rng, 2, 14, 0.3, -7);
+  const int64_t n = c.size() / 4;
+  const Tensor nbr_h = build_kernel_map(coords_tensor(c), 3, 1);
+  const Tensor nbr_d = build_kernel_map(coords_tensor(c, kGpu), 3, 1);
+  struct Shape {
+    int ci, co;
+  };
+  for (const Shape s : {Shape{64, 64}, Shape{32, 160}, Shape{17, 24}, Shape{8, 3}, Shape{40, 72}})
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      const auto f = testing::randn(n * s.ci, rng);
+      const auto w = testing::randn(27 * s.ci * s.co, rng, 1.0f / std::sqrt(27.0f * s.ci));
+      const auto b = testing::randn(s.co, rng);
+      const Tensor fh = make(f, {n, s.ci}, dt), wh = make(w, {27, s.ci, s.co}, dt), bh = make(b, {s.co}, dt);
+      const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
+      const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
+      using K = spconv::backend::ConvKernel;
+      for (auto [kernel, tile] : {std::pair{K::automatic, 0}, std::pair{K::simt, 0}, std::pair{K::wmma, 64},
+                                  std::pair{K::wmma, 128}}) {
+        if (kernel == K::wmma && dt == DType::f32) continue;
+        SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
+                     " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile));
+        Tensor out = poisoned(n, s.co, dt, kGpu);
+        spconv::backend::ConvArgs a;
+        a.feats = fd.data();
+        a.nbr = nbr_d.data_as<int32_t>();
+        a.weight = wd.data();
+        a.bias = bd.data();
+        a.out = out.data();
+        a.dtype = dt;
+        a.n = n;
+        a.k = 27;
+        a.ci = s.ci;
+        a.co = s.co;
+        a.kernel = kernel;
+        a.tile_co = tile;
+        ASSERT_EQ(cuda::spconv_conv(a, nullptr), -1);
+        const auto got = read(out);
+        for (double v : got) ASSERT_TRUE(std::isfinite(v)) << "an output element was not written";
+        EXPECT_LE(testing::rel_error(got, ref), tolerance(dt));
+      }
+    }
+}
+
+TEST(SpconvCuda, IsDeterministic) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto c = random_voxels(rng, 2, 24, 0.3, -12);
+  const int64_t n = c.size() / 4;
+  const Tensor coords = coords_tensor(c, kGpu);
+  const Tensor nbr = build_kernel_map(coords, 3, 1);
+  EXPECT_EQ(read_i32(build_kernel_map(coords, 3, 1)), read_i32(nbr));
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    const Tensor feats = make(testing::randn(n * 64, rng), {n, 64}, dt, kGpu);
+    const Tensor w = make(testing::randn(27 * 64 * 128, rng, 0.02f), {27, 64, 128}, dt, kGpu);
+    const Tensor a = submanifold_conv(feats, nbr, w), b = submanifold_conv(feats, nbr, w);
+    EXPECT_EQ(read_bytes(a), read_bytes(b)) << to_string(dt);
+  }
+}
+
+TEST(SpconvCuda, AcceptsThePaddedFeatsForm) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  check_padded_form(kGpu);
+}
+
+TEST(SpconvCuda, EmptyInput) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  const Tensor nbr = build_kernel_map(coords_tensor({}, kGpu), 5, 1);
+  EXPECT_EQ(nbr.size(0), 125);
+  EXPECT_EQ(nbr.size(1), 0);
+  const Tensor out = submanifold_conv(Tensor::empty({0, 4}, DType::f16, kGpu), Tensor::empty({27, 0}, DType::i32, kGpu),
+                                      Tensor::zeros({27, 4, 6}, DType::f16, kGpu));
+  EXPECT_EQ(out.size(0), 0);
+}
+
+TEST(SpconvCuda, BadCoordinatesAndKernelParameters) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  check_map_errors(kGpu);
+}
+
+TEST(SpconvCuda, ShapeDtypeAndLayoutMismatches) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  check_conv_errors(kGpu);
+  // Tensors on different devices.
+  const Tensor coords = coords_tensor({0, 0, 0, 0, 0, 0, 0, 1}, kGpu);
+  const Tensor nbr = build_kernel_map(coords, 3, 1);
+  const Tensor feats_h = Tensor::zeros({2, 4}, DType::f32);
+  const Tensor w = Tensor::zeros({27, 4, 4}, DType::f32, kGpu);
+  expect_error([&] { submanifold_conv(feats_h, nbr, w); }, ErrorCode::invalid_argument,
+               {"feats is on cpu but nbr is on cuda:0"});
+  Tensor nbr_h = Tensor::empty({27, 2}, DType::i32);
+  expect_error([&] { build_kernel_map(coords, nbr_h, 3, 1); }, ErrorCode::invalid_argument,
+               {"coords is on cuda:0 but nbr is on cpu"});
+}
+
+TEST(SpconvCuda, MapEntriesOutsideTheRange) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  check_bad_map_entries(kGpu);
+}
+
+// Row offsets past 2^31 elements: N·Ci = 16.8 M × 128 > 2^31. A dense 257×256×256 block of
+// voxels, f16; sampled rows past element 2^31 checked against a double sum over their neighbors.
+TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  const int64_t nx = 257, ny = 256, nz = 256, n = nx * ny * nz, c = 128;
+  ASSERT_GT(n * c, int64_t{1} << 31);
+  std::vector<int32_t> flat(n * 4);
+  for (int64_t i = 0; i < n; ++i) {
+    flat[4 * i] = 0;
+    flat[4 * i + 1] = static_cast<int32_t>(i / (ny * nz));
+    flat[4 * i + 2] = static_cast<int32_t>(i / nz % ny);
+    flat[4 * i + 3] = static_cast<int32_t>(i % nz);
+  }
+  // Inputs exactly representable in f16: multiples of 2^-10 in [-0.5, 0.5), from a hash of the
+  // element index (a table of the 1024 values keeps the 2^31-element fill to a few seconds).
+  auto code = [](int64_t i) {
+    uint64_t h = static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+    return static_cast<int>((h >> 20) & 1023);
+  };
+  auto feat = [&](int64_t i) { return static_cast<float>(code(i) - 512) / 1024.0f; };
+  uint16_t bits[1024];
+  for (int v = 0; v < 1024; ++v) bits[v] = float_to_half(static_cast<float>(v - 512) / 1024.0f);
+  Tensor fh = Tensor::empty({n, c}, DType::f16);
+  auto* fp = fh.data_as<uint16_t>();
+  for (int64_t i = 0; i < n * c; ++i) fp[i] = bits[code(i)];
+  std::mt19937_64 rng(7);
+  const auto w = rounded(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), DType::f16);
+  const Tensor coords = coords_tensor(flat, kGpu);
+  const Tensor nbr = build_kernel_map(coords, 3, 1);
+  const Tensor feats = fh.to(kGpu);
+  const Tensor out = submanifold_conv(feats, nbr, make(w, {27, c, c}, DType::f16, kGpu));
+  const int64_t first_big = (int64_t{1} << 31) / c;
+  for (int64_t row : {first_big, first_big + 12345, n - 257, n - 1}) {
+    const TensorView got_row(static_cast<uint16_t*>(out.data()) + row * c, DType::f16, {c}, kGpu);
+    const auto got = read(got_row);
+    std::vector<double> ref(c, 0.0);
+    const int64_t x = row / (ny * nz), y = row / nz % ny, z = row % nz;
+    for (int k = 0; k < 27; ++k) {
+      const int64_t qx = x + k / 9 - 1, qy = y + k / 3 % 3 - 1, qz = z + k % 3 - 1;
+      if (qx < 0 || qy < 0 || qz < 0 || qx >= nx || qy >= ny || qz >= nz) continue;
+      const int64_t m = (qx * ny + qy) * nz + qz;
+      int32_t got_m = -1;
+      copy(TensorView(nbr.data_as<int32_t>() + k * n + row, DType::i32, {1}, kGpu),
+           TensorView(&got_m, DType::i32, {1}));
+      EXPECT_EQ(got_m, m) << "nbr[" << k << ", " << row << "]";
+      for (int64_t q = 0; q < c; ++q)
+        for (int64_t o = 0; o < c; ++o) ref[o] += static_cast<double>(feat(m * c + q)) * w[(k * c + q) * c + o];
+    }
+    EXPECT_LE(testing::rel_error(got, ref), 1e-2) << "row " << row;
+  }
+}
+
+}  // namespace
+}  // namespace frugal
