@@ -15,6 +15,8 @@ using namespace nb::literals;
 
 namespace frugal::python {
 
+void bind_spconv(nb::module_& m);
+
 void bind_kv(nb::module_& m) {
   nb::enum_<kv::ScaleRule>(m, "ScaleRule", "How a quantized vector's scale is chosen.")
       .value("l2_norm", kv::ScaleRule::l2_norm, "the original format: the rotated vector's L2 norm")
@@ -124,4 +126,5 @@ NB_MODULE(_frugal, m) {
   m.def("device_name", [](const std::string& d) { return frugal::device_name(frugal::parse_device(d)); }, "device"_a);
   m.def("synchronize", [](const std::string& d) { frugal::synchronize(frugal::parse_device(d)); }, "device"_a = "cuda");
   frugal::python::bind_kv(m);
+  frugal::python::bind_spconv(m);
 }
