@@ -50,6 +50,7 @@ int64_t TensorView::numel() const {
 }
 
 bool TensorView::is_contiguous() const {
+  if (numel() == 0) return true;  // an empty array's strides carry no meaning (numpy gives 0)
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; --i) {
     if (shape[i] != 1 && strides[i] != s) return false;

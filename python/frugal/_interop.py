@@ -1,0 +1,65 @@
+"""Hands results back in the caller's array framework, and finds the caller's CUDA stream."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+def framework_of(x: Any) -> str:
+    """'torch', 'numpy', 'cupy', 'jax' or 'dlpack', judged by the array's type (nothing imported)."""
+    mod = type(x).__module__.split(".")[0]
+    if mod == "torch":
+        return "torch"
+    if mod == "numpy":
+        return "numpy"
+    if mod == "cupy":
+        return "cupy"
+    if mod in ("jax", "jaxlib"):
+        return "jax"
+    return "dlpack"
+
+
+def wrap(out: Any, like: Any) -> Any:
+    """Zero-copy: the frugal result `out` (__dlpack__) as an array of `like`'s framework."""
+    fw = framework_of(like)
+    if fw == "torch":
+        import torch
+
+        return torch.from_dlpack(out)
+    if fw == "numpy":
+        import numpy as np
+
+        return np.from_dlpack(out)
+    if fw == "cupy":
+        import cupy
+
+        return cupy.from_dlpack(out)
+    if fw == "jax":
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(out)
+    return out
+
+
+def stream_of(x: Any, stream: Optional[int]) -> Optional[int]:
+    """The CUDA stream to run on: the one given, else torch's current stream for a torch CUDA tensor."""
+    if stream is not None:
+        return int(stream)
+    if framework_of(x) == "torch" and x.is_cuda:
+        import torch
+
+        return torch.cuda.current_stream(x.device).cuda_stream
+    if framework_of(x) == "cupy":
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
+    return None
+
+
+def device_of(x: Any) -> str:
+    """'cpu' or 'cuda:N' for any DLPack-capable array."""
+    dev_type, dev_id = x.__dlpack_device__()
+    if int(dev_type) == 1:
+        return "cpu"
+    if int(dev_type) == 2:
+        return f"cuda:{dev_id}"
+    raise ValueError(f"frugal takes CPU or CUDA arrays, got DLPack device type {int(dev_type)}")

@@ -1,0 +1,89 @@
+"""The Hadamard-rotated low-bit KV cache: codebooks, the FWHT, and the cache of one layer."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import _frugal
+from ._interop import stream_of, wrap
+
+ScaleRule = _frugal.ScaleRule
+lloyd_max_codebook = _frugal.lloyd_max_codebook
+random_signs = _frugal.random_signs
+
+
+def hadamard_transform(x: Any, out: Any = None, *, stream: Optional[int] = None) -> Any:
+    """FWHT(x) / sqrt(D) along the last dimension of an f32 array [rows, D]; D a power of two in [4, 4096].
+
+    Writes into `out` (which may be `x`) when given; otherwise returns a new array of x's framework.
+    """
+    s = stream_of(x, stream)
+    if out is not None:
+        _frugal.hadamard_transform(x, out, stream=s)
+        return out
+    return wrap(_frugal.hadamard_transform(x, stream=s), x)
+
+
+class Cache:
+    """One layer's quantized K (or V) cache for `batch` sequences, on 'cpu' or 'cuda[:N]'.
+
+    Storage (bit-compatible with the original format when batch=1, bits=4, no signs, L2 scale):
+      packed  [batch, num_kv_heads, capacity, head_dim*bits/8] uint8  (little-endian bit stream of codes)
+      scales  [batch, num_kv_heads, capacity] float32
+    A sliding cache is a ring (token t at slot t % capacity); a global one refuses to overflow.
+    """
+
+    def __init__(self, *, num_kv_heads: int, head_dim: int, capacity: int, batch: int = 1,
+                 sliding: bool = False, bits: int = 4, scale_rule: ScaleRule = ScaleRule.l2_norm,
+                 sign_seed: Optional[int] = None, device: str = "cpu", _impl: Any = None):
+        self._impl = _impl if _impl is not None else _frugal.Cache(
+            batch=batch, num_kv_heads=num_kv_heads, head_dim=head_dim, capacity=capacity, sliding=sliding,
+            bits=bits, scale_rule=scale_rule, sign_seed=sign_seed, device=str(device))
+        self._like: Any = None  # the framework results come back in: that of the last appended array
+
+    def append(self, x: Any, *, seq: Optional[int] = None, stream: Optional[int] = None) -> None:
+        """Quantize x [T, H, D] (batch 1, or into sequence `seq`) or [batch, T, H, D]; f32 | f16 | bf16."""
+        self._like = x
+        self._impl.append(x, seq=seq, stream=stream_of(x, stream))
+
+    def dequantize(self, seq: int = 0, begin: int = 0, end: Optional[int] = None, *, dtype: str = "f32",
+                   stream: Optional[int] = None, like: Any = None) -> Any:
+        """Tokens [begin, end) of sequence `seq` as [end-begin, H, D] in `dtype` (end defaults to write_pos)."""
+        like = like if like is not None else self._like
+        out = self._impl.dequantize(seq, begin, end, dtype, stream=stream_of(like, stream) if like is not None else stream)
+        return wrap(out, like) if like is not None else out
+
+    def write_pos(self, seq: int = 0) -> int:
+        return self._impl.write_pos(seq)
+
+    def first_held(self, seq: int = 0) -> int:
+        return self._impl.first_held(seq)
+
+    def reset(self) -> None:
+        self._impl.reset()
+
+    def to(self, device: str) -> "Cache":
+        c = Cache(num_kv_heads=0, head_dim=0, capacity=0, _impl=self._impl.to(str(device)))
+        c._like = self._like
+        return c
+
+    @property
+    def packed(self) -> Any:
+        """A zero-copy view of the packed codes (keeps the cache alive)."""
+        return wrap(self._impl.packed, self._like) if self._like is not None else self._impl.packed
+
+    @property
+    def scales(self) -> Any:
+        """A zero-copy view of the scales (keeps the cache alive)."""
+        return wrap(self._impl.scales, self._like) if self._like is not None else self._impl.scales
+
+    @property
+    def config(self) -> dict:
+        return self._impl.config
+
+    @property
+    def device(self) -> str:
+        return self._impl.device
+
+    @property
+    def bytes_per_vector(self) -> int:
+        return self._impl.bytes_per_vector

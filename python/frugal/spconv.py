@@ -1,0 +1,27 @@
+"""Submanifold sparse voxel convolution: kernel map and fused conv (never materializes the gather)."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import _frugal
+from ._interop import stream_of, wrap
+
+_s = _frugal.spconv
+OffsetOrder = _s.OffsetOrder
+kernel_offset = _s.kernel_offset
+offset_permutation = _s.offset_permutation
+
+
+def build_kernel_map(coords: Any, kernel_size: int = 3, dilation: int = 1, *, stream: Optional[int] = None) -> Any:
+    """nbr [K, N] int32 for coords [N, 4] int32 (b, x, y, z); nbr[k, n] = N when voxel n has no k-th neighbor."""
+    return wrap(_s.build_kernel_map(coords, kernel_size, dilation, stream=stream_of(coords, stream)), coords)
+
+
+def submanifold_conv(feats: Any, nbr: Any, weight: Any, bias: Any = None, *, checked: bool = True,
+                     stream: Optional[int] = None) -> Any:
+    """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k]; f32 accumulation, bitwise deterministic.
+
+    checked=True raises frugal.Error for nbr entries outside [0, N] (one small readback on CUDA).
+    """
+    out = _s.submanifold_conv(feats, nbr, weight, bias, checked=checked, stream=stream_of(feats, stream))
+    return wrap(out, feats)

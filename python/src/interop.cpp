@@ -1,0 +1,82 @@
+// DLPack <-> frugal conversions.
+#include "interop.h"
+
+#include <vector>
+
+namespace frugal::python {
+
+namespace {
+
+DType to_dtype(nb::dlpack::dtype t, const char* op, const char* name) {
+  using C = nb::dlpack::dtype_code;
+  if (t.lanes == 1) {
+    if (t.code == static_cast<uint8_t>(C::Float) && t.bits == 32) return DType::f32;
+    if (t.code == static_cast<uint8_t>(C::Float) && t.bits == 16) return DType::f16;
+    if (t.code == static_cast<uint8_t>(C::Bfloat) && t.bits == 16) return DType::bf16;
+    if (t.code == static_cast<uint8_t>(C::UInt) && t.bits == 8) return DType::u8;
+    if (t.code == static_cast<uint8_t>(C::Int) && t.bits == 32) return DType::i32;
+    if (t.code == static_cast<uint8_t>(C::Int) && t.bits == 64) return DType::i64;
+  }
+  FRUGAL_FAIL(invalid_argument, op,
+              name << " has a dtype frugal does not handle (DLPack code " << int(t.code) << ", " << int(t.bits)
+                   << " bits, " << t.lanes << " lanes); expected f32, f16, bf16, u8, i32 or i64");
+}
+
+nb::dlpack::dtype to_dlpack(DType t) {
+  using C = nb::dlpack::dtype_code;
+  switch (t) {
+    case DType::f32: return {static_cast<uint8_t>(C::Float), 32, 1};
+    case DType::f16: return {static_cast<uint8_t>(C::Float), 16, 1};
+    case DType::bf16: return {static_cast<uint8_t>(C::Bfloat), 16, 1};
+    case DType::u8: return {static_cast<uint8_t>(C::UInt), 8, 1};
+    case DType::i32: return {static_cast<uint8_t>(C::Int), 32, 1};
+    case DType::i64: return {static_cast<uint8_t>(C::Int), 64, 1};
+  }
+  return {};
+}
+
+template <typename A>
+TensorView view_of(const A& a, const char* op, const char* name) {
+  Device device;
+  if (a.device_type() == nb::device::cpu::value) {
+    device = Device::cpu();
+  } else if (a.device_type() == nb::device::cuda::value) {
+    device = Device::cuda(a.device_id());
+  } else {
+    FRUGAL_FAIL(invalid_argument, op,
+                name << " lives on DLPack device type " << a.device_type() << "; frugal takes CPU or CUDA arrays");
+  }
+  FRUGAL_CHECK(a.ndim() <= static_cast<size_t>(kMaxRank), invalid_argument, op,
+               name << " has rank " << a.ndim() << ", more than frugal's " << kMaxRank);
+  std::vector<int64_t> shape(a.ndim()), strides(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    shape[i] = static_cast<int64_t>(a.shape(i));
+    strides[i] = a.stride(i);
+  }
+  return TensorView(const_cast<void*>(static_cast<const void*>(a.data())), to_dtype(a.dtype(), op, name), shape,
+                    strides, device);
+}
+
+OutArray make_array(const TensorView& v, nb::handle owner) {
+  std::vector<size_t> shape(v.rank);
+  for (int i = 0; i < v.rank; ++i) shape[i] = static_cast<size_t>(v.shape[i]);
+  const int dev_type = v.device.is_cpu() ? nb::device::cpu::value : nb::device::cuda::value;
+  return OutArray(v.data, shape.size(), shape.data(), owner, v.strides.data(), to_dlpack(v.dtype), dev_type,
+                  v.device.index);
+}
+
+}  // namespace
+
+TensorView to_view(const nb::ndarray<>& a, const char* op, const char* name) { return view_of(a, op, name); }
+TensorView to_view(const Array& a, const char* op, const char* name) { return view_of(a, op, name); }
+
+OutArray to_array(const Tensor& t) {
+  // The capsule owns a copy of the Tensor handle: the storage lives as long as any array on it.
+  auto* keep = new Tensor(t);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  return make_array(t.view(), owner);
+}
+
+OutArray to_array(const TensorView& v, nb::handle owner) { return make_array(v, owner); }
+
+}  // namespace frugal::python

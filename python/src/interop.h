@@ -1,0 +1,32 @@
+// DLPack <-> frugal conversions for the Python module: any array that speaks DLPack (numpy,
+// torch, cupy, jax) becomes a TensorView without a copy; a frugal Tensor goes back out as an
+// Array-API object (__dlpack__) that keeps the Tensor's storage alive.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "frugal/frugal.h"
+
+namespace frugal::python {
+
+namespace nb = nanobind;
+
+// The input side: accepts any device and dtype; the op validates what it needs.
+using Array = nb::ndarray<nb::ro>;
+using MutableArray = nb::ndarray<>;
+// The output side: an Array-API object that torch.from_dlpack / numpy.from_dlpack take as is.
+using OutArray = nb::ndarray<nb::array_api>;
+
+TensorView to_view(const nb::ndarray<>& a, const char* op, const char* name);
+TensorView to_view(const Array& a, const char* op, const char* name);
+OutArray to_array(const Tensor& t);
+// A view into storage owned by `owner` (a Python object holding it, e.g. a Cache).
+OutArray to_array(const TensorView& v, nb::handle owner);
+
+inline Stream to_stream(std::optional<uintptr_t> s) { return s ? reinterpret_cast<Stream>(*s) : nullptr; }
+
+}  // namespace frugal::python

@@ -1,0 +1,130 @@
+// The frugal Python extension (_frugal): the C++ API with Python names and keyword arguments.
+// Arrays come in through DLPack without a copy; results go out as __dlpack__ objects that the
+// Python layer (frugal/__init__.py) hands back in the caller's framework.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "frugal/frugal.h"
+#include "frugal/kv_cache.h"
+#include "interop.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace frugal::python {
+
+void bind_spconv(nb::module_& m);
+
+void bind_kv(nb::module_& m) {
+  nb::enum_<kv::ScaleRule>(m, "ScaleRule", "How a quantized vector's scale is chosen.")
+      .value("l2_norm", kv::ScaleRule::l2_norm, "the original format: the rotated vector's L2 norm")
+      .value("least_squares", kv::ScaleRule::least_squares, "the least-squares scale: never a larger error");
+
+  m.def(
+      "lloyd_max_codebook",
+      [](int bits) {
+        const kv::Codebook& cb = kv::lloyd_max_codebook(bits);
+        return nb::make_tuple(cb.centroids, cb.boundaries, cb.mse);
+      },
+      "bits"_a, "(centroids, boundaries, mse) of the Lloyd–Max quantizer of N(0,1) with 2**bits levels.");
+  m.def("random_signs", &kv::random_signs, "seed"_a, "dim"_a, "The ±1 signs of the randomized Hadamard transform.");
+
+  m.def(
+      "hadamard_transform",
+      [](nb::ndarray<> x, std::optional<nb::ndarray<>> out, std::optional<uintptr_t> stream) -> nb::object {
+        constexpr const char* op = "kv::hadamard_transform";
+        const TensorView xv = to_view(x, op, "x");
+        if (out) {
+          kv::hadamard_transform(xv, to_view(*out, op, "out"), to_stream(stream));
+          return nb::none();
+        }
+        Tensor o = Tensor::empty(xv.sizes(), DType::f32, xv.device);
+        kv::hadamard_transform(xv, o, to_stream(stream));
+        return nb::cast(to_array(o));
+      },
+      "x"_a, "out"_a = nb::none(), "stream"_a = nb::none(),
+      "FWHT(x) / sqrt(D) along the last dimension of an f32 [rows, D] array (D a power of two in [4, 4096]).\n"
+      "Writes into `out` when given (it may alias x), else returns a new array.");
+
+  nb::class_<kv::Cache>(m, "Cache",
+                        "One layer's quantized K (or V) cache for a batch of sequences.\n"
+                        "packed: [batch, heads, capacity, head_dim*bits/8] u8; scales: [batch, heads, capacity] f32.")
+      .def(
+          "__init__",
+          [](kv::Cache* self, int batch, int num_kv_heads, int head_dim, int64_t capacity, bool sliding, int bits,
+             kv::ScaleRule scale_rule, std::optional<uint64_t> sign_seed, const std::string& device,
+             std::optional<uintptr_t> stream) {
+            kv::CacheConfig c;
+            c.batch = batch;
+            c.num_kv_heads = num_kv_heads;
+            c.head_dim = head_dim;
+            c.capacity = capacity;
+            c.sliding = sliding;
+            c.bits = bits;
+            c.scale_rule = scale_rule;
+            c.sign_seed = sign_seed;
+            new (self) kv::Cache(c, parse_device(device), to_stream(stream));
+          },
+          nb::kw_only(), "batch"_a = 1, "num_kv_heads"_a, "head_dim"_a, "capacity"_a, "sliding"_a = false,
+          "bits"_a = 4, "scale_rule"_a = kv::ScaleRule::l2_norm, "sign_seed"_a = nb::none(), "device"_a = "cpu",
+          "stream"_a = nb::none())
+      .def(
+          "append",
+          [](kv::Cache& c, nb::ndarray<> x, std::optional<int> seq, std::optional<uintptr_t> stream) {
+            const TensorView xv = to_view(x, "kv::append", "x");
+            if (seq) {
+              c.append(*seq, xv, to_stream(stream));
+            } else {
+              c.append(xv, to_stream(stream));
+            }
+          },
+          "x"_a, "seq"_a = nb::none(), "stream"_a = nb::none(),
+          "Quantize x [T, H, D] (batch 1, or one sequence `seq`) or [batch, T, H, D] (f32|f16|bf16) at the\n"
+          "write positions and advance them by T.")
+      .def(
+          "dequantize",
+          [](const kv::Cache& c, int seq, int64_t begin, std::optional<int64_t> end, const std::string& dtype,
+             std::optional<uintptr_t> stream) {
+            return to_array(c.dequantize(seq, begin, end.value_or(c.write_pos(seq)), parse_dtype(dtype),
+                                         to_stream(stream)));
+          },
+          "seq"_a = 0, "begin"_a = 0, "end"_a = nb::none(), "dtype"_a = "f32", "stream"_a = nb::none(),
+          "Tokens [begin, end) of sequence `seq` back as [end-begin, H, D] (end defaults to write_pos).")
+      .def("write_pos", &kv::Cache::write_pos, "seq"_a = 0)
+      .def("first_held", &kv::Cache::first_held, "seq"_a = 0)
+      .def("reset", &kv::Cache::reset)
+      .def(
+          "to", [](const kv::Cache& c, const std::string& device) { return c.to(parse_device(device)); }, "device"_a)
+      .def_prop_ro("device", [](const kv::Cache& c) { return to_string(c.device()); })
+      .def_prop_ro("bytes_per_vector", &kv::Cache::bytes_per_vector)
+      .def_prop_ro("packed", [](nb::handle self) { return to_array(nb::cast<kv::Cache&>(self).packed().view(), self); })
+      .def_prop_ro("scales", [](nb::handle self) { return to_array(nb::cast<kv::Cache&>(self).scales().view(), self); })
+      .def_prop_ro("config", [](const kv::Cache& c) {
+        const kv::CacheConfig& k = c.config();
+        nb::dict d;
+        d["batch"] = k.batch;
+        d["num_kv_heads"] = k.num_kv_heads;
+        d["head_dim"] = k.head_dim;
+        d["capacity"] = k.capacity;
+        d["sliding"] = k.sliding;
+        d["bits"] = k.bits;
+        d["scale_rule"] = k.scale_rule;
+        d["sign_seed"] = k.sign_seed;
+        return d;
+      });
+}
+
+}  // namespace frugal::python
+
+NB_MODULE(_frugal, m) {
+  m.doc() = "frugal: fused, memory-frugal kernels for generative inference (C++ core)";
+  nb::exception<frugal::Error>(m, "Error", PyExc_RuntimeError);
+  m.def("built_with_cuda", &frugal::built_with_cuda);
+  m.def("cuda_available", &frugal::cuda_available);
+  m.def("device_name", [](const std::string& d) { return frugal::device_name(frugal::parse_device(d)); }, "device"_a);
+  m.def("synchronize", [](const std::string& d) { frugal::synchronize(frugal::parse_device(d)); }, "device"_a = "cuda");
+  frugal::python::bind_kv(m);
+  frugal::python::bind_spconv(m);
+}

@@ -1,0 +1,118 @@
+"""The KV-cache binding against a plain numpy oracle of the format (CPU)."""
+import numpy as np
+import pytest
+
+import frugal
+from frugal import kv
+
+
+def hadamard_matrix(d):
+    h = np.array([[1.0]])
+    while h.shape[0] < d:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def oracle_quantize(x, bits):
+    """Plain numpy: rotate, normalize, count boundaries strictly below, pack LSB-first."""
+    centroids, boundaries, _ = kv.lloyd_max_codebook(bits)
+    b = np.asarray(boundaries, dtype=np.float64)
+    d = x.shape[-1]
+    y = x.astype(np.float64) @ hadamard_matrix(d) / np.sqrt(d)
+    n = np.linalg.norm(y, axis=-1, keepdims=True)
+    u = np.where(n > 1e-10, y / np.maximum(n, 1e-300) * np.sqrt(d), 0.0)
+    idx = np.searchsorted(b, u, side="left")  # number of boundaries strictly below u
+    margin = np.min(np.abs(u[..., None] - b), axis=-1)
+    bitpos = np.arange(d) * bits
+    packed = np.zeros(x.shape[:-1] + (d * bits // 8,), dtype=np.uint16)
+    for i in range(d):
+        byte, shift = bitpos[i] // 8, bitpos[i] % 8
+        packed[..., byte] |= (idx[..., i] << shift).astype(np.uint16) & 0xFF
+        if shift + bits > 8:
+            packed[..., byte + 1] |= (idx[..., i] >> (8 - shift)).astype(np.uint16)
+    return packed.astype(np.uint8), n[..., 0], margin
+
+
+def test_codebook_matches_published_digits():
+    c, b, mse = kv.lloyd_max_codebook(4)
+    assert np.allclose(c[8:], [0.1283950, 0.3880483, 0.6567591, 0.9423405, 1.2562312, 1.6180464, 2.0690172,
+                               2.7325896], atol=5e-7)
+    assert abs(mse - 0.009501) < 5e-7
+
+
+def test_hadamard_transform_matches_explicit_matrix(rng):
+    x = rng.standard_normal((5, 128)).astype(np.float32)
+    y = kv.hadamard_transform(x)
+    assert isinstance(y, np.ndarray)
+    ref = x.astype(np.float64) @ hadamard_matrix(128) / np.sqrt(128)
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-6
+    kv.hadamard_transform(x, out=x)  # in place
+    assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+def test_cache_packs_like_the_numpy_oracle(rng, bits):
+    h, d, t = 4, 64, 9
+    x = rng.standard_normal((t, h, d)).astype(np.float32)
+    c = kv.Cache(num_kv_heads=h, head_dim=d, capacity=16, bits=bits)
+    c.append(x)
+    packed_ref, scale_ref, margin = oracle_quantize(x, bits)  # [t, h, ...]
+    packed = np.asarray(c.packed)[0].transpose(1, 0, 2)[:t]  # [capacity, h, bytes] -> first t tokens
+    scales = np.asarray(c.scales)[0].T[:t]
+    clear = np.all(margin > 1e-6, axis=-1)  # vectors with no coordinate within 1e-6 of a boundary
+    assert clear.mean() > 0.5
+    assert np.array_equal(packed[clear], packed_ref[clear])
+    assert np.allclose(scales, scale_ref, rtol=1e-6)
+
+
+def test_dequantize_round_trip_error_is_the_codebook_mse(rng):
+    h, d, t = 8, 128, 256
+    x = rng.standard_normal((t, h, d)).astype(np.float32)
+    c = kv.Cache(num_kv_heads=h, head_dim=d, capacity=t)
+    c.append(x)
+    y = c.dequantize()
+    assert y.shape == (t, h, d) and y.dtype == np.float32
+    mse = np.mean((y - x) ** 2 / np.mean(x**2, axis=-1, keepdims=True))
+    assert abs(mse - 0.009501) / 0.009501 < 0.05
+
+
+def test_views_share_the_cache_storage(rng):
+    c = kv.Cache(num_kv_heads=1, head_dim=16, capacity=4)
+    p1 = np.asarray(c.packed)
+    c.append(rng.standard_normal((1, 1, 16)).astype(np.float32))
+    assert p1.any()  # the earlier view sees the write: no copy was made
+    del c
+    assert p1.shape == (1, 1, 4, 8)  # still valid: the view keeps the cache alive
+
+
+def test_ring_wraps_and_keeps_the_last_tokens(rng):
+    c = kv.Cache(num_kv_heads=2, head_dim=32, capacity=4, sliding=True)
+    x = rng.standard_normal((10, 2, 32)).astype(np.float32)
+    for i in range(0, 10, 3):
+        c.append(x[i:i + 3])
+    assert c.write_pos() == 10 and c.first_held() == 6
+    y = c.dequantize(0, 6, 10)
+    assert np.linalg.norm(y - x[6:]) / np.linalg.norm(x[6:]) < 0.15
+    with pytest.raises(frugal.Error, match=r"\[kv::dequantize\].*overwritten"):
+        c.dequantize(0, 5, 10)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(num_kv_heads=2, head_dim=96, capacity=8), "head_dim must be a power of two"),
+    (dict(num_kv_heads=2, head_dim=64, capacity=8, bits=5), "bits must be 2, 3, 4 or 8, got 5"),
+    (dict(num_kv_heads=0, head_dim=64, capacity=8), "num_kv_heads"),
+    (dict(num_kv_heads=2, head_dim=64, capacity=0), "capacity"),
+])
+def test_bad_configs_raise_with_the_ops_message(kwargs, match):
+    with pytest.raises(frugal.Error, match=match):
+        kv.Cache(**kwargs)
+
+
+def test_bad_appends_raise(rng):
+    c = kv.Cache(num_kv_heads=2, head_dim=16, capacity=4)
+    with pytest.raises(frugal.Error, match=r"\[kv::append\] x must have shape \[\*, 2, 16\]"):
+        c.append(np.zeros((3, 2, 8), np.float32))
+    with pytest.raises(frugal.Error, match="passes the global cache's capacity 4"):
+        c.append(rng.standard_normal((5, 2, 16)).astype(np.float32))
+    with pytest.raises(frugal.Error, match="must have dtype"):
+        c.append(np.zeros((1, 2, 16), np.int32))

@@ -1,0 +1,95 @@
+"""frugal.torch on torch tensors: CPU always (when torch is installed), CUDA on a GPU machine."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import frugal  # noqa: E402
+import frugal.torch as ft  # noqa: E402
+from frugal import kv  # noqa: E402
+
+devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() and frugal.cuda_available() else [])
+
+
+def hadamard_matrix(d, device):
+    h = torch.ones(1, 1, dtype=torch.float64, device=device)
+    while h.shape[0] < d:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    return h
+
+
+@pytest.mark.parametrize("device", devices)
+def test_hadamard_custom_op_matches_matrix_and_passes_opcheck(device):
+    x = torch.randn(7, 256, device=device)
+    y = ft.hadamard_transform(x)
+    ref = (x.double() @ hadamard_matrix(256, device)) / 16.0
+    assert torch.linalg.norm(y.double() - ref) / torch.linalg.norm(ref) < 1e-6
+    torch.library.opcheck(ft.hadamard_transform, (x,))
+
+
+@pytest.mark.parametrize("device", devices)
+def test_cache_takes_torch_tensors_and_returns_torch_tensors(device):
+    x = torch.randn(5, 4, 64, device=device, dtype=torch.float16)
+    c = kv.Cache(num_kv_heads=4, head_dim=64, capacity=8, device=device)
+    c.append(x)
+    y = c.dequantize(dtype="f16")
+    assert isinstance(y, torch.Tensor) and y.device.type == device and y.dtype == torch.float16
+    err = torch.linalg.norm((y - x).float()) / torch.linalg.norm(x.float())
+    assert err < 0.15
+    assert isinstance(c.packed, torch.Tensor) and c.packed.dtype == torch.uint8
+
+
+@pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")
+def test_work_runs_on_a_non_default_stream():
+    s = torch.cuda.Stream()
+    x = torch.randn(64, 128, device="cuda")
+    with torch.cuda.stream(s):
+        y = ft.hadamard_transform(x)
+    s.synchronize()
+    ref = ft.hadamard_transform(x)
+    torch.cuda.synchronize()
+    assert torch.equal(y, ref)
+
+
+@pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")
+def test_non_contiguous_input_is_refused_clearly():
+    x = torch.randn(128, 64, device="cuda").t()
+    with pytest.raises(frugal.Error, match="contiguous"):
+        ft.hadamard_transform(x)
+
+
+def random_coords(n_side, density, device, batches=2):
+    occ = torch.rand(batches, n_side, n_side, n_side) < density
+    return torch.nonzero(occ).to(torch.int32).to(device)
+
+
+@pytest.mark.parametrize("device", devices)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_submconv_matches_dense_conv3d_with_spconv_weights(device, dtype):
+    if device == "cpu" and dtype != torch.float32:
+        pytest.skip("torch's CPU conv3d reference in f32 only")
+    ks, ci, co, side = 3, 16, 8, 10
+    coords = random_coords(side, 0.3, device)
+    feats = torch.randn(coords.shape[0], ci, device=device).to(dtype)
+    w_spconv = torch.randn(co, ks, ks, ks, ci, device=device).to(dtype) * 0.1  # spconv's KRSC layout
+    conv = ft.SubMConv3d(ci, co, ks, device=device, dtype=dtype)
+    conv.load_state_dict({"weight": w_spconv, "bias": torch.zeros(co, device=device, dtype=dtype)})
+    nbr = ft.build_kernel_map(coords, ks)
+    out = conv(feats, nbr)
+    # Dense reference: conv3d is a cross-correlation with weight [Co, Ci, kx, ky, kz].
+    dense = torch.zeros(2, ci, side, side, side, device=device, dtype=torch.float64)
+    b, x, y, z = coords.long().unbind(1)
+    dense[b, :, x, y, z] = feats.double()
+    w_dense = w_spconv.double().permute(0, 4, 1, 2, 3)
+    ref = torch.nn.functional.conv3d(dense, w_dense, padding=ks // 2)[b, :, x, y, z]
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    assert torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref) < tol
+
+
+@pytest.mark.parametrize("device", devices)
+def test_spconv_custom_ops_pass_opcheck(device):
+    coords = random_coords(6, 0.4, device)
+    nbr = ft.build_kernel_map(coords, 3)
+    feats = torch.randn(coords.shape[0], 8, device=device)
+    w = torch.randn(27, 8, 4, device=device)
+    torch.library.opcheck(ft.build_kernel_map, (coords, 3, 1))
+    torch.library.opcheck(ft.submanifold_conv, (feats, nbr, w, torch.randn(4, device=device)))
