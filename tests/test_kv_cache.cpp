@@ -95,9 +95,12 @@ float round_to(DType dt, float v) {
 }
 
 void store_as(DType dt, void* base, int64_t i, float v) {
-  if (dt == DType::f16) static_cast<uint16_t*>(base)[i] = float_to_half(v);
-  else if (dt == DType::bf16) static_cast<uint16_t*>(base)[i] = float_to_bf16(v);
-  else static_cast<float*>(base)[i] = v;
+  if (dt == DType::f16)
+    static_cast<uint16_t*>(base)[i] = float_to_half(v);
+  else if (dt == DType::bf16)
+    static_cast<uint16_t*>(base)[i] = float_to_bf16(v);
+  else
+    static_cast<float*>(base)[i] = v;
 }
 
 // x of `shape` (last two dims H, D) holding `vals` (logical row-major order) in `dt` on `dev`;
@@ -186,12 +189,16 @@ class Twin {
     std::vector<int64_t> shape = {tokens, h, d};
     if (seq < 0 && (cfg_.batch > 1 || rank4)) shape.insert(shape.begin(), cfg_.batch);
     const Input in = make_input(vals, shape, dt, layout, Device::cpu());
-    if (seq < 0) cpu.append(in.view);
-    else cpu.append(seq, in.view);
+    if (seq < 0)
+      cpu.append(in.view);
+    else
+      cpu.append(seq, in.view);
     if (gpu) {
       const Input gin = make_input(vals, shape, dt, layout, Device::cuda(0));
-      if (seq < 0) gpu->append(gin.view);
-      else gpu->append(seq, gin.view);
+      if (seq < 0)
+        gpu->append(gin.view);
+      else
+        gpu->append(seq, gin.view);
     }
   }
 
@@ -258,11 +265,12 @@ class Twin {
       // The f64 norm is summed in another order on the GPU; the float rounding of the result
       // can differ by one unit in the rare case it lands next to a rounding boundary.
       const int64_t ulps = std::abs(static_cast<int64_t>(std::bit_cast<int32_t>(ws)) - std::bit_cast<int32_t>(gs));
-      ASSERT_TRUE(ulps <= 1 && std::signbit(ws) == std::signbit(gs)) << "row " << r << ": scale " << gs << " vs CPU " << ws;
+      ASSERT_TRUE(ulps <= 1 && std::signbit(ws) == std::signbit(gs))
+          << "row " << r << ": scale " << gs << " vs CPU " << ws;
       ++ulp_scales;
     }
-    EXPECT_LE(boundary_rows + ulp_scales, rows_ / 1000 + 2) << "boundary rows " << boundary_rows << ", 1-ulp scales "
-                                                            << ulp_scales;
+    EXPECT_LE(boundary_rows + ulp_scales, rows_ / 1000 + 2)
+        << "boundary rows " << boundary_rows << ", 1-ulp scales " << ulp_scales;
     for (int s = 0; s < cfg_.batch; ++s) ASSERT_EQ(gpu->write_pos(s), cpu.write_pos(s));
   }
 
@@ -280,11 +288,11 @@ class Twin {
         uint32_t a = 0, b = 0;
         std::memcpy(&a, static_cast<const char*>(want.data()) + i * es, es);
         std::memcpy(&b, static_cast<const char*>(got.data()) + i * es, es);
-        const float fa = dt == DType::f32 ? std::bit_cast<float>(a)
+        const float fa = dt == DType::f32   ? std::bit_cast<float>(a)
                          : dt == DType::f16 ? half_to_float(static_cast<uint16_t>(a))
                                             : bf16_to_float(static_cast<uint16_t>(a));
         if (std::isnan(fa)) {
-          const float fb = dt == DType::f32 ? std::bit_cast<float>(b)
+          const float fb = dt == DType::f32   ? std::bit_cast<float>(b)
                            : dt == DType::f16 ? half_to_float(static_cast<uint16_t>(b))
                                               : bf16_to_float(static_cast<uint16_t>(b));
           ASSERT_TRUE(std::isnan(fb)) << "element " << i << " of sequence " << s;
@@ -355,8 +363,8 @@ TEST(KvAppend, CpuMatchesThePlainOracleForEveryHeadDimAndWidth) {
     for (int bits : {2, 3, 4, 8}) {
       if (d * bits % 8) continue;
       SCOPED_TRACE("D = " + std::to_string(d) + ", bits = " + std::to_string(bits));
-      CacheConfig cfg{.batch = 1 + i % 2, .num_kv_heads = 2, .head_dim = d, .capacity = 16, .sliding = i % 3 == 0,
-                      .bits = bits};
+      CacheConfig cfg{
+          .batch = 1 + i % 2, .num_kv_heads = 2, .head_dim = d, .capacity = 16, .sliding = i % 3 == 0, .bits = bits};
       cfg.scale_rule = (i / 2) % 2 ? ScaleRule::least_squares : ScaleRule::l2_norm;
       if (i % 2) cfg.sign_seed = test_seed() + i;
       Twin tw(cfg, false);
@@ -377,7 +385,8 @@ TEST(KvAppend, LeastSquaresScaleNeverHasALargerErrorThanTheNorm) {
   Cache ls({.num_kv_heads = h, .head_dim = d, .capacity = t, .scale_rule = ScaleRule::least_squares});
   l2.append(host_x(x, t, h, d));
   ls.append(host_x(x, t, h, d));
-  ASSERT_EQ(std::memcmp(l2.packed().data(), ls.packed().data(), l2.packed().nbytes()), 0) << "codes must not depend on the rule";
+  ASSERT_EQ(std::memcmp(l2.packed().data(), ls.packed().data(), l2.packed().nbytes()), 0)
+      << "codes must not depend on the rule";
   const Tensor a = l2.dequantize(0, 0, t), b = ls.dequantize(0, 0, t);
   int better = 0;
   for (int v = 0; v < t * h; ++v) {
@@ -483,7 +492,8 @@ TEST(KvAppend, RingWrapsAndKeepsTheLastTokens) {
     for (int64_t tok = ring.first_held(); tok < w; ++tok)
       for (int hi = 0; hi < h; ++hi) {
         const int64_t r = hi * cap + tok % cap, a = hi * 64 + tok;
-        ASSERT_EQ(std::memcmp(ring.packed().data_as<uint8_t>() + r * rb, all.packed().data_as<uint8_t>() + a * rb, rb), 0)
+        ASSERT_EQ(std::memcmp(ring.packed().data_as<uint8_t>() + r * rb, all.packed().data_as<uint8_t>() + a * rb, rb),
+                  0)
             << "token " << tok;
         ASSERT_EQ(ring.scales().data_as<float>()[r], all.scales().data_as<float>()[a]);
       }
@@ -497,8 +507,11 @@ TEST(KvAppend, RingWrapsAndKeepsTheLastTokens) {
 TEST(KvAppend, GlobalCacheRefusesToWritePastCapacity) {
   Cache c({.num_kv_heads = 2, .head_dim = 16, .capacity = 10});
   c.append(Tensor::zeros({8, 2, 16}, DType::f32));
-  expect_error([&] { c.append(Tensor::zeros({3, 2, 16}, DType::f32)); }, ErrorCode::out_of_range,
-               {"[kv::append]", "capacity 10", "write_pos 8"});
+  expect_error(
+      [&] {
+        c.append(Tensor::zeros({3, 2, 16}, DType::f32));
+      },
+      ErrorCode::out_of_range, {"[kv::append]", "capacity 10", "write_pos 8"});
   EXPECT_EQ(c.write_pos(), 8);
   c.append(Tensor::zeros({2, 2, 16}, DType::f32));
   EXPECT_EQ(c.write_pos(), 10);
@@ -507,8 +520,11 @@ TEST(KvAppend, GlobalCacheRefusesToWritePastCapacity) {
 
 TEST(KvAppend, RingRefusesMoreTokensThanItHoldsInOneCall) {
   Cache c({.num_kv_heads = 1, .head_dim = 8, .capacity = 4, .sliding = true});
-  expect_error([&] { c.append(Tensor::zeros({5, 1, 8}, DType::f32)); }, ErrorCode::out_of_range,
-               {"[kv::append]", "T = 5", "capacity 4"});
+  expect_error(
+      [&] {
+        c.append(Tensor::zeros({5, 1, 8}, DType::f32));
+      },
+      ErrorCode::out_of_range, {"[kv::append]", "T = 5", "capacity 4"});
   c.append(Tensor::zeros({4, 1, 8}, DType::f32));
   EXPECT_EQ(c.write_pos(), 4);
 }
@@ -539,7 +555,8 @@ TEST(KvAppend, ZeroVectorsGetScaleZeroAndDequantizeToZero) {
     for (int64_t v : {0, 1, 3, 4, 5}) {
       const int64_t tok = v / 2, hi = v % 2, r = hi * 4 + tok;
       EXPECT_EQ(c.scales().data_as<float>()[r], 0.0f);
-      for (int i = 0; i < 32; ++i) ASSERT_EQ(code_at(c.packed().data_as<uint8_t>() + r * c.bytes_per_vector(), i, bits), zero_code);
+      for (int i = 0; i < 32; ++i)
+        ASSERT_EQ(code_at(c.packed().data_as<uint8_t>() + r * c.bytes_per_vector(), i, bits), zero_code);
     }
     const Tensor out = c.dequantize(0, 0, 3);
     for (int64_t v : {0, 1, 3, 4, 5})
@@ -551,10 +568,10 @@ TEST(KvAppend, ZeroVectorsGetScaleZeroAndDequantizeToZero) {
 TEST(KvAppend, NonFiniteInputIsFlaggedWithANanScale) {
   const int h = 2, d = 16, t = 4;
   std::vector<float> x(t * h * d, 0.5f);
-  x[0 * d + 3] = NAN;             // token 0, head 0
-  x[3 * d + 0] = INFINITY;        // token 1, head 1
-  x[4 * d + 9] = -INFINITY;       // token 2, head 0
-  x[7 * d + 0] = 3e38f;           // token 3, head 1: finite, but the transform overflows
+  x[0 * d + 3] = NAN;        // token 0, head 0
+  x[3 * d + 0] = INFINITY;   // token 1, head 1
+  x[4 * d + 9] = -INFINITY;  // token 2, head 0
+  x[7 * d + 0] = 3e38f;      // token 3, head 1: finite, but the transform overflows
   x[7 * d + 1] = 3e38f;
   Cache c({.num_kv_heads = h, .head_dim = d, .capacity = 8});
   c.append(host_x(x, t, h, d));
@@ -563,7 +580,8 @@ TEST(KvAppend, NonFiniteInputIsFlaggedWithANanScale) {
   for (int v : {0, 3, 4, 7}) {
     EXPECT_TRUE(std::isnan(out.data_as<float>()[v * d]));
     const int64_t r = (v % h) * 8 + v / h;
-    for (int i = 0; i < c.bytes_per_vector(); ++i) ASSERT_EQ(c.packed().data_as<uint8_t>()[r * c.bytes_per_vector() + i], 0);
+    for (int i = 0; i < c.bytes_per_vector(); ++i)
+      ASSERT_EQ(c.packed().data_as<uint8_t>()[r * c.bytes_per_vector() + i], 0);
   }
   for (int v : {1, 2, 5, 6}) EXPECT_TRUE(std::isfinite(out.data_as<float>()[v * d]));
 }
@@ -583,7 +601,8 @@ TEST(KvAppend, BatchedCacheKeepsPositionsPerSequence) {
       std::copy(x.begin(), x.end(), xb.data_as<float>());
       batched.append(xb);
       for (int s = 0; s < b; ++s)
-        single[s].append(host_x(std::vector<float>(x.begin() + s * t * h * d, x.begin() + (s + 1) * t * h * d), t, h, d));
+        single[s].append(
+            host_x(std::vector<float>(x.begin() + s * t * h * d, x.begin() + (s + 1) * t * h * d), t, h, d));
     } else {
       batched.append(seq, host_x(x, t, h, d));
       single[seq].append(host_x(x, t, h, d));
@@ -603,12 +622,16 @@ TEST(KvAppend, BatchedCacheKeepsPositionsPerSequence) {
                 0);
       ASSERT_EQ(batched.scales().data_as<float>()[s * per_seq + r], single[s].scales().data_as<float>()[r]);
     }
-    const Tensor got = batched.dequantize(s, 0, single[s].write_pos()), want = single[s].dequantize(0, 0, single[s].write_pos());
+    const Tensor got = batched.dequantize(s, 0, single[s].write_pos()),
+                 want = single[s].dequantize(0, 0, single[s].write_pos());
     ASSERT_EQ(std::memcmp(got.data(), want.data(), got.nbytes()), 0);
   }
   // Every sequence must have room: sequence 2 is at 10 of 16.
-  expect_error([&] { batched.append(Tensor::zeros({b, 7, h, d}, DType::f32)); }, ErrorCode::out_of_range,
-               {"[kv::append]", "sequence 2"});
+  expect_error(
+      [&] {
+        batched.append(Tensor::zeros({b, 7, h, d}, DType::f32));
+      },
+      ErrorCode::out_of_range, {"[kv::append]", "sequence 2"});
 }
 
 // ---- CPU: refusals ------------------------------------------------------------------------
@@ -632,28 +655,57 @@ TEST(KvCache, RefusesMismatchedInputsAndOutputs) {
   Cache c({.num_kv_heads = 2, .head_dim = 16, .capacity = 8});
   Cache b2({.batch = 2, .num_kv_heads = 2, .head_dim = 16, .capacity = 8});
   using E = ErrorCode;
-  expect_error([&] { c.append(Tensor::zeros({3, 3, 16}, DType::f32)); }, E::invalid_argument, {"[kv::append]", "[3, 3, 16]"});
+  expect_error(
+      [&] {
+        c.append(Tensor::zeros({3, 3, 16}, DType::f32));
+      },
+      E::invalid_argument, {"[kv::append]", "[3, 3, 16]"});
   expect_error([&] { c.append(Tensor::zeros({3, 2, 8}, DType::f32)); }, E::invalid_argument, {"[kv::append]", "shape"});
   expect_error([&] { c.append(Tensor::zeros({3, 32}, DType::f32)); }, E::invalid_argument, {"[kv::append]"});
   expect_error([&] { c.append(Tensor::zeros({3, 2, 16}, DType::i32)); }, E::invalid_argument, {"[kv::append]", "i32"});
   expect_error([&] { c.append(Tensor::zeros({3, 2, 16}, DType::u8)); }, E::invalid_argument, {"[kv::append]", "u8"});
-  expect_error([&] { c.append(Tensor::zeros({0, 2, 16}, DType::f32)); }, E::invalid_argument, {"[kv::append]", "T = 0"});
-  expect_error([&] { c.append(Tensor::zeros({2, 3, 2, 16}, DType::f32)); }, E::invalid_argument, {"[kv::append]", "shape"});
-  expect_error([&] { c.append(1, Tensor::zeros({1, 2, 16}, DType::f32)); }, E::out_of_range, {"[kv::append]", "sequence 1"});
-  expect_error([&] { b2.append(Tensor::zeros({1, 2, 16}, DType::f32)); }, E::invalid_argument, {"[kv::append]", "batch"});
+  expect_error(
+      [&] {
+        c.append(Tensor::zeros({0, 2, 16}, DType::f32));
+      },
+      E::invalid_argument, {"[kv::append]", "T = 0"});
+  expect_error(
+      [&] {
+        c.append(Tensor::zeros({2, 3, 2, 16}, DType::f32));
+      },
+      E::invalid_argument, {"[kv::append]", "shape"});
+  expect_error(
+      [&] {
+        c.append(1, Tensor::zeros({1, 2, 16}, DType::f32));
+      },
+      E::out_of_range, {"[kv::append]", "sequence 1"});
+  expect_error(
+      [&] {
+        b2.append(Tensor::zeros({1, 2, 16}, DType::f32));
+      },
+      E::invalid_argument, {"[kv::append]", "batch"});
   Tensor wide = Tensor::zeros({2, 2, 32}, DType::f32);
   const int64_t shape[] = {2, 2, 16}, strides[] = {64, 32, 2};
-  expect_error([&] { c.append(TensorView(wide.data(), DType::f32, shape, strides, Device::cpu())); }, E::invalid_argument,
-               {"[kv::append]", "contiguous"});
+  expect_error([&] { c.append(TensorView(wide.data(), DType::f32, shape, strides, Device::cpu())); },
+               E::invalid_argument, {"[kv::append]", "contiguous"});
   EXPECT_EQ(c.write_pos(), 0);
 
   c.append(Tensor::zeros({3, 2, 16}, DType::f32));
-  expect_error([&] { c.dequantize(0, 0, 3, Tensor::zeros({3, 2, 8}, DType::f32)); }, E::invalid_argument,
-               {"[kv::dequantize]", "out"});
-  expect_error([&] { c.dequantize(0, 0, 3, Tensor::zeros({2, 2, 16}, DType::f32)); }, E::invalid_argument,
-               {"[kv::dequantize]", "out"});
-  expect_error([&] { c.dequantize(0, 0, 3, Tensor::zeros({3, 2, 16}, DType::i32)); }, E::invalid_argument,
-               {"[kv::dequantize]", "i32"});
+  expect_error(
+      [&] {
+        c.dequantize(0, 0, 3, Tensor::zeros({3, 2, 8}, DType::f32));
+      },
+      E::invalid_argument, {"[kv::dequantize]", "out"});
+  expect_error(
+      [&] {
+        c.dequantize(0, 0, 3, Tensor::zeros({2, 2, 16}, DType::f32));
+      },
+      E::invalid_argument, {"[kv::dequantize]", "out"});
+  expect_error(
+      [&] {
+        c.dequantize(0, 0, 3, Tensor::zeros({3, 2, 16}, DType::i32));
+      },
+      E::invalid_argument, {"[kv::dequantize]", "i32"});
   expect_error([&] { c.dequantize(0, 0, 4); }, E::out_of_range, {"[kv::dequantize]", "write_pos 3"});
   expect_error([&] { c.dequantize(0, 2, 1); }, E::invalid_argument, {"[kv::dequantize]", "[2, 1)"});
   expect_error([&] { c.dequantize(1, 0, 1); }, E::out_of_range, {"[kv::dequantize]", "sequence 1"});
@@ -665,8 +717,11 @@ TEST(KvCache, RefusesMismatchedInputsAndOutputs) {
   if (cuda_available()) {
     Tensor gpu_out = Tensor::zeros({3, 2, 16}, DType::f32, Device::cuda(0));
     expect_error([&] { c.dequantize(0, 0, 3, gpu_out); }, E::invalid_argument, {"[kv::dequantize]", "cuda:0"});
-    expect_error([&] { c.append(Tensor::zeros({1, 2, 16}, DType::f32, Device::cuda(0))); }, E::invalid_argument,
-                 {"[kv::append]", "cuda:0"});
+    expect_error(
+        [&] {
+          c.append(Tensor::zeros({1, 2, 16}, DType::f32, Device::cuda(0)));
+        },
+        E::invalid_argument, {"[kv::append]", "cuda:0"});
   }
 }
 
@@ -677,7 +732,8 @@ TEST(FastDiv, MatchesIntegerDivision) {
   for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<uint32_t>(rng() % ((1u << 31) - 1)));
   for (uint32_t d : divisors) {
     const cuda::FastDiv f = cuda::FastDiv::make(d);
-    std::vector<uint32_t> ns = {0, 1, d - 1, d, d + 1, 2 * d - 1, 2 * d, 0x7fffffffu, 0x80000000u, 0xffffffffu, 0xfffffffeu};
+    std::vector<uint32_t> ns = {0,     1,           d - 1,       d,           d + 1,      2 * d - 1,
+                                2 * d, 0x7fffffffu, 0x80000000u, 0xffffffffu, 0xfffffffeu};
     for (int i = 0; i < 2000; ++i) ns.push_back(static_cast<uint32_t>(rng()));
     for (uint32_t n : ns) ASSERT_EQ(f.div(n), n / d) << n << " / " << d;
   }
@@ -693,8 +749,12 @@ TEST(KvCacheCuda, AppendMatchesCpuBitForBitForEveryHeadDimAndWidth) {
     for (int bits : {2, 3, 4, 8}) {
       if (d * bits % 8) continue;
       SCOPED_TRACE("D = " + std::to_string(d) + ", bits = " + std::to_string(bits) + ", case " + std::to_string(i));
-      CacheConfig cfg{.batch = 1 + 2 * (i % 2), .num_kv_heads = 1 + i % 3, .head_dim = d,
-                      .capacity = i % 3 == 1 ? 8 : 32, .sliding = i % 3 == 1, .bits = bits};
+      CacheConfig cfg{.batch = 1 + 2 * (i % 2),
+                      .num_kv_heads = 1 + i % 3,
+                      .head_dim = d,
+                      .capacity = i % 3 == 1 ? 8 : 32,
+                      .sliding = i % 3 == 1,
+                      .bits = bits};
       cfg.scale_rule = (i / 2) % 2 ? ScaleRule::least_squares : ScaleRule::l2_norm;
       if ((i / 3) % 2) cfg.sign_seed = test_seed() + i;
       Twin tw(cfg, true);
@@ -704,7 +764,8 @@ TEST(KvCacheCuda, AppendMatchesCpuBitForBitForEveryHeadDimAndWidth) {
       tw.append(7, kDtypes[(i + 2) % 3], kLayouts[i % 3], rng, -1, true);
       tw.expect_gpu_matches_cpu();
       tw.expect_gpu_dequantize_matches_cpu(kDtypes[(i + 1) % 3]);
-      for (int s = 0; s < cfg.batch; ++s) EXPECT_EQ(count_nonfinite_scales(*tw.gpu, s), count_nonfinite_scales(tw.cpu, s));
+      for (int s = 0; s < cfg.batch; ++s)
+        EXPECT_EQ(count_nonfinite_scales(*tw.gpu, s), count_nonfinite_scales(tw.cpu, s));
       ++i;
     }
 }
@@ -773,14 +834,23 @@ TEST(KvCacheCuda, HadamardMatchesCpuBitForBit) {
 TEST(KvCacheCuda, RefusesHostTensors) {
   FRUGAL_SKIP_WITHOUT_GPU();
   Cache c({.num_kv_heads = 2, .head_dim = 16, .capacity = 8}, Device::cuda(0));
-  expect_error([&] { c.append(Tensor::zeros({1, 2, 16}, DType::f32)); }, ErrorCode::invalid_argument,
-               {"[kv::append]", "x is on cpu", "cuda:0"});
+  expect_error(
+      [&] {
+        c.append(Tensor::zeros({1, 2, 16}, DType::f32));
+      },
+      ErrorCode::invalid_argument, {"[kv::append]", "x is on cpu", "cuda:0"});
   c.append(Tensor::zeros({1, 2, 16}, DType::f32, Device::cuda(0)));
-  expect_error([&] { c.dequantize(0, 0, 1, Tensor::zeros({1, 2, 16}, DType::f32)); }, ErrorCode::invalid_argument,
-               {"[kv::dequantize]", "out is on cpu"});
+  expect_error(
+      [&] {
+        c.dequantize(0, 0, 1, Tensor::zeros({1, 2, 16}, DType::f32));
+      },
+      ErrorCode::invalid_argument, {"[kv::dequantize]", "out is on cpu"});
   const Tensor h = Tensor::zeros({2, 16}, DType::f32);
-  expect_error([&] { hadamard_transform(h, Tensor::zeros({2, 16}, DType::f32, Device::cuda(0))); },
-               ErrorCode::invalid_argument, {"[kv::hadamard_transform]"});
+  expect_error(
+      [&] {
+        hadamard_transform(h, Tensor::zeros({2, 16}, DType::f32, Device::cuda(0)));
+      },
+      ErrorCode::invalid_argument, {"[kv::hadamard_transform]"});
 }
 
 }  // namespace

@@ -24,12 +24,12 @@ struct AppendArgs {
   int64_t capacity = 0;
   bool sliding = false;
   const int64_t* host_starts = nullptr;  // [seqs] first write position of each sequence (host memory)
-  const int64_t* starts = nullptr;  // the same in device memory, for CUDA when seqs > kInlineStarts (else null)
-  uint8_t* packed = nullptr;        // [seqs, heads, capacity, dim*bits/8] (already offset to the first sequence)
-  float* scales = nullptr;          // [seqs, heads, capacity]
-  const float* signs = nullptr;     // [dim] or nullptr
-  const float* centroids = nullptr; // [2^bits]
-  const float* boundaries = nullptr;  // [2^bits - 1]
+  const int64_t* starts = nullptr;       // the same in device memory, for CUDA when seqs > kInlineStarts (else null)
+  uint8_t* packed = nullptr;             // [seqs, heads, capacity, dim*bits/8] (already offset to the first sequence)
+  float* scales = nullptr;               // [seqs, heads, capacity]
+  const float* signs = nullptr;          // [dim] or nullptr
+  const float* centroids = nullptr;      // [2^bits]
+  const float* boundaries = nullptr;     // [2^bits - 1]
   ScaleRule rule = ScaleRule::l2_norm;
   int device = 0;  // the CUDA device holding the cache
 };

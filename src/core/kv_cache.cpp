@@ -30,9 +30,8 @@ void validate(const CacheConfig& c, const char* op) {
   FRUGAL_CHECK(c.bits == 2 || c.bits == 3 || c.bits == 4 || c.bits == 8, invalid_argument, op,
                "bits must be 2, 3, 4 or 8, got " << c.bits);
   FRUGAL_CHECK(c.head_dim * c.bits % 8 == 0, invalid_argument, op,
-               "head_dim × bits must fill whole bytes, got head_dim " << c.head_dim << " at " << c.bits
-                                                                      << " bits (" << c.head_dim * c.bits
-                                                                      << " bits per vector)");
+               "head_dim × bits must fill whole bytes, got head_dim " << c.head_dim << " at " << c.bits << " bits ("
+                                                                      << c.head_dim * c.bits << " bits per vector)");
   FRUGAL_CHECK(c.scale_rule == ScaleRule::l2_norm || c.scale_rule == ScaleRule::least_squares, invalid_argument, op,
                "unknown scale rule " << static_cast<int>(c.scale_rule));
   const int64_t bytes = static_cast<int64_t>(c.batch) * c.num_kv_heads * c.capacity * (c.head_dim * c.bits / 8);

@@ -73,8 +73,8 @@ struct AppendParams {
   float inv_sqrt_dim;  // float(1/√D), as the CPU multiplies
   double sqrt_dim;
   TableGeometry geo;
-  const int64_t* starts;                 // device [seqs] write positions, or null: first_slot holds them
-  int64_t first_slot[kInlineStarts];     // slot of each sequence's first token (already mod capacity)
+  const int64_t* starts;              // device [seqs] write positions, or null: first_slot holds them
+  int64_t first_slot[kInlineStarts];  // slot of each sequence's first token (already mod capacity)
 };
 
 // One vector per group of g lanes, nthreads / g vectors per block and tile, tiles strided over
@@ -389,8 +389,10 @@ void launch_append(const AppendParams& p, int device, cudaStream_t stream) {
 // Head dims 64..512 at 4 or 8 bits: K chunks of 8 per lane, G = D/(8K) lanes per vector.
 template <typename T, int K, int G>
 void launch_fast(const AppendParams& p, int device, cudaStream_t stream) {
-  if (p.bits == 4) launch_append<T, 8, K, G, 4, 256>(p, device, stream);
-  else launch_append<T, 8, K, G, 8, 256>(p, device, stream);
+  if (p.bits == 4)
+    launch_append<T, 8, K, G, 4, 256>(p, device, stream);
+  else
+    launch_append<T, 8, K, G, 8, 256>(p, device, stream);
 }
 
 }  // namespace
@@ -428,8 +430,7 @@ void kv_append(const AppendArgs& a, Stream stream) {
   if (!a.starts) {
     FRUGAL_CHECK(a.seqs <= kInlineStarts && a.host_starts, internal, "kv::append",
                  "start positions of " << a.seqs << " sequences were not passed");
-    for (int s = 0; s < a.seqs; ++s)
-      p.first_slot[s] = a.sliding ? a.host_starts[s] % a.capacity : a.host_starts[s];
+    for (int s = 0; s < a.seqs; ++s) p.first_slot[s] = a.sliding ? a.host_starts[s] % a.capacity : a.host_starts[s];
   }
   const bool fast = (a.bits == 4 || a.bits == 8) && a.dim >= 64 && a.dim <= 512;
   FRUGAL_CHECK(!(fast && p.geo.clamp), internal, "kv::append",
@@ -443,10 +444,14 @@ void kv_append(const AppendArgs& a, Stream stream) {
                 (a.x_stride_tok * sizeof(T)) % need == 0 && (a.x_stride_head * sizeof(T)) % need == 0;
     if (fast) {
       switch (a.dim) {
-        case 64: return launch_fast<T, 2, 4>(p, a.device, st);
-        case 128: return launch_fast<T, 2, 8>(p, a.device, st);
-        case 256: return launch_fast<T, 4, 8>(p, a.device, st);
-        default: return launch_fast<T, 4, 16>(p, a.device, st);
+        case 64:
+          return launch_fast<T, 2, 4>(p, a.device, st);
+        case 128:
+          return launch_fast<T, 2, 8>(p, a.device, st);
+        case 256:
+          return launch_fast<T, 4, 8>(p, a.device, st);
+        default:
+          return launch_fast<T, 4, 16>(p, a.device, st);
       }
     }
     if (a.dim == 4) return launch_append<T, 4, 1, 1, 0, 256>(p, a.device, st);
@@ -480,8 +485,10 @@ void kv_dequantize(const DequantizeArgs& a, Stream stream) {
   const int blocks = blocks_for(tiles, 2048 / nthreads, a.device);
   dispatch_float(a.out_dtype, "kv::dequantize", [&]<typename T>() {
     p.aligned = aligned_to(a.out, std::min<int>(16, chunk * sizeof(T)));
-    if (chunk == 4) kernel_dequantize<T, 4><<<blocks, nthreads, lay.total, to_cuda(stream)>>>(p);
-    else kernel_dequantize<T, 8><<<blocks, nthreads, lay.total, to_cuda(stream)>>>(p);
+    if (chunk == 4)
+      kernel_dequantize<T, 4><<<blocks, nthreads, lay.total, to_cuda(stream)>>>(p);
+    else
+      kernel_dequantize<T, 8><<<blocks, nthreads, lay.total, to_cuda(stream)>>>(p);
     FRUGAL_CUDA_CHECK_LAUNCH();
   });
 }

@@ -203,8 +203,8 @@ __device__ __forceinline__ unsigned lookup_code(const TableEntry* table, TableGe
 
 // Fills the table from the nb sorted boundaries already in shared memory (block-wide; the caller
 // synchronizes before and after).
-__device__ __forceinline__ void build_table(TableEntry* table, const float* bounds, int nb, TableGeometry geo,
-                                            int tid, int nthreads) {
+__device__ __forceinline__ void build_table(TableEntry* table, const float* bounds, int nb, TableGeometry geo, int tid,
+                                            int nthreads) {
   for (int c = tid; c < geo.cells(); c += nthreads) {
     const int j = c - geo.half;
     const float lo = (static_cast<float>(j) - 0.5f) * geo.w, hi = (static_cast<float>(j) + 0.5f) * geo.w;
@@ -223,8 +223,10 @@ struct CodeWord {
   uint32_t lo = 0, hi = 0;
   // Codes never overlap, so + is | and compiles to one shift-add.
   __device__ __forceinline__ void put(unsigned code, int bit) {
-    if (bit < 32) lo += code << bit;
-    else hi += code << (bit - 32);
+    if (bit < 32)
+      lo += code << bit;
+    else
+      hi += code << (bit - 32);
   }
   __device__ __forceinline__ unsigned get(int bit, unsigned mask) const {
     return ((bit < 32 ? lo >> bit : hi >> (bit - 32))) & mask;
@@ -234,15 +236,23 @@ struct CodeWord {
 template <int C>
 __device__ __forceinline__ void store_codes(uint8_t* p, int bits, CodeWord w) {
   switch (C * bits / 8) {
-    case 1: *p = static_cast<uint8_t>(w.lo); break;
-    case 2: *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(w.lo); break;
+    case 1:
+      *p = static_cast<uint8_t>(w.lo);
+      break;
+    case 2:
+      *reinterpret_cast<uint16_t*>(p) = static_cast<uint16_t>(w.lo);
+      break;
     case 3:
       p[0] = static_cast<uint8_t>(w.lo);
       p[1] = static_cast<uint8_t>(w.lo >> 8);
       p[2] = static_cast<uint8_t>(w.lo >> 16);
       break;
-    case 4: *reinterpret_cast<uint32_t*>(p) = w.lo; break;
-    default: *reinterpret_cast<uint2*>(p) = make_uint2(w.lo, w.hi); break;
+    case 4:
+      *reinterpret_cast<uint32_t*>(p) = w.lo;
+      break;
+    default:
+      *reinterpret_cast<uint2*>(p) = make_uint2(w.lo, w.hi);
+      break;
   }
 }
 
@@ -250,10 +260,18 @@ template <int C>
 __device__ __forceinline__ CodeWord load_codes(const uint8_t* p, int bits) {
   CodeWord w;
   switch (C * bits / 8) {
-    case 1: w.lo = *p; break;
-    case 2: w.lo = *reinterpret_cast<const uint16_t*>(p); break;
-    case 3: w.lo = p[0] | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16); break;
-    case 4: w.lo = *reinterpret_cast<const uint32_t*>(p); break;
+    case 1:
+      w.lo = *p;
+      break;
+    case 2:
+      w.lo = *reinterpret_cast<const uint16_t*>(p);
+      break;
+    case 3:
+      w.lo = p[0] | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16);
+      break;
+    case 4:
+      w.lo = *reinterpret_cast<const uint32_t*>(p);
+      break;
     default: {
       const uint2 d = *reinterpret_cast<const uint2*>(p);
       w.lo = d.x;
