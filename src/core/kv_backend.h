@@ -8,9 +8,9 @@
 
 namespace frugal::kv::backend {
 
-// Appends to at most this many sequences pass their start positions to the CUDA kernel by value
-// (no host-to-device copy, no synchronization: what a one-token decode step needs); larger
-// batches go through the device array AppendArgs::starts.
+// Appends to at most this many sequences (of a cache with capacity < 2^31) pass their start
+// positions to the CUDA kernel by value (no host-to-device copy, no synchronization: what a
+// one-token decode step needs); larger batches go through the device array AppendArgs::starts.
 constexpr int kInlineStarts = 64;
 
 // Quantize `seqs × tokens × heads` vectors of x into the cache storage.

@@ -1,5 +1,6 @@
 // Public KV-cache operations: validate once, then dispatch to the CPU or CUDA backend.
 #include <bit>
+#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -167,7 +168,7 @@ void Cache::append_impl(int seq_begin, int seq_count, const TensorView& x, int64
     a.starts = a.host_starts;
     cpu::kv_append(a);
   } else {
-    if (seq_count > backend::kInlineStarts) {  // small batches pass their positions by value
+    if (seq_count > backend::kInlineStarts || config_.capacity > INT32_MAX) {  // else passed by value
       const TensorView starts(const_cast<int64_t*>(a.host_starts), DType::i64, {seq_count});
       const TensorView dst(device_starts_.data(), DType::i64, {seq_count}, device());
       copy(starts, dst, stream);  // synchronous: the kernel after it reads the copy

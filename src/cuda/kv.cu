@@ -8,6 +8,7 @@
 // the group width and bits at run time. That keeps the instantiations to 24 + 6 for the append.
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <mutex>
 #include <vector>
@@ -63,7 +64,9 @@ struct AppendParams {
   int64_t total;                                // seqs · tokens · heads vectors
   int64_t tokens, capacity;
   int heads, dim, bits, g;
-  bool sliding, aligned, least_squares, small_index;  // small_index: total < 2^31, FastDiv applies
+  bool sliding, aligned, least_squares;
+  bool small_index;  // total < 2^31: FastDiv applies
+  bool dense;        // x is a contiguous [seqs, tokens, heads, D]: vector v starts at element v·D
   FastDiv by_heads, by_tokens;
   uint8_t* packed;
   float* scales;
@@ -73,48 +76,32 @@ struct AppendParams {
   float inv_sqrt_dim;  // float(1/√D), as the CPU multiplies
   double sqrt_dim;
   TableGeometry geo;
-  const int64_t* starts;              // device [seqs] write positions, or null: first_slot holds them
-  int64_t first_slot[kInlineStarts];  // slot of each sequence's first token (already mod capacity)
+  float magic;            // round_magic(geo.half)
+  const int64_t* starts;  // device [seqs] write positions, or null: first_slot holds them
+  // Slot of each sequence's first token (already mod capacity). 32 bits keep the parameter block
+  // small for the one-token decode launch; a capacity of 2^31 or more goes through `starts`.
+  int32_t first_slot[kInlineStarts];
 };
 
 // One vector per group of g lanes, nthreads / g vectors per block and tile, tiles strided over
-// the grid. Every thread runs every tile (idle groups compute on zeros) so shuffles and barriers
-// see full warps and blocks.
-// Register budget: 85 per thread with one or two chunks per lane (3 blocks of 256 per SM), 128 with
-// four, so that enough loads stay in flight (with the prefetch of the next tile) to cover the latency.
+// the grid; the next tile's loads are issued before this tile's math. Every thread runs every
+// tile (idle groups compute on zeros) so shuffles and barriers see full warps and blocks.
+// The fast path (G, BITS fixed) holds 32 elements per lane: fewer shuffle stages, and the
+// per-vector work (index math, the f64 square root and division, the stores) spread over more
+// elements, at 128 registers (2 blocks of 256 per SM, 64 B of loads in flight per lane).
 template <typename T, int C, int K, int G, int BITS, int MAX_THREADS>
 __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
     kernel_quantize_append(const __grid_constant__ AppendParams p) {
   constexpr int E = C * K;
   const int g = G ? G : p.g;
   const int bits = BITS ? BITS : p.bits;
+  const int dim = G ? C * K * G : p.dim;  // compile-time in the fast path: shifts, not multiplies
   const int nb = (1 << bits) - 1;
   const int tid = threadIdx.x, nthreads = blockDim.x;
   const int t = tid & (g - 1), group = tid / g, vpb = nthreads / g;
-  const SmemLayout lay = smem_layout(p.geo.cells(), bits, nthreads, E, g > 32);
-  unsigned char* smem = dynamic_smem();
-  auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
-  auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
-  auto* cents = reinterpret_cast<float*>(smem + lay.centroids);
-  auto* red = reinterpret_cast<double*>(smem + lay.red);
-  auto* xbuf = reinterpret_cast<float*>(smem + lay.xbuf);
-
-  for (int i = tid; i < nb; i += nthreads) bounds[i] = p.boundaries[i];
-  for (int i = tid; i <= nb; i += nthreads) cents[i] = p.centroids[i];
-  uint32_t sign_mask = 0;  // bit k·C + e: the sign of this lane's element is −1
-  if (p.signs)
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-#pragma unroll
-      for (int e = 0; e < C; ++e)
-        if (p.signs[(k * g + t) * C + e] < 0.0f) sign_mask |= 1u << (k * C + e);
-  __syncthreads();
-  build_table(table, bounds, nb, p.geo, tid, nthreads);
-  __syncthreads();
-
-  const int row_bytes = p.dim * bits / 8, chunk_bytes = C * bits / 8;
   const int64_t tiles = (p.total + vpb - 1) / vpb;
-  // Vector v → (sequence s, token tok, head h), and where its row goes.
+
+  // Vector v → (sequence s, token tok, head h).
   auto locate = [&](int64_t v, int& s, int64_t& tok, int& h) {
     if (p.small_index) {
       const uint32_t vv = static_cast<uint32_t>(v), r = p.by_heads.div(vv), q = p.by_tokens.div(r);
@@ -128,7 +115,23 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
       tok = r - s * p.tokens;
     }
   };
-  auto row_of = [&](int s, int64_t tok, int h) {
+  // Loads this lane's chunks of vector v into `raw` (zeros for a vector past the end) and finds
+  // the row it goes to.
+  RawChunk<T, C> raw[K];
+  int64_t next_row = 0;
+  auto fetch = [&](int64_t v) {
+    if (v >= p.total) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) raw[k].zero();
+      return;
+    }
+    int s, h;
+    int64_t tok;
+    locate(v, s, tok, h);
+    const T* src =
+        static_cast<const T*>(p.x) + (p.dense ? v * dim : s * p.stride_seq + tok * p.stride_tok + h * p.stride_head);
+#pragma unroll
+    for (int k = 0; k < K; ++k) raw[k].load(src + (k * g + t) * C, p.aligned);
     int64_t slot;
     if (p.starts) {
       const int64_t pos = p.starts[s] + tok;
@@ -137,34 +140,44 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
       slot = p.first_slot[s] + tok;
       if (p.sliding && slot >= p.capacity) slot -= p.capacity;
     }
-    return (static_cast<int64_t>(s) * p.heads + h) * p.capacity + slot;
+    next_row = (static_cast<int64_t>(s) * p.heads + h) * p.capacity + slot;
   };
-  // Loads this lane's chunks of vector v (the next tile's loads overlap this tile's math).
-  RawChunk<T, C> raw[K];
-  int64_t next_row = 0;
-  auto fetch = [&](int64_t v) {
-    int s, h;
-    int64_t tok;
-    locate(v, s, tok, h);
-    const T* src = static_cast<const T*>(p.x) + s * p.stride_seq + tok * p.stride_tok + h * p.stride_head;
-#pragma unroll
-    for (int k = 0; k < K; ++k) raw[k].load(src + (k * g + t) * C, p.aligned);
-    next_row = row_of(s, tok, h);
-  };
-  bool next_active = static_cast<int64_t>(blockIdx.x) * vpb + group < p.total;
-  if (next_active) fetch(static_cast<int64_t>(blockIdx.x) * vpb + group);
+  // The first tile's loads go out before the prologue, so their latency overlaps it (what a
+  // one-token decode launch waits for).
+  fetch(static_cast<int64_t>(blockIdx.x) * vpb + group);
 
+  const SmemLayout lay = smem_layout(p.geo.cells(), bits, nthreads, E, g > 32);
+  unsigned char* smem = dynamic_smem();
+  auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
+  auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
+  auto* cents = reinterpret_cast<float*>(smem + lay.centroids);
+  auto* red = reinterpret_cast<double*>(smem + lay.red);
+  auto* xbuf = reinterpret_cast<float*>(smem + lay.xbuf);
+  for (int i = tid; i < nb; i += nthreads) bounds[i] = p.boundaries[i];
+  if (p.least_squares)
+    for (int i = tid; i <= nb; i += nthreads) cents[i] = p.centroids[i];
+  uint32_t sign_mask = 0;  // bit k·C + e: the sign of this lane's element is −1
+  if (p.signs)
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int e = 0; e < C; ++e)
+        if (p.signs[(k * g + t) * C + e] < 0.0f) sign_mask |= 1u << (k * C + e);
+  __syncthreads();
+  build_table(table, bounds, nb, p.geo, tid, nthreads);
+  __syncthreads();
+
+  const int row_bytes = dim * bits / 8, chunk_bytes = C * bits / 8;
+  const bool clamp = G ? false : p.geo.clamp;  // the fast path's tables cover every reachable u
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const bool active = next_active;
+    const bool active = tile * vpb + group < p.total;
     const int64_t row = next_row;
     float x[E];
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
-      for (int e = 0; e < C; ++e) x[k * C + e] = active ? raw[k].get(e) : 0.0f;
-    const int64_t v_next = (tile + gridDim.x) * vpb + group;
-    next_active = v_next < p.total;
-    if (next_active) fetch(v_next);
+      for (int e = 0; e < C; ++e) x[k * C + e] = raw[k].get(e);
+    fetch((tile + gridDim.x) * vpb + group);
     if (p.signs)
 #pragma unroll
       for (int q = 0; q < E; ++q) x[q] = apply_sign(x[q], sign_mask, q);
@@ -187,13 +200,13 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
     if (!finite)
 #pragma unroll
       for (int q = 0; q < E; ++q) x[q] = 0.0f;
-    const bool clamp = G ? false : p.geo.clamp;  // the fast path's tables cover every reachable u
     CodeWord word[K];
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
       for (int e = 0; e < C; ++e)
-        word[k].put(lookup_code(table, p.geo, clamp, __fmul_rn(x[k * C + e], kscale)), e * bits);
+        word[k].put(lookup_code(table, p.geo.inv_w, p.magic, p.geo.cells(), clamp, __fmul_rn(x[k * C + e], kscale)),
+                    e * bits);
 
     float scale = static_cast<float>(n);
     if (p.least_squares) {  // √D·⟨y,c⟩/⟨c,c⟩
@@ -386,7 +399,7 @@ void launch_append(const AppendParams& p, int device, cudaStream_t stream) {
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-// Head dims 64..512 at 4 or 8 bits: K chunks of 8 per lane, G = D/(8K) lanes per vector.
+// Head dims 64..512 at 4 or 8 bits: K = 4 chunks of 8 per lane, G = D/32 lanes per vector.
 template <typename T, int K, int G>
 void launch_fast(const AppendParams& p, int device, cudaStream_t stream) {
   if (p.bits == 4)
@@ -426,13 +439,16 @@ void kv_append(const AppendArgs& a, Stream stream) {
   p.inv_sqrt_dim = inv_sqrt_dim(a.dim);
   p.sqrt_dim = std::sqrt(static_cast<double>(a.dim));
   p.geo = table_geometry(a.bits, a.dim);
+  p.magic = round_magic(p.geo.half);
   p.starts = a.starts;
+  const int64_t row = static_cast<int64_t>(a.heads) * a.dim;  // elements of one token
+  p.dense = a.x_stride_head == a.dim && a.x_stride_tok == row && (a.seqs == 1 || a.x_stride_seq == a.tokens * row);
   if (!a.starts) {
-    FRUGAL_CHECK(a.seqs <= kInlineStarts && a.host_starts, internal, "kv::append",
+    FRUGAL_CHECK(a.seqs <= kInlineStarts && a.host_starts && a.capacity <= INT32_MAX, internal, "kv::append",
                  "start positions of " << a.seqs << " sequences were not passed");
     for (int s = 0; s < a.seqs; ++s) p.first_slot[s] = a.sliding ? a.host_starts[s] % a.capacity : a.host_starts[s];
   }
-  const bool fast = (a.bits == 4 || a.bits == 8) && a.dim >= 64 && a.dim <= 512;
+  const bool fast = (a.bits == 4 || a.bits == 8) && a.dim >= 64 && a.dim <= 512;  // see launch_fast
   FRUGAL_CHECK(!(fast && p.geo.clamp), internal, "kv::append",
                "the lookup table for " << a.bits << " bits at D = " << a.dim << " does not cover every input");
   const int chunk = a.dim == 4 ? 4 : 8;
@@ -445,9 +461,9 @@ void kv_append(const AppendArgs& a, Stream stream) {
     if (fast) {
       switch (a.dim) {
         case 64:
-          return launch_fast<T, 2, 4>(p, a.device, st);
+          return launch_fast<T, 4, 2>(p, a.device, st);
         case 128:
-          return launch_fast<T, 2, 8>(p, a.device, st);
+          return launch_fast<T, 4, 4>(p, a.device, st);
         case 256:
           return launch_fast<T, 4, 8>(p, a.device, st);
         default:

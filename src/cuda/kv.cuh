@@ -74,6 +74,10 @@ struct RawChunk {
       for (int e = 0; e < C; ++e) t[e] = p[e];
     }
   }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = make_uint2(0, 0);
+  }
   __device__ __forceinline__ float get(int e) const { return to_f32(reinterpret_cast<const T*>(w)[e]); }
 };
 
@@ -189,15 +193,19 @@ struct TableGeometry {
   __host__ __device__ int cells() const { return 2 * half + 1; }
 };
 
-constexpr float kRoundMagic = 12582912.0f;  // 1.5 · 2^23
-constexpr int kRoundMagicBits = 0x4B400000;
+constexpr int kRoundMagicBits = 0x4B400000;  // the bits of 1.5 · 2^23
+
+// The rounding constant with the table offset folded in: 1.5·2^23 + half, an integer in the same
+// binade, so the bits of fmaf(u, 1/w, magic) minus kRoundMagicBits are j + half directly.
+__host__ __device__ inline float round_magic(int half) { return 12582912.0f + static_cast<float>(half); }
 
 // u must be finite. (bnd − u) is negative exactly when bnd < u (and +inf − u is +inf), so its
 // sign bit is the comparison; __fsub_rn keeps nvcc from fusing it with the multiply that made u.
-__device__ __forceinline__ unsigned lookup_code(const TableEntry* table, TableGeometry geo, bool clamp, float u) {
-  int j = __float_as_int(fmaf(u, geo.inv_w, kRoundMagic)) - kRoundMagicBits;
-  if (clamp) j = min(max(j, -geo.half), geo.half);
-  const TableEntry e = table[j + geo.half];
+__device__ __forceinline__ unsigned lookup_code(const TableEntry* table, float inv_w, float magic, int cells,
+                                                bool clamp, float u) {
+  int c = __float_as_int(fmaf(u, inv_w, magic)) - kRoundMagicBits;
+  if (clamp) c = min(max(c, 0), cells - 1);
+  const TableEntry e = table[c];
   return static_cast<unsigned>(e.base) + (__float_as_uint(__fsub_rn(e.bnd, u)) >> 31);
 }
 
