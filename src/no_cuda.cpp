@@ -33,7 +33,7 @@ void require_device(const char* op, int) { FRUGAL_NO_CUDA(op); }
 namespace frugal::cuda {
 void kv_append(const kv::backend::AppendArgs&, Stream) { FRUGAL_NO_CUDA("kv::append"); }
 void kv_dequantize(const kv::backend::DequantizeArgs&, Stream) { FRUGAL_NO_CUDA("kv::dequantize"); }
-void hadamard_transform(const float*, float*, int64_t, int, Stream) { FRUGAL_NO_CUDA("kv::hadamard_transform"); }
+void hadamard_transform(const float*, float*, int64_t, int, int, Stream) { FRUGAL_NO_CUDA("kv::hadamard_transform"); }
 }  // namespace frugal::cuda
 
 // ---- sparse conv (src/cuda/sparse_conv.cu) ----

@@ -60,7 +60,7 @@ struct CacheConfig {
   int head_dim = 128;    // power of two in [4, 4096]
   int64_t capacity = 0;  // token slots per sequence
   bool sliding = false;  // ring buffer: token t lives at slot t mod capacity
-  int bits = 4;          // 2, 3, 4 or 8 bits per coordinate
+  int bits = 4;          // 2, 3, 4 or 8 bits per coordinate; head_dim × bits must fill whole bytes
   ScaleRule scale_rule = ScaleRule::l2_norm;
   std::optional<uint64_t> sign_seed;  // random signs before the FWHT; off in the original format
 };

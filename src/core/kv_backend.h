@@ -8,6 +8,11 @@
 
 namespace frugal::kv::backend {
 
+// Appends to at most this many sequences (of a cache with capacity < 2^31) pass their start
+// positions to the CUDA kernel by value (no host-to-device copy, no synchronization: what a
+// one-token decode step needs); larger batches go through the device array AppendArgs::starts.
+constexpr int kInlineStarts = 64;
+
 // Quantize `seqs × tokens × heads` vectors of x into the cache storage.
 struct AppendArgs {
   const void* x = nullptr;  // element (s, t, h, i) at x[s*x_stride_seq + t*x_stride_tok + h*x_stride_head + i]
@@ -18,13 +23,15 @@ struct AppendArgs {
   int heads = 1, dim = 0, bits = 4;
   int64_t capacity = 0;
   bool sliding = false;
-  const int64_t* starts = nullptr;  // [seqs] first write position of each sequence (device memory for CUDA)
-  uint8_t* packed = nullptr;        // [seqs, heads, capacity, dim*bits/8] (already offset to the first sequence)
-  float* scales = nullptr;          // [seqs, heads, capacity]
-  const float* signs = nullptr;     // [dim] or nullptr
-  const float* centroids = nullptr; // [2^bits]
-  const float* boundaries = nullptr;  // [2^bits - 1]
+  const int64_t* host_starts = nullptr;  // [seqs] first write position of each sequence (host memory)
+  const int64_t* starts = nullptr;       // the same in device memory, for CUDA when seqs > kInlineStarts (else null)
+  uint8_t* packed = nullptr;             // [seqs, heads, capacity, dim*bits/8] (already offset to the first sequence)
+  float* scales = nullptr;               // [seqs, heads, capacity]
+  const float* signs = nullptr;          // [dim] or nullptr
+  const float* centroids = nullptr;      // [2^bits]
+  const float* boundaries = nullptr;     // [2^bits - 1]
   ScaleRule rule = ScaleRule::l2_norm;
+  int device = 0;  // the CUDA device holding the cache
 };
 
 // Dequantize tokens [begin, begin + count) of one sequence into out [count, heads, dim].
@@ -39,6 +46,7 @@ struct DequantizeArgs {
   DType out_dtype = DType::f32;
   const float* signs = nullptr;
   const float* centroids = nullptr;
+  int device = 0;  // the CUDA device holding the cache
 };
 
 }  // namespace frugal::kv::backend
@@ -52,5 +60,5 @@ void hadamard_transform(const float* x, float* out, int64_t rows, int dim);
 namespace frugal::cuda {
 void kv_append(const kv::backend::AppendArgs& a, Stream stream);
 void kv_dequantize(const kv::backend::DequantizeArgs& a, Stream stream);
-void hadamard_transform(const float* x, float* out, int64_t rows, int dim, Stream stream);
+void hadamard_transform(const float* x, float* out, int64_t rows, int dim, int device, Stream stream);
 }  // namespace frugal::cuda

@@ -1,5 +1,6 @@
 // Public KV-cache operations: validate once, then dispatch to the CPU or CUDA backend.
 #include <bit>
+#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -29,6 +30,9 @@ void validate(const CacheConfig& c, const char* op) {
   FRUGAL_CHECK(c.capacity >= 1, invalid_argument, op, "capacity must be at least 1 token, got " << c.capacity);
   FRUGAL_CHECK(c.bits == 2 || c.bits == 3 || c.bits == 4 || c.bits == 8, invalid_argument, op,
                "bits must be 2, 3, 4 or 8, got " << c.bits);
+  FRUGAL_CHECK(c.head_dim * c.bits % 8 == 0, invalid_argument, op,
+               "head_dim × bits must fill whole bytes, got head_dim " << c.head_dim << " at " << c.bits << " bits ("
+                                                                      << c.head_dim * c.bits << " bits per vector)");
   FRUGAL_CHECK(c.scale_rule == ScaleRule::l2_norm || c.scale_rule == ScaleRule::least_squares, invalid_argument, op,
                "unknown scale rule " << static_cast<int>(c.scale_rule));
   const int64_t bytes = static_cast<int64_t>(c.batch) * c.num_kv_heads * c.capacity * (c.head_dim * c.bits / 8);
@@ -52,7 +56,7 @@ void hadamard_transform(const TensorView& x, const TensorView& out, Stream strea
   if (x.device.is_cpu()) {
     cpu::hadamard_transform(x.data_as<const float>(), out.data_as<float>(), x.size(0), dim);
   } else {
-    cuda::hadamard_transform(x.data_as<const float>(), out.data_as<float>(), x.size(0), dim, stream);
+    cuda::hadamard_transform(x.data_as<const float>(), out.data_as<float>(), x.size(0), dim, x.device.index, stream);
   }
 }
 
@@ -158,14 +162,18 @@ void Cache::append_impl(int seq_begin, int seq_count, const TensorView& x, int64
   a.centroids = centroids_.data_as<const float>();
   a.boundaries = boundaries_.data_as<const float>();
   a.rule = config_.scale_rule;
-  const TensorView starts(const_cast<int64_t*>(positions_.data() + seq_begin), DType::i64, {seq_count});
+  a.host_starts = positions_.data() + seq_begin;
+  a.device = device().index;
   if (device().is_cpu()) {
-    a.starts = positions_.data() + seq_begin;
+    a.starts = a.host_starts;
     cpu::kv_append(a);
   } else {
-    const TensorView dst(device_starts_.data(), DType::i64, {seq_count}, device());
-    copy(starts, dst, stream);  // stream-ordered before the kernel that reads it
-    a.starts = device_starts_.data_as<const int64_t>();
+    if (seq_count > backend::kInlineStarts || config_.capacity > INT32_MAX) {  // else passed by value
+      const TensorView starts(const_cast<int64_t*>(a.host_starts), DType::i64, {seq_count});
+      const TensorView dst(device_starts_.data(), DType::i64, {seq_count}, device());
+      copy(starts, dst, stream);  // synchronous: the kernel after it reads the copy
+      a.starts = device_starts_.data_as<const int64_t>();
+    }
     cuda::kv_append(a, stream);
   }
   for (int s = seq_begin; s < seq_begin + seq_count; ++s) positions_[s] += tokens;
@@ -203,6 +211,7 @@ void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& ou
   a.out_dtype = out.dtype;
   a.signs = signs_.defined() ? signs_.data_as<const float>() : nullptr;
   a.centroids = centroids_.data_as<const float>();
+  a.device = device().index;
   if (device().is_cpu()) {
     cpu::kv_dequantize(a);
   } else {

@@ -1,15 +1,528 @@
-// CUDA backend of the KV cache (placeholder until the fused kernel lands).
+// CUDA backend of the KV cache: the fused quantize-append kernel (load, signs, FWHT, norm, codebook
+// lookup, packing and the store in one pass over x, one launch for every vector of the call),
+// dequantize, and the f32 Hadamard transform. Bit-exact with src/cpu/kv.cpp; see kv.cuh.
+//
+// Which kernel serves a call: head_dim 64..512 at 4 or 8 bits have instantiations with the
+// group width and chunk count fixed at compile time (fully unrolled); every other case (D = 4..32
+// and 1024..4096, bits 2 and 3) goes to one generic kernel per dtype with one chunk per lane and
+// the group width and bits at run time. That keeps the instantiations to 24 + 6 for the append.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <mutex>
+#include <vector>
+
 #include "core/kv_backend.h"
 #include "cuda/common.cuh"
+#include "cuda/kv.cuh"
 
 namespace frugal::cuda {
 
-void kv_append(const kv::backend::AppendArgs&, Stream) { FRUGAL_FAIL(unsupported, "kv::append", "CUDA path not written yet"); }
-void kv_dequantize(const kv::backend::DequantizeArgs&, Stream) {
-  FRUGAL_FAIL(unsupported, "kv::dequantize", "CUDA path not written yet");
+namespace {
+
+using namespace kvdev;
+using kv::backend::AppendArgs;
+using kv::backend::DequantizeArgs;
+using kv::backend::kInlineStarts;
+
+// ---- shared memory ------------------------------------------------------------------------
+__device__ __forceinline__ unsigned char* dynamic_smem() {
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  return smem_bytes;
 }
-void hadamard_transform(const float*, float*, int64_t, int, Stream) {
-  FRUGAL_FAIL(unsupported, "kv::hadamard_transform", "CUDA path not written yet");
+
+// Byte offsets into the dynamic shared memory of one block; computed the same way on both sides.
+struct SmemLayout {
+  int table = 0, bounds = 0, centroids = 0, red = 0, xbuf = 0, total = 0;
+};
+
+__host__ __device__ inline int align_up(int x, int a) { return (x + a - 1) / a * a; }
+
+// `wide`: the group spans several warps, so the transform and the sums go through shared memory.
+__host__ __device__ inline SmemLayout smem_layout(int cells, int bits, int nthreads, int elems, bool wide) {
+  SmemLayout s;
+  int at = 0;
+  s.table = at;
+  at += cells * static_cast<int>(sizeof(TableEntry));
+  s.bounds = at;
+  at = align_up(at + ((1 << bits) - 1) * 4, 16);
+  s.centroids = at;
+  at = align_up(at + (1 << bits) * 4, 16);
+  s.red = at;
+  if (wide) at = align_up(at + (nthreads / 32) * 3 * 8, 16);
+  s.xbuf = at;
+  if (wide) at += nthreads * elems * 4;
+  s.total = at;
+  return s;
+}
+
+// ---- the append kernel --------------------------------------------------------------------
+struct AppendParams {
+  const void* x;
+  int64_t stride_seq, stride_tok, stride_head;  // elements
+  int64_t total;                                // seqs · tokens · heads vectors
+  int64_t tokens, capacity;
+  int heads, dim, bits, g;
+  bool sliding, aligned, least_squares;
+  bool small_index;  // total < 2^31: FastDiv applies
+  bool dense;        // x is a contiguous [seqs, tokens, heads, D]: vector v starts at element v·D
+  FastDiv by_heads, by_tokens;
+  uint8_t* packed;
+  float* scales;
+  const float* signs;
+  const float* centroids;
+  const float* boundaries;
+  float inv_sqrt_dim;  // float(1/√D), as the CPU multiplies
+  double sqrt_dim;
+  TableGeometry geo;
+  float magic;            // round_magic(geo.half)
+  const int64_t* starts;  // device [seqs] write positions, or null: first_slot holds them
+  // Slot of each sequence's first token (already mod capacity). 32 bits keep the parameter block
+  // small for the one-token decode launch; a capacity of 2^31 or more goes through `starts`.
+  int32_t first_slot[kInlineStarts];
+};
+
+// One vector per group of g lanes, nthreads / g vectors per block and tile, tiles strided over
+// the grid; the next tile's loads are issued before this tile's math. Every thread runs every
+// tile (idle groups compute on zeros) so shuffles and barriers see full warps and blocks.
+// The fast path (G, BITS fixed) holds 32 elements per lane: fewer shuffle stages, and the
+// per-vector work (index math, the f64 square root and division, the stores) spread over more
+// elements, at 128 registers (2 blocks of 256 per SM, 64 B of loads in flight per lane).
+template <typename T, int C, int K, int G, int BITS, int MAX_THREADS>
+__global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
+    kernel_quantize_append(const __grid_constant__ AppendParams p) {
+  constexpr int E = C * K;
+  const int g = G ? G : p.g;
+  const int bits = BITS ? BITS : p.bits;
+  const int dim = G ? C * K * G : p.dim;  // compile-time in the fast path: shifts, not multiplies
+  const int nb = (1 << bits) - 1;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int t = tid & (g - 1), group = tid / g, vpb = nthreads / g;
+  const int64_t tiles = (p.total + vpb - 1) / vpb;
+
+  // Vector v → (sequence s, token tok, head h).
+  auto locate = [&](int64_t v, int& s, int64_t& tok, int& h) {
+    if (p.small_index) {
+      const uint32_t vv = static_cast<uint32_t>(v), r = p.by_heads.div(vv), q = p.by_tokens.div(r);
+      h = static_cast<int>(vv - r * static_cast<uint32_t>(p.heads));
+      tok = r - q * static_cast<uint32_t>(p.tokens);
+      s = static_cast<int>(q);
+    } else {
+      const int64_t r = v / p.heads;
+      h = static_cast<int>(v - r * p.heads);
+      s = static_cast<int>(r / p.tokens);
+      tok = r - s * p.tokens;
+    }
+  };
+  // Loads this lane's chunks of vector v into `raw` (zeros for a vector past the end) and finds
+  // the row it goes to.
+  RawChunk<T, C> raw[K];
+  int64_t next_row = 0;
+  auto fetch = [&](int64_t v) {
+    if (v >= p.total) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) raw[k].zero();
+      return;
+    }
+    int s, h;
+    int64_t tok;
+    locate(v, s, tok, h);
+    const T* src =
+        static_cast<const T*>(p.x) + (p.dense ? v * dim : s * p.stride_seq + tok * p.stride_tok + h * p.stride_head);
+#pragma unroll
+    for (int k = 0; k < K; ++k) raw[k].load(src + (k * g + t) * C, p.aligned);
+    int64_t slot;
+    if (p.starts) {
+      const int64_t pos = p.starts[s] + tok;
+      slot = p.sliding ? pos % p.capacity : pos;
+    } else {
+      slot = p.first_slot[s] + tok;
+      if (p.sliding && slot >= p.capacity) slot -= p.capacity;
+    }
+    next_row = (static_cast<int64_t>(s) * p.heads + h) * p.capacity + slot;
+  };
+  // The first tile's loads go out before the prologue, so their latency overlaps it (what a
+  // one-token decode launch waits for).
+  fetch(static_cast<int64_t>(blockIdx.x) * vpb + group);
+
+  const SmemLayout lay = smem_layout(p.geo.cells(), bits, nthreads, E, g > 32);
+  unsigned char* smem = dynamic_smem();
+  auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
+  auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
+  auto* cents = reinterpret_cast<float*>(smem + lay.centroids);
+  auto* red = reinterpret_cast<double*>(smem + lay.red);
+  auto* xbuf = reinterpret_cast<float*>(smem + lay.xbuf);
+  for (int i = tid; i < nb; i += nthreads) bounds[i] = p.boundaries[i];
+  if (p.least_squares)
+    for (int i = tid; i <= nb; i += nthreads) cents[i] = p.centroids[i];
+  uint32_t sign_mask = 0;  // bit k·C + e: the sign of this lane's element is −1
+  if (p.signs)
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int e = 0; e < C; ++e)
+        if (p.signs[(k * g + t) * C + e] < 0.0f) sign_mask |= 1u << (k * C + e);
+  __syncthreads();
+  build_table(table, bounds, nb, p.geo, tid, nthreads);
+  __syncthreads();
+
+  const int row_bytes = dim * bits / 8, chunk_bytes = C * bits / 8;
+  const bool clamp = G ? false : p.geo.clamp;  // the fast path's tables cover every reachable u
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const bool active = tile * vpb + group < p.total;
+    const int64_t row = next_row;
+    float x[E];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int e = 0; e < C; ++e) x[k * C + e] = raw[k].get(e);
+    fetch((tile + gridDim.x) * vpb + group);
+    if (p.signs)
+#pragma unroll
+      for (int q = 0; q < E; ++q) x[q] = apply_sign(x[q], sign_mask, q);
+
+    fwht<C, K>(x, g, t, xbuf, tid, nthreads);
+
+    // y = FWHT(x)/√D in f32; ‖y‖² in f64 (each product of two floats is exact in a double).
+    double ss[1] = {0.0};
+#pragma unroll
+    for (int q = 0; q < E; ++q) {
+      x[q] = __fmul_rn(x[q], p.inv_sqrt_dim);
+      ss[0] = fma(static_cast<double>(x[q]), static_cast<double>(x[q]), ss[0]);
+    }
+    group_sum<1>(ss, g, tid, red);
+    const double n = sqrt(ss[0]);
+    const bool finite = isfinite(n), zero = n <= 1e-10;
+    // k = 0 sends every coordinate of a zero vector to the code of u = 0, as the CPU does.
+    const float kscale = finite && !zero ? static_cast<float>(p.sqrt_dim / n) : 0.0f;
+    // A non-finite vector is stored as codes 0 and a NaN scale; zeroing y keeps u finite below.
+    if (!finite)
+#pragma unroll
+      for (int q = 0; q < E; ++q) x[q] = 0.0f;
+    CodeWord word[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int e = 0; e < C; ++e)
+        word[k].put(lookup_code(table, p.geo.inv_w, p.magic, p.geo.cells(), clamp, __fmul_rn(x[k * C + e], kscale)),
+                    e * bits);
+
+    float scale = static_cast<float>(n);
+    if (p.least_squares) {  // √D·⟨y,c⟩/⟨c,c⟩
+      const unsigned mask = (1u << bits) - 1u;
+      double acc[2] = {0.0, 0.0};
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int e = 0; e < C; ++e) {
+          const double c = cents[word[k].get(e * bits, mask)];
+          acc[0] = fma(static_cast<double>(x[k * C + e]), c, acc[0]);
+          acc[1] = fma(c, c, acc[1]);
+        }
+      group_sum<2>(acc, g, tid, red);
+      scale = acc[1] > 0 ? static_cast<float>(p.sqrt_dim * acc[0] / acc[1]) : 0.0f;
+    }
+    if (zero) scale = 0.0f;
+    if (!finite) scale = __int_as_float(0x7fc00000);
+
+    if (active) {
+      uint8_t* dst = p.packed + row * row_bytes;
+#pragma unroll
+      for (int k = 0; k < K; ++k) store_codes<C>(dst + (k * g + t) * chunk_bytes, bits, finite ? word[k] : CodeWord{});
+      if (t == 0) p.scales[row] = scale;
+    }
+  }
+}
+
+// ---- dequantize ---------------------------------------------------------------------------
+struct DequantParams {
+  const uint8_t* packed;
+  const float* scales;
+  void* out;
+  int64_t total;  // count · heads vectors
+  int64_t capacity, first_slot;
+  int heads, dim, bits, g;
+  bool sliding, aligned, small_index;
+  FastDiv by_heads;
+  const float* signs;
+  const float* centroids;
+  float inv_sqrt_dim;
+};
+
+// ŷ = scale·c[idx]/√D, x̂ = s ⊙ FWHT(ŷ)/√D, in the CPU's order of f32 operations.
+template <typename T, int C>
+__global__ void __launch_bounds__(512) kernel_dequantize(const __grid_constant__ DequantParams p) {
+  const int g = p.g, bits = p.bits;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int t = tid & (g - 1), group = tid / g, vpb = nthreads / g;
+  const SmemLayout lay = smem_layout(0, bits, nthreads, C, g > 32);
+  unsigned char* smem = dynamic_smem();
+  auto* cents = reinterpret_cast<float*>(smem + lay.centroids);
+  auto* xbuf = reinterpret_cast<float*>(smem + lay.xbuf);
+  for (int i = tid; i < (1 << bits); i += nthreads) cents[i] = p.centroids[i];
+  uint32_t sign_mask = 0;
+  if (p.signs)
+#pragma unroll
+    for (int e = 0; e < C; ++e)
+      if (p.signs[t * C + e] < 0.0f) sign_mask |= 1u << e;
+  __syncthreads();
+
+  const int row_bytes = p.dim * bits / 8, chunk_bytes = C * bits / 8;
+  const unsigned mask = (1u << bits) - 1u;
+  const int64_t tiles = (p.total + vpb - 1) / vpb;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t v = tile * vpb + group;
+    const bool active = v < p.total;
+    int64_t tok = 0;
+    int h = 0;
+    if (active) {
+      if (p.small_index) {
+        const uint32_t vv = static_cast<uint32_t>(v), r = p.by_heads.div(vv);
+        tok = r;
+        h = static_cast<int>(vv - r * static_cast<uint32_t>(p.heads));
+      } else {
+        tok = v / p.heads;
+        h = static_cast<int>(v - tok * p.heads);
+      }
+    }
+    float y[C];
+    if (active) {
+      int64_t slot = p.first_slot + tok;
+      if (p.sliding && slot >= p.capacity) slot -= p.capacity;
+      const int64_t row = static_cast<int64_t>(h) * p.capacity + slot;
+      const CodeWord word = load_codes<C>(p.packed + row * row_bytes + t * chunk_bytes, bits);
+      const float s = __fmul_rn(p.scales[row], p.inv_sqrt_dim);
+#pragma unroll
+      for (int e = 0; e < C; ++e) y[e] = __fmul_rn(s, cents[word.get(e * bits, mask)]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < C; ++e) y[e] = 0.0f;
+    }
+    fwht<C, 1>(y, g, t, xbuf, tid, nthreads);
+    if (active) {
+#pragma unroll
+      for (int e = 0; e < C; ++e) {
+        y[e] = __fmul_rn(y[e], p.inv_sqrt_dim);
+        if (p.signs) y[e] = apply_sign(y[e], sign_mask, e);
+      }
+      store_chunk<T, C>(static_cast<T*>(p.out) + v * p.dim + t * C, p.aligned, y);
+    }
+  }
+}
+
+// ---- Hadamard transform of f32 rows -------------------------------------------------------
+template <int C>
+__global__ void __launch_bounds__(512)
+    kernel_hadamard(const float* x, float* out, int64_t rows, int dim, int g, float inv, bool aligned) {
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int t = tid & (g - 1), group = tid / g, vpb = nthreads / g;
+  float* xbuf = reinterpret_cast<float*>(dynamic_smem());
+  const int64_t tiles = (rows + vpb - 1) / vpb;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t r = tile * vpb + group;
+    const bool active = r < rows;
+    float v[C];
+    if (active) {
+      load_chunk<float, C>(x + r * dim + t * C, aligned, v);
+    } else {
+#pragma unroll
+      for (int e = 0; e < C; ++e) v[e] = 0.0f;
+    }
+    fwht<C, 1>(v, g, t, xbuf, tid, nthreads);  // every load of the row precedes every store (in place)
+#pragma unroll
+    for (int e = 0; e < C; ++e) v[e] = __fmul_rn(v[e], inv);
+    if (active) store_chunk<float, C>(out + r * dim + t * C, aligned, v);
+  }
+}
+
+// ---- host side ----------------------------------------------------------------------------
+float inv_sqrt_dim(int d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
+
+bool aligned_to(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Cell width: the largest power of two below the smallest gap between boundaries (w = 1/4 at
+// 4 bits, 1/64 at 8 bits). The table covers every reachable u, |u| ≤ √D·(1 + 2^-23), when that
+// takes at most kMaxCoverCells cells (24 KiB of shared memory: every D at 2-4 bits, D ≤ 512 at
+// 8 bits); otherwise it ends one empty cell past the outermost boundary and lookups clamp.
+constexpr int kMaxCoverCells = 3072;
+
+TableGeometry table_geometry(int bits, int dim) {
+  static std::array<TableGeometry, 9> base;
+  static std::array<std::once_flag, 9> once;
+  std::call_once(once[bits], [bits] {
+    const std::vector<float>& b = kv::lloyd_max_codebook(bits).boundaries;
+    double gap = INFINITY, reach = 0;
+    for (size_t i = 0; i + 1 < b.size(); ++i) gap = std::min(gap, static_cast<double>(b[i + 1]) - b[i]);
+    for (float x : b) reach = std::max(reach, std::fabs(static_cast<double>(x)));
+    double w = std::exp2(std::floor(std::log2(std::min(gap, 1.0))));
+    if (w >= gap) w *= 0.5;
+    TableGeometry g;
+    g.w = static_cast<float>(w);
+    g.inv_w = static_cast<float>(1.0 / w);
+    g.half = static_cast<int>(std::ceil(reach / w + 0.5)) + 1;  // cells ±half hold no boundary
+    base[bits] = g;
+  });
+  TableGeometry g = base[bits];
+  const int cover = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(dim)) * (1 + 1e-6) / g.w)) + 1;
+  if (2 * std::max(cover, g.half) + 1 <= kMaxCoverCells) {
+    g.half = std::max(cover, g.half);
+  } else {
+    g.clamp = true;
+  }
+  return g;
+}
+
+// A grid of as many blocks as fit on the GPU at once (the kernels stride over their tiles).
+// `resident` is the measured occupancy of the kernel, looked up once per instantiation.
+int blocks_for(int64_t tiles, int resident, int device) {
+  const int64_t all = static_cast<int64_t>(multiprocessor_count(device)) * std::max(resident, 1);
+  return static_cast<int>(std::max<int64_t>(1, std::min(tiles, all)));
+}
+
+template <typename Kernel>
+int resident_blocks(Kernel kernel, int nthreads, int smem) {
+  int n = 0;
+  FRUGAL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, nthreads, smem));
+  return n;
+}
+
+template <typename T, int C, int K, int G, int BITS, int MAX_THREADS>
+void launch_append(const AppendParams& p, int device, cudaStream_t stream) {
+  const int g = G ? G : p.g;
+  const int nthreads = std::max(256, g);
+  const SmemLayout lay = smem_layout(p.geo.cells(), p.bits, nthreads, C * K, g > 32);
+  const int64_t tiles = (p.total + nthreads / g - 1) / (nthreads / g);
+  auto* kernel = kernel_quantize_append<T, C, K, G, BITS, MAX_THREADS>;
+  static const int resident = resident_blocks(kernel, nthreads, lay.total);
+  kernel<<<blocks_for(tiles, resident, device), nthreads, lay.total, stream>>>(p);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+
+// Head dims 64..512 at 4 or 8 bits: K = 4 chunks of 8 per lane, G = D/32 lanes per vector.
+template <typename T, int K, int G>
+void launch_fast(const AppendParams& p, int device, cudaStream_t stream) {
+  if (p.bits == 4)
+    launch_append<T, 8, K, G, 4, 256>(p, device, stream);
+  else
+    launch_append<T, 8, K, G, 8, 256>(p, device, stream);
+}
+
+}  // namespace
+
+void kv_append(const AppendArgs& a, Stream stream) {
+  DeviceGuard guard(a.device);
+  const cudaStream_t st = to_cuda(stream);
+  AppendParams p{};
+  p.x = a.x;
+  p.stride_seq = a.x_stride_seq;
+  p.stride_tok = a.x_stride_tok;
+  p.stride_head = a.x_stride_head;
+  p.total = static_cast<int64_t>(a.seqs) * a.tokens * a.heads;
+  p.tokens = a.tokens;
+  p.capacity = a.capacity;
+  p.heads = a.heads;
+  p.dim = a.dim;
+  p.bits = a.bits;
+  p.sliding = a.sliding;
+  p.least_squares = a.rule == kv::ScaleRule::least_squares;
+  p.small_index = p.total < (int64_t{1} << 31);
+  if (p.small_index) {
+    p.by_heads = FastDiv::make(static_cast<uint32_t>(a.heads));
+    p.by_tokens = FastDiv::make(static_cast<uint32_t>(a.tokens));
+  }
+  p.packed = a.packed;
+  p.scales = a.scales;
+  p.signs = a.signs;
+  p.centroids = a.centroids;
+  p.boundaries = a.boundaries;
+  p.inv_sqrt_dim = inv_sqrt_dim(a.dim);
+  p.sqrt_dim = std::sqrt(static_cast<double>(a.dim));
+  p.geo = table_geometry(a.bits, a.dim);
+  p.magic = round_magic(p.geo.half);
+  p.starts = a.starts;
+  const int64_t row = static_cast<int64_t>(a.heads) * a.dim;  // elements of one token
+  p.dense = a.x_stride_head == a.dim && a.x_stride_tok == row && (a.seqs == 1 || a.x_stride_seq == a.tokens * row);
+  if (!a.starts) {
+    FRUGAL_CHECK(a.seqs <= kInlineStarts && a.host_starts && a.capacity <= INT32_MAX, internal, "kv::append",
+                 "start positions of " << a.seqs << " sequences were not passed");
+    for (int s = 0; s < a.seqs; ++s) p.first_slot[s] = a.sliding ? a.host_starts[s] % a.capacity : a.host_starts[s];
+  }
+  const bool fast = (a.bits == 4 || a.bits == 8) && a.dim >= 64 && a.dim <= 512;  // see launch_fast
+  FRUGAL_CHECK(!(fast && p.geo.clamp), internal, "kv::append",
+               "the lookup table for " << a.bits << " bits at D = " << a.dim << " does not cover every input");
+  const int chunk = a.dim == 4 ? 4 : 8;
+  p.g = fast ? 0 : a.dim / chunk;
+  dispatch_float(a.x_dtype, "kv::append", [&]<typename T>() {
+    // Vector loads need every vector, hence the base and the three strides, on the chunk's alignment.
+    const int need = std::min<int>(16, chunk * sizeof(T));
+    p.aligned = aligned_to(a.x, need) && (a.x_stride_seq * sizeof(T)) % need == 0 &&
+                (a.x_stride_tok * sizeof(T)) % need == 0 && (a.x_stride_head * sizeof(T)) % need == 0;
+    if (fast) {
+      switch (a.dim) {
+        case 64:
+          return launch_fast<T, 4, 2>(p, a.device, st);
+        case 128:
+          return launch_fast<T, 4, 4>(p, a.device, st);
+        case 256:
+          return launch_fast<T, 4, 8>(p, a.device, st);
+        default:
+          return launch_fast<T, 4, 16>(p, a.device, st);
+      }
+    }
+    if (a.dim == 4) return launch_append<T, 4, 1, 1, 0, 256>(p, a.device, st);
+    launch_append<T, 8, 1, 0, 0, 512>(p, a.device, st);
+  });
+}
+
+void kv_dequantize(const DequantizeArgs& a, Stream stream) {
+  DeviceGuard guard(a.device);
+  DequantParams p{};
+  p.packed = a.packed;
+  p.scales = a.scales;
+  p.out = a.out;
+  p.total = a.count * a.heads;
+  p.capacity = a.capacity;
+  p.first_slot = a.sliding ? a.begin % a.capacity : a.begin;
+  p.heads = a.heads;
+  p.dim = a.dim;
+  p.bits = a.bits;
+  p.sliding = a.sliding;
+  p.small_index = p.total < (int64_t{1} << 31);
+  if (p.small_index) p.by_heads = FastDiv::make(static_cast<uint32_t>(a.heads));
+  p.signs = a.signs;
+  p.centroids = a.centroids;
+  p.inv_sqrt_dim = inv_sqrt_dim(a.dim);
+  const int chunk = a.dim == 4 ? 4 : 8;
+  p.g = a.dim / chunk;
+  const int nthreads = std::max(256, p.g);
+  const SmemLayout lay = smem_layout(0, a.bits, nthreads, chunk, p.g > 32);
+  const int64_t tiles = (p.total + nthreads / p.g - 1) / (nthreads / p.g);
+  const int blocks = blocks_for(tiles, 2048 / nthreads, a.device);
+  dispatch_float(a.out_dtype, "kv::dequantize", [&]<typename T>() {
+    p.aligned = aligned_to(a.out, std::min<int>(16, chunk * sizeof(T)));
+    if (chunk == 4)
+      kernel_dequantize<T, 4><<<blocks, nthreads, lay.total, to_cuda(stream)>>>(p);
+    else
+      kernel_dequantize<T, 8><<<blocks, nthreads, lay.total, to_cuda(stream)>>>(p);
+    FRUGAL_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void hadamard_transform(const float* x, float* out, int64_t rows, int dim, int device, Stream stream) {
+  DeviceGuard guard(device);
+  const int chunk = dim == 4 ? 4 : 8;
+  const int g = dim / chunk, nthreads = std::max(256, g);
+  const int smem = g > 32 ? nthreads * chunk * 4 : 0;
+  const int64_t tiles = (rows + nthreads / g - 1) / (nthreads / g);
+  const int blocks = blocks_for(tiles, 2048 / nthreads, device);
+  const bool aligned = aligned_to(x, 16) && aligned_to(out, 16);
+  if (chunk == 4) {
+    kernel_hadamard<4><<<blocks, nthreads, smem, to_cuda(stream)>>>(x, out, rows, dim, g, inv_sqrt_dim(dim), aligned);
+  } else {
+    kernel_hadamard<8><<<blocks, nthreads, smem, to_cuda(stream)>>>(x, out, rows, dim, g, inv_sqrt_dim(dim), aligned);
+  }
+  FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace frugal::cuda
