@@ -350,10 +350,13 @@ bool supports(const sb::ConvArgs& a) {
 int tile_co(const sb::ConvArgs& a) {
   if (a.tile_co) return a.tile_co;
   // One column tile where Co allows it: the gathered rows then serve every output channel (256
-  // only from Co > 128: a narrower Co would multiply zero columns). Narrower when that leaves fewer
-  // than two blocks per multiprocessor (small N, e.g. TRELLIS.2's N ≈ 2K rows at C = 1024).
+  // only from Co > 128: a narrower Co would multiply zero columns). Narrower only when the grid
+  // would cover fewer than half the multiprocessors: on the H200 (2026-11-29, results file) the
+  // widest tile was fastest on every shape but N = 1658, Ci = Co = 1024 (13 row tiles), where 128
+  // beat 256 (0.91 vs 1.13 ms) and 64 (0.96); a first rule, "at least two blocks per
+  // multiprocessor", picked 64 or 128 on three TRELLIS.2 shapes where a wider tile was faster.
   int bn = a.co <= 64 ? 64 : a.co <= 128 ? 128 : 256;
-  const int64_t row_tiles = ceil_div<int64_t>(a.n, kTileRows), want = 2 * int64_t{multiprocessor_count(a.device)};
+  const int64_t row_tiles = ceil_div<int64_t>(a.n, kTileRows), want = multiprocessor_count(a.device) / 2;
   while (bn > 64 && row_tiles * ceil_div<int64_t>(a.co, bn) < want) bn /= 2;
   return bn;
 }
