@@ -20,11 +20,10 @@
 //
 // Only sm_80 instructions (cp.async, ldmatrix, mma.sync): the same code serves the sm_90a and the
 // sm_90 / PTX builds.
-#include <cub/block/block_radix_sort.cuh>
-
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <cub/block/block_radix_sort.cuh>
 #include <type_traits>
 
 #include "cuda/common.cuh"
@@ -42,9 +41,9 @@ constexpr int kSortThreads = 512, kSortItems = kWindow / kSortThreads;
 static_assert(kSortThreads * kSortItems == kWindow);
 
 // perm[i] for i in [0, rows): the row (absolute index) at sorted position row_begin + i.
-__global__ void __launch_bounds__(kSortThreads) kernel_sort_rows(const int32_t* __restrict__ nbr, int64_t n, int k,
-                                                                  int64_t row_begin, int64_t rows,
-                                                                  int32_t* __restrict__ perm) {
+__global__ void __launch_bounds__(kSortThreads)
+    kernel_sort_rows(const int32_t* __restrict__ nbr, int64_t n, int k, int64_t row_begin, int64_t rows,
+                     int32_t* __restrict__ perm) {
   using Sort = cub::BlockRadixSort<uint32_t, kSortThreads, kSortItems, int32_t>;
   __shared__ union {
     typename Sort::TempStorage sort;
@@ -202,7 +201,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
     int64_t row = -1;
     if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
     if (tid < BM) row_s[r] = static_cast<int32_t>(row);
-    __syncthreads();  // group_s is zero
+    __syncthreads();  // (group_s is zero from here)
     for (int k = tid / BM; k < p.k; k += THREADS / BM) {  // uniform per warp: whole warps share k
       int32_t m = -1;
       if (row >= 0) {
@@ -343,8 +342,8 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 }  // namespace
 
 bool supports(const sb::ConvArgs& a) {
-  return (a.dtype == DType::f16 || a.dtype == DType::bf16) && a.k <= kMaxOffsets && a.ci % 8 == 0 &&
-         a.co % 8 == 0 && aligned16(a.feats) && aligned16(a.weight) && aligned16(a.out);
+  return (a.dtype == DType::f16 || a.dtype == DType::bf16) && a.k <= kMaxOffsets && a.ci % 8 == 0 && a.co % 8 == 0 &&
+         aligned16(a.feats) && aligned16(a.weight) && aligned16(a.out);
 }
 
 int tile_co(const sb::ConvArgs& a) {

@@ -14,15 +14,17 @@ namespace frugal::cuda::spconv_mma {
 // Rows are reordered within windows of kWindow consecutive rows (one thread block sorts one window
 // in shared memory: 512 threads × 16 keys). A window this size keeps the gathered neighbors local
 // (8192 rows are about two x-slabs of a 1024³ sphere shell, so their neighbors stay in L2) while
-// grouping rows of equal neighbor masks well: on a 512³ shell, 16-row groups of the sorted order
-// compute 88% useful products against 62% unsorted (host simulation, see the results file).
+// grouping rows of equal neighbor masks well: on 256³–1024³ shells, 92% of the products the
+// 16-row groups of the sorted order compute are useful (89% counting the busier warp), against 62%
+// in the map's order (bench/results/2026-11-29-spconv-tc.md).
 constexpr int kWindow = 8192;
 // Rows per launch: the row order of one chunk lives in the workspace (4 bytes a row), so 2^22 rows
-// keep it at 16 MiB whatever N is; chunks are multiples of kWindow and of the 128-row tile.
+// keep it at 16 MiB whatever N is. Windows and tiles start afresh at each chunk (2^22 is a multiple
+// of both, so by default they fall where one launch over all rows would put them).
 constexpr int64_t kChunkRows = int64_t{1} << 22;
-constexpr int kTileRows = 128;  // output rows per block
-constexpr int kGroupRows = 16;  // rows per m16 tensor-core fragment: the granularity of skipping
-constexpr int kMaxOffsets = 32; // the neighbor mask is one 32-bit word
+constexpr int kTileRows = 128;   // output rows per block
+constexpr int kGroupRows = 16;   // rows per m16 tensor-core fragment: the granularity of skipping
+constexpr int kMaxOffsets = 32;  // the neighbor mask is one 32-bit word
 
 // Whether the kernel can take these arguments: f16/bf16, K ≤ 32, Ci and Co multiples of 8 and
 // 16-byte aligned feats, weight and out (16-byte cp.async copies and stores).
