@@ -201,7 +201,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
     int64_t row = -1;
     if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
     if (tid < BM) row_s[r] = static_cast<int32_t>(row);
-    __syncthreads();  // (group_s is zero from here)
+    // group_s is zero after this barrier.
+    __syncthreads();
     for (int k = tid / BM; k < p.k; k += THREADS / BM) {  // uniform per warp: whole warps share k
       int32_t m = -1;
       if (row >= 0) {
