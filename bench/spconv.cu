@@ -1,17 +1,22 @@
 // Benchmark of the sparse conv on one voxel set (driven by bench/spconv_torch.py, which measures
 // the PyTorch peers on the same inputs and compares the outputs):
-//   spconv --coords FILE.bin --channels C --out PREFIX [--reps R] [--samples S]
-// Reads coords [N, 4] int32 (raw), generates fp16 feats [N, C] and weights [27, C, C] with the
-// deterministic generator the python script shares (gen below), then times
+//   spconv --coords FILE.bin --channels C [--co CO] --out PREFIX [--reps R] [--samples S]
+// Reads coords [N, 4] int32 (raw), generates fp16 feats [N, C] and weights [27, C, CO] (CO = C by
+// default) with the deterministic generator the python script shares (gen below), then times
 //   * build_kernel_map into a preallocated map (and the allocating form),
 //   * submanifold_conv (checked: includes the one 8-byte readback; unchecked: kernel only) for the
-//     default kernel and the variants (WMMA with 64/128-wide channel tiles, CUDA cores),
+//     default kernel and the variants (WMMA with 64/128-wide channel tiles, CUDA cores, mma.sync on
+//     sorted rows with 64/128/256-wide tiles, mma on unsorted rows, and the default in bf16),
+//   * the share of useful products of the mma kernel (its row order replicated on the host),
 // and writes PREFIX.nbr (nbr[:, samples] int32) and PREFIX.out (out[samples, :] fp16) for the
 // sampled rows r_i = i·(N−1)/(S−1), and one JSON line on stdout.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "core/sparse_conv_backend.h"
+#include "cuda/sparse_conv_mma.cuh"
 #include "frugal/runtime.h"
 #include "frugal/sparse_conv.h"
 
@@ -83,6 +89,52 @@ double median_wall_ms(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
+__global__ void kernel_to_bf16(const __half* src, __nv_bfloat16* dst, int64_t count) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = __float2bfloat16(__half2float(src[i]));
+}
+
+// Products the mma kernel computes, replicated on the host from the map: rows stable-sorted by
+// neighbor mask within windows of kWindow rows of each launch of kChunkRows rows, 128-row tiles.
+// Shares of useful products (pairs·Ci·Co over what is multiplied):
+//   tile   every row of a tile for every offset some row has (what WMMA-style tiles compute, and
+//          what the mma kernel's loads cover);
+//   group  16-row groups that have the offset (the tensor-core work of the mma kernel);
+//   warp   per offset, twice the busier of the two row-warps' groups (its time on a tile).
+struct Share {
+  double tile = 0, group = 0, warp = 0;
+};
+Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
+  namespace sm = cuda::spconv_mma;
+  std::vector<uint32_t> mask(n, 0);
+  for (int k = 0; k < 27; ++k)
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t m = nbr[k * n + i];
+      if (m >= 0 && m < n) mask[i] |= 1u << k;
+    }
+  double useful = 0, tile = 0, group = 0, warp = 0;
+  for (uint32_t m : mask) useful += std::popcount(m);
+  for (int64_t c0 = 0; c0 < n; c0 += sm::kChunkRows) {
+    const int64_t c1 = std::min(n, c0 + sm::kChunkRows);
+    if (sorted)
+      for (int64_t w0 = c0; w0 < c1; w0 += sm::kWindow)
+        std::stable_sort(mask.begin() + w0, mask.begin() + std::min(c1, w0 + sm::kWindow));
+    for (int64_t t0 = c0; t0 < c1; t0 += sm::kTileRows) {
+      uint32_t g[sm::kTileRows / sm::kGroupRows] = {}, any = 0;
+      for (int64_t r = t0; r < std::min(c1, t0 + sm::kTileRows); ++r) g[(r - t0) / sm::kGroupRows] |= mask[r];
+      for (uint32_t x : g) any |= x, group += sm::kGroupRows * std::popcount(x);
+      tile += sm::kTileRows * std::popcount(any);
+      for (int k = 0; k < 27; ++k) {
+        int per_warp[2] = {0, 0};
+        for (int i = 0; i < sm::kTileRows / sm::kGroupRows; ++i) per_warp[i % 2] += g[i] >> k & 1u;
+        warp += 2.0 * sm::kGroupRows * std::max(per_warp[0], per_warp[1]);
+      }
+    }
+  }
+  return {useful / tile, useful / group, useful / warp};
+}
+
 size_t pool_reserved_high() {
   cudaMemPool_t pool;
   check(cudaDeviceGetDefaultMemPool(&pool, 0), "mempool");
@@ -111,13 +163,15 @@ void pool_reset_high() {
 
 int main(int argc, char** argv) {
   std::string coords_path, out_prefix;
-  int channels = 64, reps = 20, samples = 2048;
+  int channels = 64, co_arg = 0, reps = 20, samples = 2048;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--coords")
       coords_path = v;
     else if (k == "--channels")
       channels = std::stoi(v);
+    else if (k == "--co")
+      co_arg = std::stoi(v);
     else if (k == "--out")
       out_prefix = v;
     else if (k == "--reps")
@@ -126,12 +180,13 @@ int main(int argc, char** argv) {
       samples = std::stoi(v);
   }
   if (coords_path.empty() || out_prefix.empty()) {
-    std::fprintf(stderr, "usage: %s --coords FILE --channels C --out PREFIX [--reps R] [--samples S]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S]\n",
+                 argv[0]);
     return 2;
   }
   try {
     std::ifstream f(coords_path, std::ios::binary | std::ios::ate);
-    const int64_t n = static_cast<int64_t>(f.tellg()) / 16, c = channels;
+    const int64_t n = static_cast<int64_t>(f.tellg()) / 16, c = channels, co = co_arg > 0 ? co_arg : channels;
     f.seekg(0);
     Tensor coords_h = Tensor::empty({n, 4}, DType::i32);
     f.read(static_cast<char*>(coords_h.data()), n * 16);
@@ -149,10 +204,10 @@ int main(int argc, char** argv) {
     pool_release_threshold(0);
 
     // ---- conv inputs
-    Tensor feats = Tensor::empty({n, c}, DType::f16, gpu), w = Tensor::empty({27, c, c}, DType::f16, gpu);
-    Tensor out = Tensor::empty({n, c}, DType::f16, gpu);
+    Tensor feats = Tensor::empty({n, c}, DType::f16, gpu), w = Tensor::empty({27, c, co}, DType::f16, gpu);
+    Tensor out = Tensor::empty({n, co}, DType::f16, gpu);
     kernel_gen<<<4096, 256>>>(feats.data_as<__half>(), n * c, 0, 1);
-    kernel_gen<<<1024, 256>>>(w.data_as<__half>(), 27 * c * c, 12345, 6);
+    kernel_gen<<<1024, 256>>>(w.data_as<__half>(), 27 * c * co, 12345, 6);
     check(cudaDeviceSynchronize(), "gen");
 
     pool_reset_high();
@@ -170,23 +225,43 @@ int main(int argc, char** argv) {
     a.dtype = DType::f16;
     a.n = n;
     a.k = 27;
-    a.ci = a.co = static_cast<int>(c);
+    a.ci = static_cast<int>(c);
+    a.co = static_cast<int>(co);
     a.check = false;
     std::string variants;
-    for (auto [kernel, tile, name] :
-         {std::tuple{K::wmma, 64, "wmma64"}, std::tuple{K::wmma, 128, "wmma128"}, std::tuple{K::simt, 0, "simt"}}) {
-      a.kernel = kernel;
-      a.tile_co = tile;
-      const int r = kernel == K::simt ? std::max(3, reps / 4) : reps;
+    struct Variant {
+      K kernel;
+      int tile;
+      bool sorted;
+      const char* name;
+    };
+    for (const Variant v : {Variant{K::wmma, 64, true, "wmma64"}, Variant{K::wmma, 128, true, "wmma128"},
+                            Variant{K::simt, 0, true, "simt"}, Variant{K::mma, 64, true, "mma64"},
+                            Variant{K::mma, 128, true, "mma128"}, Variant{K::mma, 256, true, "mma256"},
+                            Variant{K::mma, 0, false, "mma_unsorted"}}) {
+      a.kernel = v.kernel;
+      a.tile_co = v.tile;
+      a.sort_rows = v.sorted;
+      const int r = v.kernel == K::simt ? std::max(3, reps / 4) : reps;
       const double ms = median_event_ms(r, [&] { cuda::spconv_conv(a, nullptr); });
-      variants += std::string(variants.empty() ? "" : ", ") + "\"" + name + "_ms\": " + std::to_string(ms);
+      variants += std::string(variants.empty() ? "" : ", ") + "\"" + v.name + "_ms\": " + std::to_string(ms);
+    }
+    {  // the default kernel in bf16 (same values rounded to bf16)
+      Tensor fb = Tensor::empty({n, c}, DType::bf16, gpu), wb = Tensor::empty({27, c, co}, DType::bf16, gpu);
+      Tensor ob = Tensor::empty({n, co}, DType::bf16, gpu);
+      kernel_to_bf16<<<4096, 256>>>(feats.data_as<__half>(), fb.data_as<__nv_bfloat16>(), n * c);
+      kernel_to_bf16<<<1024, 256>>>(w.data_as<__half>(), wb.data_as<__nv_bfloat16>(), 27 * c * co);
+      check(cudaDeviceSynchronize(), "bf16 inputs");
+      const double ms = median_event_ms(
+          reps, [&] { spconv::submanifold_conv(fb, nbr, wb, nullptr, ob, nullptr, spconv::MapCheck::unchecked); });
+      variants += ", \"bf16_default_ms\": " + std::to_string(ms);
     }
     spconv::submanifold_conv(feats, nbr, w, nullptr, out);  // the default kernel's output, checked
 
     // ---- sampled rows out
     const int64_t s = std::min<int64_t>(samples, n);
     std::vector<int32_t> nbr_s(27 * s);
-    std::vector<uint16_t> out_s(s * c);
+    std::vector<uint16_t> out_s(s * co);
     std::vector<int32_t> nbr_all(27 * n);
     copy(nbr, TensorView(nbr_all.data(), DType::i32, {27, n}));
     int64_t pairs = 0;
@@ -194,25 +269,37 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < s; ++i) {
       const int64_t r = s > 1 ? i * (n - 1) / (s - 1) : 0;
       for (int k = 0; k < 27; ++k) nbr_s[k * s + i] = nbr_all[k * n + r];
-      copy(TensorView(out.data_as<uint16_t>() + r * c, DType::f16, {c}, gpu),
-           TensorView(out_s.data() + i * c, DType::f16, {c}));
+      copy(TensorView(out.data_as<uint16_t>() + r * co, DType::f16, {co}, gpu),
+           TensorView(out_s.data() + i * co, DType::f16, {co}));
     }
     std::ofstream(out_prefix + ".nbr", std::ios::binary)
         .write(reinterpret_cast<const char*>(nbr_s.data()), nbr_s.size() * 4);
     std::ofstream(out_prefix + ".out", std::ios::binary)
         .write(reinterpret_cast<const char*>(out_s.data()), out_s.size() * 2);
 
+    // What the default (checked) call allocates: the flag's 256 bytes, plus the mma kernel's row order.
+    spconv::backend::ConvArgs d = a;
+    d.kernel = K::mma;
+    d.tile_co = 0;
+    d.sort_rows = true;
+    const size_t conv_alloc = 256 + (cuda::spconv_mma::supports(d) ? cuda::spconv_mma::workspace_bytes(d) : 0);
+    const Share sorted = useful_share(nbr_all, n, true), unsorted = useful_share(nbr_all, n, false);
+    char share[512];
+    std::snprintf(share, sizeof share,
+                  "\"share_sorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f}, "
+                  "\"share_unsorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f}",
+                  sorted.tile, sorted.group, sorted.warp, unsorted.tile, unsorted.group, unsorted.warp);
     // Bytes one conv holds: feats + weight (inputs), out, the map, and what the call allocates.
-    const double inputs = static_cast<double>(n) * c * 2 + 27.0 * c * c * 2;
+    const double inputs = static_cast<double>(n) * c * 2 + 27.0 * c * co * 2;
     std::printf(
-        "{\"n\": %lld, \"c\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, \"map_pooled_ms\": "
+        "{\"n\": %lld, \"c\": %lld, \"co\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, \"map_pooled_ms\": "
         "%.4f, "
         "\"map_workspace_bytes\": %zu, \"conv_ms\": %.4f, \"conv_checked_ms\": %.4f, \"conv_workspace_bytes\": %zu, "
-        "\"conv_alloc_bytes\": 8, \"inputs_bytes\": %.0f, \"out_bytes\": %.0f, \"map_bytes\": %.0f, %s, "
+        "\"conv_alloc_bytes\": %zu, \"inputs_bytes\": %.0f, \"out_bytes\": %.0f, \"map_bytes\": %.0f, %s, %s, "
         "\"device\": \"%s\"}\n",
-        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(pairs), map_ms, map_alloc_ms,
-        map_pooled_ms, map_workspace, conv_ms, conv_checked_ms, conv_workspace, inputs, static_cast<double>(n) * c * 2,
-        27.0 * n * 4, variants.c_str(), device_name(gpu).c_str());
+        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(co), static_cast<long long>(pairs), map_ms, map_alloc_ms,
+        map_pooled_ms, map_workspace, conv_ms, conv_checked_ms, conv_workspace, conv_alloc, inputs,
+        static_cast<double>(n) * co * 2, 27.0 * n * 4, variants.c_str(), share, device_name(gpu).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spconv bench: %s\n", e.what());
     return 1;

@@ -1,6 +1,8 @@
 """Side-by-side benchmark of frugal's sparse conv against the PyTorch paths it replaces.
 
-For each (R, C) of the anchors' table (sphere shell of a R^3 grid, 3x3x3 submanifold conv, fp16):
+For each (R, C[, Co]) row (sphere shell of a R^3 grid, 3x3x3 submanifold conv, fp16, C -> Co; Co = C
+unless given; the default rows are the anchors' table, TRELLIS.2's decoder levels and its C -> 8C
+upsampling convs, whose N a shell of that R roughly matches):
   * generates the shell here (the anchors' construction) and writes coords to a raw .bin;
   * measures torch's kernel map (sort + searchsorted), the materialized gather + bmm and the
     per-offset gather-GEMM-scatter (time: CUDA events, median; peak: max_memory_allocated above
@@ -8,7 +10,7 @@ For each (R, C) of the anchors' table (sphere shell of a R^3 grid, 3x3x3 submani
   * runs the C++ bench (`spconv`) on the same coords, which writes our map and output at sampled
     rows; checks our map there against torch's and our output against an fp64 reference (and
     torch's stock output against the same reference).
-Usage: python3 spconv_torch.py [--bench ./spconv] [--rows 256:64,512:64,...] [--quick]
+Usage: python3 spconv_torch.py [--bench ./spconv] [--rows 256:64,512:64,20:1024:4096,...]
 Prints a table last and writes spconv.json to $OUT (or /tmp).
 """
 import argparse, json, math, os, subprocess, sys, time
@@ -16,7 +18,8 @@ import torch
 
 p = argparse.ArgumentParser()
 p.add_argument("--bench", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "spconv"))
-p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:256")
+p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:256,"
+               "20:1024,43:512,92:256,196:128,426:64,20:1024:4096,43:512:2048,92:256:1024,196:128:512")
 p.add_argument("--samples", type=int, default=2048)
 p.add_argument("--stock-limit-gb", type=float, default=80.0,
                help="skip the materialized path when its gather + bmm output exceed this (cite the anchor)")
@@ -27,8 +30,8 @@ OUT = os.environ.get("OUT", "/tmp")
 TMP = "/tmp/frugal_spconv_bench"
 os.makedirs(TMP, exist_ok=True)
 OFFS = torch.tensor([(i, j, l) for i in (-1, 0, 1) for j in (-1, 0, 1) for l in (-1, 0, 1)], device=dev)
-# The anchors' figures (H200, 2026-11-29) for rows skipped here: (R, C) -> (stock ms, stock peak GB)
-ANCHOR_STOCK = {(1024, 256): (244.4, 128.4), (1024, 128): (158.4, 64.2), (1024, 64): (100.1, 32.1)}
+# The anchors' figures (H200, 2026-11-29) for rows skipped here: (R, C, Co) -> (stock ms, stock peak GB)
+ANCHOR_STOCK = {(1024, 256, 256): (244.4, 128.4), (1024, 128, 128): (158.4, 64.2), (1024, 64, 64): (100.1, 32.1)}
 
 
 def bench(fn, warm=1, rep=5):
@@ -102,21 +105,47 @@ def read_raw(path, dtype, shape):
         return torch.frombuffer(bytearray(f.read()), dtype=dtype).view(*shape).clone()
 
 
+HEADER = ("   R    C   Co        N |  stock*   g-s | wmma  simt | mma64 mma128 mma256 unsort |"
+          " default(chk)  bf16 | TF/s  | useful: tile grp warp (unsorted grp) | err ours stock | map==")
+
+
+def line(r):
+    if "ours" not in r:
+        return f"{r['R']:4d} {r['C']:4d} {r['Co']:4d} {r['N']:8d} | ours failed: {r.get('ours_error', '?')}"
+    o = r["ours"]
+    wm = min(o["wmma64_ms"], o["wmma128_ms"])
+    st = "*" if r["stock_source"] == "anchor" else " "
+    ss, su = o["share_sorted"], o["share_unsorted"]
+    return (f"{r['R']:4d} {r['C']:4d} {r['Co']:4d} {r['N']:8d} | {r['stock_ms']:7.2f}{st}{r['gather_scatter_ms']:6.1f} |"
+            f" {wm:6.2f} {o['simt_ms']:6.1f} | {o['mma64_ms']:6.2f} {o['mma128_ms']:6.2f} {o['mma256_ms']:6.2f} {o['mma_unsorted_ms']:6.2f} |"
+            f" {o['conv_ms']:6.2f}({o['conv_checked_ms']:6.2f}) {o['bf16_default_ms']:6.2f} | {r['gflop'] / o['conv_ms']:5.0f} |"
+            f" {ss['tile']:.2f} {ss['group']:.2f} {ss['warp']:.2f} ({su['group']:.2f}) |"
+            f" {r['ours_err']:.1e} {r.get('stock_err', float('nan')):.1e} | {r['map_equal_at_samples'] and r['pairs_equal']}")
+
+
+def dump():
+    json.dump(dict(device=torch.cuda.get_device_name(0), torch=torch.__version__, rows=rows),
+              open(os.path.join(OUT, "spconv.json"), "w"), indent=1)
+
+
 rows = []
+print(HEADER, flush=True)
 for spec in args.rows.split(","):
-    R, C = map(int, spec.split(":"))
+    parts = list(map(int, spec.split(":")))
+    R, C = parts[0], parts[1]
+    Co = parts[2] if len(parts) > 2 else C
     torch.cuda.empty_cache()
     coords = shell(R)
     N = coords.shape[0]
     cpath = os.path.join(TMP, f"coords_{R}.bin")
     write_raw(torch.cat([torch.zeros_like(coords[:, :1]), coords], 1), cpath)  # (b = 0, x, y, z)
-    row = dict(R=R, C=C, N=N)
+    row = dict(R=R, C=C, Co=Co, N=N)
     row["torch_map_ms"] = bench(lambda: kmap(coords, R), warm=1, rep=5)
     nbr = kmap(coords, R)
     row["pairs_torch"] = int((nbr < N).sum())
     feats = torch.zeros(N + 1, C, dtype=torch.float16, device=dev)
     feats[:N] = gen(N * C, 0, 1).view(N, C)
-    w = gen(27 * C * C, 12345, 6).view(27, C, C)
+    w = gen(27 * C * Co, 12345, 6).view(27, C, Co)
     S = min(args.samples, N)
     srows = torch.tensor([i * (N - 1) // (S - 1) if S > 1 else 0 for i in range(S)], device=dev)
     # fp64 reference at the sampled rows: sum over the 27 neighbors (the sentinel row is zero)
@@ -126,17 +155,17 @@ for spec in args.rows.split(","):
         return torch.bmm(feats[nbr], w).sum(0)
 
     def gscatter():  # per-offset gather-GEMM-scatter-add
-        out = torch.zeros(N, C, dtype=torch.float32, device=dev)
+        out = torch.zeros(N, Co, dtype=torch.float32, device=dev)
         for kk in range(27):
             m_ = nbr[kk] < N
             dst = m_.nonzero().squeeze(1)
             out.index_add_(0, dst, (feats[nbr[kk, dst]] @ w[kk]).float())
         return out
 
-    stock_gb = 2 * 27 * N * C * 2 / 1e9
+    stock_gb = 27 * N * (C + Co) * 2 / 1e9
     for name, fn in (("stock", stock), ("gather_scatter", gscatter)):
         if name == "stock" and stock_gb > args.stock_limit_gb:
-            ms, gb = ANCHOR_STOCK.get((R, C), (float("nan"), float("nan")))
+            ms, gb = ANCHOR_STOCK.get((R, C, Co), (float("nan"), float("nan")))
             row[name + "_ms"], row[name + "_peak_MB"], row[name + "_source"] = ms, gb * 1e3, "anchor"
             continue
         torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
@@ -159,42 +188,38 @@ for spec in args.rows.split(","):
     del feats, w, nbr
     torch.cuda.empty_cache()
 
-    prefix = os.path.join(TMP, f"ours_{R}_{C}")
+    prefix = os.path.join(TMP, f"ours_{R}_{C}_{Co}")
     t = time.time()
-    res = subprocess.run([args.bench, "--coords", cpath, "--channels", str(C), "--out", prefix,
-                          "--samples", str(S), "--reps", "20" if N * C < 3e8 else "10"],
+    res = subprocess.run([args.bench, "--coords", cpath, "--channels", str(C), "--co", str(Co), "--out", prefix,
+                          "--samples", str(S), "--reps", "20" if N * max(C, Co) < 3e8 else "10"],
                          capture_output=True, text=True)
     if res.returncode != 0:
         print(res.stdout, res.stderr, file=sys.stderr)
         row["ours_error"] = res.stderr.strip()[-400:]
         rows.append(row)
+        print(line(row), flush=True)
+        dump()
         continue
     ours = json.loads(res.stdout.strip().splitlines()[-1])
     row["ours"] = ours
     row["ours_wall_s"] = time.time() - t
     our_nbr = read_raw(prefix + ".nbr", torch.int32, (27, S))
-    our_out = read_raw(prefix + ".out", torch.float16, (S, C)).double()
+    our_out = read_raw(prefix + ".out", torch.float16, (S, Co)).double()
     row["map_equal_at_samples"] = bool(torch.equal(our_nbr, nbr_s))
     row["pairs_equal"] = ours["pairs"] == row["pairs_torch"]
     row["ours_err"] = float((our_out - ref).norm() / ref.norm())
     row["ours_peak_MB"] = (ours["inputs_bytes"] + ours["out_bytes"] + ours["map_bytes"] + ours["conv_alloc_bytes"]) / 1e6
-    row["gflop"] = 2 * ours["pairs"] * C * C / 1e9
+    row["gflop"] = 2 * ours["pairs"] * C * Co / 1e9
     rows.append(row)
-    print(f"done R={R} C={C} N={N} ({time.time() - t:.1f} s for ours)", file=sys.stderr, flush=True)
+    print(line(row), flush=True)
+    dump()
+    print(f"done R={R} C={C} Co={Co} N={N} ({time.time() - t:.1f} s for ours)", file=sys.stderr, flush=True)
 
-json.dump(dict(device=torch.cuda.get_device_name(0), torch=torch.__version__, rows=rows),
-          open(os.path.join(OUT, "spconv.json"), "w"), indent=1)
-print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; fp16, 3x3x3 submanifold, sphere shell")
-print("   R    C        N | map ms: torch  ours(pooled)   x  | conv ms: stock    g-s    ours(chk) best-var | peak MB: stock     g-s    ours(total) | err ours  stock | map==")
+dump()
+print(f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}; fp16 unless noted, 3x3x3 submanifold, sphere shell;"
+      " conv ms (unchecked unless noted)")
+print(HEADER)
 for r in rows:
-    if "ours" not in r:
-        print(f"{r['R']:5d} {r['C']:4d} {r['N']:8d} | ours failed: {r.get('ours_error', '?')}")
-        continue
-    o = r["ours"]
-    best = min(o["wmma64_ms"], o["wmma128_ms"], o["simt_ms"])
-    st = "*" if r["stock_source"] == "anchor" else " "
-    print(f"{r['R']:5d} {r['C']:4d} {r['N']:8d} | {r['torch_map_ms']:7.2f} {o['map_ms']:6.2f}({o['map_pooled_ms']:5.2f}) {r['torch_map_ms'] / o['map_ms']:5.1f} |"
-          f" {r['stock_ms']:7.1f}{st} {r['gather_scatter_ms']:6.1f} {o['conv_ms']:6.2f}({o['conv_checked_ms']:6.2f}) {best:6.2f} |"
-          f" {r['stock_peak_MB']:9.0f}{st} {r['gather_scatter_peak_MB']:7.0f} {r['ours_peak_MB']:9.0f} |"
-          f" {r['ours_err']:.1e} {r.get('stock_err', float('nan')):.1e} | {r['map_equal_at_samples'] and r['pairs_equal']}")
-print("* = anchor figure (bench/../anchors), not re-measured: the materialized path needs more memory than --stock-limit-gb")
+    print(line(r))
+print("* = anchor figure, not re-measured (the materialized path needs more memory than --stock-limit-gb);"
+      " TF/s = useful TFLOP/s of the default kernel")

@@ -553,8 +553,10 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
       using K = spconv::backend::ConvKernel;
       for (auto [kernel, tile] :
-           {std::pair{K::automatic, 0}, std::pair{K::simt, 0}, std::pair{K::wmma, 64}, std::pair{K::wmma, 128}}) {
-        if (kernel == K::wmma && dt == DType::f32) continue;
+           {std::pair{K::automatic, 0}, std::pair{K::simt, 0}, std::pair{K::wmma, 64}, std::pair{K::wmma, 128},
+            std::pair{K::mma, 0}, std::pair{K::mma, 64}, std::pair{K::mma, 128}, std::pair{K::mma, 256}}) {
+        if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
+        if (kernel == K::mma && (s.ci % 8 || s.co % 8)) continue;  // the mma kernel's 16-byte copies
         SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
                      " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile));
         Tensor out = poisoned(n, s.co, dt, kGpu);
@@ -651,6 +653,189 @@ TEST(SpconvCuda, ShapeDtypeAndLayoutMismatches) {
 TEST(SpconvCuda, MapEntriesOutsideTheRange) {
   FRUGAL_SKIP_WITHOUT_GPU();
   check_bad_map_entries(kGpu);
+}
+
+// ---- CUDA: the mma kernel (rows sorted by neighbor mask) ---------------------------------------
+
+struct MmaVariant {
+  int tile_co;
+  bool sort_rows;
+  int64_t chunk_rows;
+};
+
+std::string describe(const MmaVariant& v) {
+  return "tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
+         " chunk_rows=" + std::to_string(v.chunk_rows);
+}
+
+// Runs the mma kernel through the backend (checked map) into a poisoned output; returns its bytes.
+std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tensor& w, const Tensor* bias, int64_t n,
+                             const MmaVariant& v) {
+  Tensor out = poisoned(n, w.size(2), feats.dtype(), kGpu);
+  spconv::backend::ConvArgs a;
+  a.feats = feats.data();
+  a.nbr = nbr.data_as<int32_t>();
+  a.weight = w.data();
+  a.bias = bias ? bias->data() : nullptr;
+  a.out = out.data();
+  a.dtype = feats.dtype();
+  a.n = n;
+  a.k = static_cast<int>(w.size(0));
+  a.ci = static_cast<int>(w.size(1));
+  a.co = static_cast<int>(w.size(2));
+  a.kernel = spconv::backend::ConvKernel::mma;
+  a.tile_co = v.tile_co;
+  a.sort_rows = v.sort_rows;
+  a.chunk_rows = v.chunk_rows;
+  EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
+  return read_bytes(out);
+}
+
+std::vector<double> to_doubles(const std::vector<uint8_t>& bytes, DType dt) {
+  std::vector<double> v(bytes.size() / 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    v[i] = dt == DType::f16 ? half_to_float(h) : bf16_to_float(h);
+  }
+  return v;
+}
+
+const MmaVariant kMmaVariants[] = {{0, true, 0},   {64, true, 0},   {128, true, 0},
+                                   {256, true, 0}, {0, false, 0},   {128, true, 256}};
+
+// Every tile width, sorted and unsorted rows, and launches of 256 rows, against the CPU on the
+// TRELLIS.2 widths (64 .. 256, 1024 in), an upsampling C -> 8C shape, and narrow or ragged ones.
+TEST(SpconvCudaMma, MatchesTheCpu) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto c = random_voxels(rng, 2, 12, 0.35, -6);  // ~1200 rows: several tiles and windows of work
+  const int64_t n = c.size() / 4;
+  const Tensor nbr_h = build_kernel_map(coords_tensor(c), 3, 1);
+  const Tensor nbr_d = nbr_h.to(kGpu);
+  for (const Shape sh : {Shape{64, 64}, Shape{128, 128}, Shape{256, 256}, Shape{64, 512}, Shape{128, 1024},
+                         Shape{1024, 64}, Shape{32, 256}, Shape{8, 24}, Shape{40, 72}})
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const auto f = testing::randn(n * sh.ci, rng);
+      const auto w = testing::randn(27 * sh.ci * sh.co, rng, 1.0f / std::sqrt(27.0f * sh.ci));
+      const auto b = testing::randn(sh.co, rng);
+      const Tensor fh = make(f, {n, sh.ci}, dt), wh = make(w, {27, sh.ci, sh.co}, dt), bh = make(b, {sh.co}, dt);
+      const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
+      const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
+      for (const auto& v : kMmaVariants) {
+        SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(sh.ci) + " co=" + std::to_string(sh.co) +
+                     " " + describe(v));
+        const auto got = to_doubles(run_mma(fd, nbr_d, wd, &bd, n, v), dt);
+        for (double x : got) ASSERT_TRUE(std::isfinite(x)) << "an output element was not written";
+        EXPECT_LE(testing::rel_error(got, ref), tolerance(dt));
+      }
+    }
+}
+
+// Absent neighbors contribute exact zeros, so neither the row order, the tile width nor the launch
+// size changes a bit of the output; and two runs agree bit for bit.
+TEST(SpconvCudaMma, OutputDoesNotDependOnTilingOrRowOrder) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto c = random_voxels(rng, 2, 14, 0.3, -7);
+  const int64_t n = c.size() / 4;
+  const Tensor nbr = build_kernel_map(coords_tensor(c, kGpu), 3, 1);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const Tensor feats = make(testing::randn(n * 64, rng), {n, 64}, dt, kGpu);
+    const Tensor w = make(testing::randn(27 * 64 * 128, rng, 0.02f), {27, 64, 128}, dt, kGpu);
+    const Tensor b = make(testing::randn(128, rng), {128}, dt, kGpu);
+    const auto first = run_mma(feats, nbr, w, &b, n, kMmaVariants[0]);
+    EXPECT_EQ(run_mma(feats, nbr, w, &b, n, kMmaVariants[0]), first) << "run to run, " << to_string(dt);
+    for (const auto& v : kMmaVariants) EXPECT_EQ(run_mma(feats, nbr, w, &b, n, v), first) << describe(v);
+  }
+}
+
+// N not a multiple of anything (1, 7, 129 rows) and tiles whose rows have no neighbor at all (not
+// even the centre; a hand-made map): those rows get exactly the bias.
+TEST(SpconvCudaMma, OddSizesAndRowsWithoutNeighbors) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const int ci = 16, co = 24;
+  for (int64_t n : {1, 7, 129, 300}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    // Rows [0, n/2) have no neighbor; the others a random set of rows (the centre included).
+    std::vector<int32_t> m(27 * n, static_cast<int32_t>(n));
+    std::uniform_int_distribution<int64_t> pick(0, n - 1);
+    std::bernoulli_distribution on(0.4);
+    for (int64_t i = n / 2; i < n; ++i)
+      for (int k = 0; k < 27; ++k)
+        if (k == 13 || on(rng)) m[k * n + i] = static_cast<int32_t>(k == 13 ? i : pick(rng));
+    Tensor nbr_h = Tensor::empty({27, n}, DType::i32);
+    std::memcpy(nbr_h.data(), m.data(), m.size() * 4);
+    const Tensor nbr_d = nbr_h.to(kGpu);
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const auto b = rounded(testing::randn(co, rng), dt);
+      const Tensor fh = make(testing::randn(n * ci, rng), {n, ci}, dt);
+      const Tensor wh = make(testing::randn(27 * ci * co, rng, 0.05f), {27, ci, co}, dt), bh = make(b, {co}, dt);
+      const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
+      const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
+      for (const auto& v : kMmaVariants) {
+        SCOPED_TRACE(std::string(to_string(dt)) + " " + describe(v));
+        const auto got = to_doubles(run_mma(fd, nbr_d, wd, &bd, n, v), dt);
+        for (int64_t i = 0; i < n / 2; ++i)
+          for (int o = 0; o < co; ++o) ASSERT_EQ(got[i * co + o], b[o]) << "row " << i << " has no neighbor";
+        EXPECT_LE(testing::rel_error(got, ref), tolerance(dt));
+      }
+    }
+  }
+}
+
+// The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported
+// (checked) or count as absent (unchecked) there too.
+TEST(SpconvCudaMma, MapEntriesOutsideTheRange) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  const int64_t n = 3;
+  std::vector<float> f(n * 8);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(i % 8 + 8 * (i / 8));  // exact in f16
+  const Tensor feats = make(f, {n, 8}, DType::f16, kGpu);
+  const Tensor w = make(std::vector<float>(27 * 8 * 8, 1.0f), {27, 8, 8}, DType::f16, kGpu);
+  for (int32_t bad : {4, -1, INT32_MIN}) {
+    std::vector<int32_t> m(27 * n, static_cast<int32_t>(n));
+    for (int64_t i = 0; i < n; ++i) m[13 * n + i] = static_cast<int32_t>(i);
+    m[20 * n + 2] = bad;
+    Tensor nbr = Tensor::empty({27, n}, DType::i32);
+    std::memcpy(nbr.data(), m.data(), m.size() * 4);
+    nbr = nbr.to(kGpu);
+    expect_error([&] { submanifold_conv(feats, nbr, w); }, ErrorCode::out_of_range,
+                 {"[spconv::submanifold_conv]", ("nbr[20, 2] = " + std::to_string(bad)).c_str()});
+    Tensor out = poisoned(n, 8, DType::f16, kGpu);
+    submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked);
+    const auto got = read(out);
+    for (int64_t i = 0; i < n; ++i)  // only the centre: the sum of row i's 8 features
+      EXPECT_EQ(got[i * 8], 28.0 + 64.0 * i) << "row " << i;
+  }
+}
+
+TEST(SpconvCudaMma, RefusesWhatItCannotTake) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  const Tensor nbr = build_kernel_map(coords_tensor({0, 0, 0, 0, 0, 0, 0, 1}, kGpu), 5, 1);  // K = 125
+  spconv::backend::ConvArgs a;
+  Tensor feats = Tensor::zeros({2, 8}, DType::f16, kGpu), out = Tensor::zeros({2, 8}, DType::f16, kGpu);
+  Tensor w = Tensor::zeros({125, 8, 8}, DType::f16, kGpu);
+  a.feats = feats.data();
+  a.nbr = nbr.data_as<int32_t>();
+  a.weight = w.data();
+  a.out = out.data();
+  a.dtype = DType::f16;
+  a.n = 2;
+  a.k = 125;
+  a.ci = a.co = 8;
+  a.kernel = spconv::backend::ConvKernel::mma;
+  expect_error([&] { cuda::spconv_conv(a, nullptr); }, ErrorCode::unsupported, {"K <= 32", "K = 125"});
+  a.kernel = spconv::backend::ConvKernel::automatic;  // falls back to WMMA
+  EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
+  a.k = 27;
+  a.kernel = spconv::backend::ConvKernel::mma;
+  a.dtype = DType::f32;
+  expect_error([&] { cuda::spconv_conv(a, nullptr); }, ErrorCode::unsupported, {"f16 or bf16", "f32"});
 }
 
 // Row offsets past 2^31 elements: N·Ci = 16.8 M × 128 > 2^31. A dense 257×256×256 block of

@@ -77,9 +77,15 @@ struct MapStatus {
 };
 
 // ---- convolution ----------------------------------------------------------------------------
-// Which CUDA kernel computes the conv. automatic: tensor cores (WMMA, f32 accumulation) for
-// f16/bf16, the CUDA-core tiled gather-GEMM for f32. The CPU ignores it.
-enum class ConvKernel : uint8_t { automatic, simt, wmma };
+// Which CUDA kernel computes the conv (the CPU ignores it):
+//   simt  CUDA cores, every dtype (the f32 path);
+//   wmma  tensor cores through WMMA 16×16×16 over the map's row order, f16/bf16, any K;
+//   mma   tensor cores through mma.sync m16n8k16 over rows sorted by neighbor mask within windows,
+//         skipping, per 16-row group, the offsets none of its rows has (src/cuda/sparse_conv_mma.cu);
+//         f16/bf16 with K ≤ 32, Ci and Co multiples of 8, 16-byte aligned tensors.
+// automatic: simt for f32; for f16/bf16 the kernel FRUGAL_SPCONV_KERNEL names (simt | wmma | mma)
+// when set, else mma where it applies and wmma otherwise.
+enum class ConvKernel : uint8_t { automatic, simt, wmma, mma };
 
 struct ConvArgs {
   const void* feats = nullptr;   // [≥ n, ci] row-major; the sentinel row (if any) is never read
@@ -92,7 +98,9 @@ struct ConvArgs {
   int k = 27, ci = 0, co = 0;
   bool check = true;  // report the first nbr entry outside [0, n]
   ConvKernel kernel = ConvKernel::automatic;
-  int tile_co = 0;  // WMMA output-channel tile (64 or 128); 0 picks by co
+  int tile_co = 0;          // output-channel tile: WMMA 64 or 128, mma 64, 128 or 256; 0 picks by co
+  bool sort_rows = true;    // mma: reorder rows by neighbor mask (false: the map's own order)
+  int64_t chunk_rows = 0;   // mma: rows per launch, a multiple of 128 (0: the default, 2^22)
   int device = 0;   // CUDA device index
 };
 

@@ -14,16 +14,20 @@
 //     when channels are multiples of 8, plain loads otherwise;
 //   * kernel_conv_simt (every dtype, the default for f32): CUDA cores, f32 tiles, 4×4 outputs
 //     per thread.
-// A later kernel (wgmma/TMA) slots in as a third ConvKernel. Each output element is written once,
+// A third kernel, with mma.sync over rows sorted by neighbor mask, lives in sparse_conv_mma.cu
+// (the default for f16/bf16 where it applies: K ≤ 32, channels multiples of 8). Each output element is written once,
 // by one thread, from accumulators summed in a fixed order: results are bitwise reproducible.
 #include <mma.h>
 
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <type_traits>
 
 #include "core/sparse_conv_backend.h"
 #include "cuda/common.cuh"
+#include "cuda/sparse_conv_mma.cuh"
 
 namespace frugal::cuda {
 
@@ -450,36 +454,76 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
   return out;
 }
 
+namespace {
+
+// FRUGAL_SPCONV_KERNEL (simt | wmma | mma) overrides the automatic choice for f16/bf16; read once.
+sb::ConvKernel kernel_from_env() {
+  static const sb::ConvKernel k = [] {
+    const char* v = std::getenv("FRUGAL_SPCONV_KERNEL");
+    if (!v || !*v) return sb::ConvKernel::automatic;
+    if (!std::strcmp(v, "simt")) return sb::ConvKernel::simt;
+    if (!std::strcmp(v, "wmma")) return sb::ConvKernel::wmma;
+    if (!std::strcmp(v, "mma")) return sb::ConvKernel::mma;
+    FRUGAL_FAIL(invalid_argument, "spconv::submanifold_conv",
+                "FRUGAL_SPCONV_KERNEL must be simt, wmma or mma, got '" << v << "'");
+    return sb::ConvKernel::automatic;
+  }();
+  return k;
+}
+
+sb::ConvKernel choose_kernel(const sb::ConvArgs& a) {
+  if (a.kernel != sb::ConvKernel::automatic) return a.kernel;
+  if (a.dtype == DType::f32) return sb::ConvKernel::simt;
+  const sb::ConvKernel env = kernel_from_env();
+  if (env != sb::ConvKernel::automatic && (env != sb::ConvKernel::mma || spconv_mma::supports(a))) return env;
+  return spconv_mma::supports(a) ? sb::ConvKernel::mma : sb::ConvKernel::wmma;
+}
+
+}  // namespace
+
 int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
   DeviceGuard guard(a.device);
   const cudaStream_t s = to_cuda(stream);
   ConvParams p{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, nullptr};
+  const sb::ConvKernel kernel = choose_kernel(a);
+  constexpr const char* op = "spconv::submanifold_conv";
+  FRUGAL_CHECK(kernel == sb::ConvKernel::simt || a.dtype != DType::f32, unsupported, op,
+               "the tensor-core kernels take f16 or bf16, got f32");
+  FRUGAL_CHECK(kernel != sb::ConvKernel::mma || spconv_mma::supports(a), unsupported, op,
+               "the mma kernel needs K <= " << spconv_mma::kMaxOffsets
+                                            << ", Ci and Co multiples of 8 and 16-byte aligned tensors, got K = "
+                                            << a.k << ", Ci = " << a.ci << ", Co = " << a.co);
+  // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the mma kernel's row
+  // order (4 bytes a row of one chunk).
+  constexpr size_t kFlagBytes = 256;
+  const size_t order_bytes = kernel == sb::ConvKernel::mma ? spconv_mma::workspace_bytes(a) : 0;
+  const size_t ws_bytes = (a.check ? kFlagBytes : 0) + order_bytes;
   unsigned long long host_bad = kNone;
   {
-    std::optional<Scratch> flag;
+    std::optional<Scratch> ws;
+    if (ws_bytes) ws.emplace(ws_bytes, s);
     if (a.check) {
-      flag.emplace(sizeof(unsigned long long), s);
-      p.bad = flag->as<unsigned long long>();
+      p.bad = ws->as<unsigned long long>();
       FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.bad, 0xff, sizeof(unsigned long long), s));
     }
-    sb::ConvKernel kernel = a.kernel;
-    if (kernel == sb::ConvKernel::automatic)
-      kernel = a.dtype == DType::f32 ? sb::ConvKernel::simt : sb::ConvKernel::wmma;
-    FRUGAL_CHECK(kernel == sb::ConvKernel::simt || a.dtype != DType::f32, unsupported, "spconv::submanifold_conv",
-                 "the tensor-core kernel takes f16 or bf16, got f32");
-    const bool vec = a.ci % 8 == 0 && a.co % 8 == 0 && aligned16(a.feats) && aligned16(a.weight) && aligned16(a.out);
-    const int tile_co = a.tile_co ? a.tile_co : (a.co > 64 ? 128 : 64);
-    FRUGAL_CHECK(tile_co == 64 || tile_co == 128, invalid_argument, "spconv::submanifold_conv",
-                 "tile_co must be 64 or 128, got " << tile_co);
-    dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() {
-      if constexpr (std::is_same_v<T, float>) {
-        launch_simt<T>(p, s);
-      } else {
-        if (kernel == sb::ConvKernel::simt) return launch_simt<T>(p, s);
-        if (tile_co == 128) return vec ? launch_wmma<T, 128, true>(p, s) : launch_wmma<T, 128, false>(p, s);
-        return vec ? launch_wmma<T, 64, true>(p, s) : launch_wmma<T, 64, false>(p, s);
-      }
-    });
+    if (kernel == sb::ConvKernel::mma) {
+      spconv_mma::run(a, p.bad, order_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
+    } else {
+      const bool vec =
+          a.ci % 8 == 0 && a.co % 8 == 0 && aligned16(a.feats) && aligned16(a.weight) && aligned16(a.out);
+      const int tile_co = a.tile_co ? a.tile_co : (a.co > 64 ? 128 : 64);
+      FRUGAL_CHECK(kernel == sb::ConvKernel::simt || tile_co == 64 || tile_co == 128, invalid_argument, op,
+                   "the WMMA kernel's tile_co must be 64 or 128, got " << tile_co);
+      dispatch_float(a.dtype, op, [&]<typename T>() {
+        if constexpr (std::is_same_v<T, float>) {
+          launch_simt<T>(p, s);
+        } else {
+          if (kernel == sb::ConvKernel::simt) return launch_simt<T>(p, s);
+          if (tile_co == 128) return vec ? launch_wmma<T, 128, true>(p, s) : launch_wmma<T, 128, false>(p, s);
+          return vec ? launch_wmma<T, 64, true>(p, s) : launch_wmma<T, 64, false>(p, s);
+        }
+      });
+    }
     if (a.check) FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host_bad, p.bad, sizeof(host_bad), cudaMemcpyDeviceToHost, s));
   }
   if (!a.check) return -1;

@@ -1,0 +1,403 @@
+// Tensor-core implicit-GEMM submanifold conv for f16/bf16 (mma.sync m16n8k16, f32 accumulators)
+// over output rows reordered so that rows with the same neighbor pattern share a tile.
+//
+// Row order (kernel_sort_rows): each row's neighbor mask (bit k set when nbr[k, row] is a row) is
+// computed, and the rows of each window of kWindow consecutive rows are stable-sorted by it in
+// shared memory (cub::BlockRadixSort). The order lives in a 4-byte-a-row workspace, one chunk of at
+// most kChunkRows rows at a time; the output is still written in the original row order, through
+// that permutation.
+//
+// Conv (kernel_conv_mma): a block owns 128 consecutive sorted rows × BN output channels, 8 warps as
+// 2 (rows) × 4 (channels). Its prologue reads the tile's map slice once into shared memory (and
+// checks it), and ORs, per 16-row group, the offsets present. The main loop runs over the offsets
+// some row of the tile has × Ci in chunks of 32: a 4-stage cp.async pipeline gathers the neighbor
+// rows (16-byte copies, zero fill for absent neighbors) and the weight slice into shared memory,
+// and each warp multiplies them with ldmatrix + mma.sync, skipping every 16-row group that lacks
+// the offset (a warp owns the groups wm, wm + 2, ..., so both row-warps see similar masks). The
+// epilogue adds the bias, stages the tile in shared memory and writes each output row once with
+// 16-byte stores. No atomics touch the output; each element's sum runs in a fixed order (offsets
+// ascending, then Ci), so results are bitwise reproducible.
+//
+// Only sm_80 instructions (cp.async, ldmatrix, mma.sync): the same code serves the sm_90a and the
+// sm_90 / PTX builds.
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cub/block/block_radix_sort.cuh>
+#include <type_traits>
+
+#include "cuda/common.cuh"
+#include "cuda/sparse_conv_mma.cuh"
+
+namespace frugal::cuda::spconv_mma {
+
+namespace {
+
+namespace sb = spconv::backend;
+
+// ================================ row order ====================================================
+
+constexpr int kSortThreads = 512, kSortItems = kWindow / kSortThreads;
+static_assert(kSortThreads * kSortItems == kWindow);
+
+// perm[i] for i in [0, rows): the row (absolute index) at sorted position row_begin + i.
+__global__ void __launch_bounds__(kSortThreads)
+    kernel_sort_rows(const int32_t* __restrict__ nbr, int64_t n, int k, int64_t row_begin, int64_t rows,
+                     int32_t* __restrict__ perm) {
+  using Sort = cub::BlockRadixSort<uint32_t, kSortThreads, kSortItems, int32_t>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    uint32_t mask[kWindow];
+  } sm;
+  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * kWindow;  // window start within the chunk
+  const int count = static_cast<int>(rows - w0 < kWindow ? rows - w0 : kWindow);
+  // Masks in striped order (consecutive threads read consecutive map entries). Positions past the
+  // end get the key 2^k, above every mask, so they sort behind every real row (for k = 32 the key
+  // is all ones and the sort's stability keeps them last).
+  const uint32_t past_end = k < 32 ? 1u << k : 0xffffffffu;
+  const int end_bit = k < 32 ? k + 1 : 32;
+  for (int i = threadIdx.x; i < kWindow; i += kSortThreads) {
+    uint32_t m = past_end;
+    if (i < count) {
+      m = 0;
+      const int64_t row = row_begin + w0 + i;
+#pragma unroll 4
+      for (int kk = 0; kk < k; ++kk) {
+        const int32_t v = __ldg(&nbr[kk * n + row]);
+        if (v >= 0 && v < n) m |= 1u << kk;  // entries outside [0, n] count as absent
+      }
+    }
+    sm.mask[i] = m;
+  }
+  __syncthreads();
+  uint32_t keys[kSortItems];
+  int32_t pos[kSortItems];
+#pragma unroll
+  for (int j = 0; j < kSortItems; ++j) {
+    const int i = threadIdx.x * kSortItems + j;  // blocked order: stability follows the row order
+    keys[j] = sm.mask[i];
+    pos[j] = i;
+  }
+  __syncthreads();  // the masks are in registers: the union becomes the sort's storage
+  Sort(sm.sort).Sort(keys, pos, 0, end_bit);
+#pragma unroll
+  for (int j = 0; j < kSortItems; ++j) {
+    const int i = threadIdx.x * kSortItems + j;
+    if (i < count) perm[w0 + i] = static_cast<int32_t>(row_begin + w0 + pos[j]);
+  }
+}
+
+// ================================ conv =========================================================
+
+struct Params {
+  const void* feats;
+  const int32_t* nbr;
+  const void* weight;
+  const void* bias;
+  void* out;
+  int64_t n;
+  int k, ci, co;
+  unsigned long long* bad;  // nullptr: unchecked
+  const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
+  int64_t row_begin, rows;  // this launch's rows
+};
+
+// 128 rows × BN channels × 32 input channels per stage, 4 stages, 8 warps as 2 × 4; each warp
+// computes 64 rows (4 m16 groups) × BN/4 channels. Shared rows are padded by 8 elements
+// (16 bytes), so the 8 row addresses of one ldmatrix phase fall in distinct bank quads (A rows
+// 80 bytes apart, B rows 2·BN + 16).
+template <int BN_>
+struct MmaTile {
+  static constexpr int BM = kTileRows, BN = BN_, BK = 32, STAGES = 4, THREADS = 256;
+  static constexpr int WARPS_M = 2, WARPS_N = 4;
+  static constexpr int WN = BN / WARPS_N, MI = BM / WARPS_M / kGroupRows, NI = WN / 8;
+  static constexpr int LDA = BK + 8, LDB = BN + 8, LDC = BN + 8;
+  static constexpr size_t A_BYTES = size_t(STAGES) * BM * LDA * 2;
+  static constexpr size_t B_BYTES = size_t(STAGES) * BK * LDB * 2;
+  static constexpr size_t SMEM = A_BYTES + B_BYTES;
+  // 64 accumulators a thread up to BN = 128 (two blocks per SM); 128 at BN = 256 (one).
+  static constexpr int MIN_BLOCKS = BN >= 256 ? 1 : 2;
+  static_assert(NI % 2 == 0, "B fragments load two n8 tiles at a time");
+  static_assert(BM * BK / 8 % THREADS == 0 && BK * BN / 8 % THREADS == 0, "whole 16-byte copies per thread");
+  static_assert(size_t(BM) * LDC * 2 <= SMEM, "the epilogue staging reuses the pipeline buffers");
+  static_assert(THREADS % BM == 0 && BM % 32 == 0, "the prologue gives each thread one row");
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
+                                                  const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(s));
+}
+
+// d += a · b for one m16n8k16 tile (A row-major 16×16, B column-major 16×8, f32 accumulators).
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float x, float y) {
+  if constexpr (std::is_same_v<T, __half>) {
+    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+  }
+}
+
+template <typename T, typename Tile>
+__global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_mma(Params p, int col_tiles) {
+  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, THREADS = Tile::THREADS;
+  constexpr int LDA = Tile::LDA, LDB = Tile::LDB, LDC = Tile::LDC, MI = Tile::MI, NI = Tile::NI;
+  constexpr int WARPS_M = Tile::WARPS_M, WN = Tile::WN, GROUPS = BM / kGroupRows;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int32_t nb_s[kMaxOffsets][BM];  // neighbor row of each (offset, tile row); -1: none
+  __shared__ int32_t row_s[BM];              // output row of each tile row; -1: past the end
+  __shared__ uint32_t group_s[GROUPS];       // offsets present in each 16-row group
+  __shared__ int8_t act_s[kMaxOffsets];      // offsets present in the tile, ascending
+  __shared__ int act_count;
+  T* As = reinterpret_cast<T*>(smem);
+  T* Bs = reinterpret_cast<T*>(smem + Tile::A_BYTES);
+  const T* feats = static_cast<const T*>(p.feats);
+  const T* w = static_cast<const T*>(p.weight);
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x / col_tiles) * BM;  // within this launch's rows
+  const int co0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp % WARPS_M, wn = warp / WARPS_M;
+
+  // ---- prologue: the tile's map slice, checked, and the offsets of each 16-row group
+  if (tid < GROUPS) group_s[tid] = 0;
+  {
+    const int r = tid % BM;
+    int64_t row = -1;
+    if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
+    if (tid < BM) row_s[r] = static_cast<int32_t>(row);
+    // group_s is zero after this barrier.
+    __syncthreads();
+    for (int k = tid / BM; k < p.k; k += THREADS / BM) {  // uniform per warp: whole warps share k
+      int32_t m = -1;
+      if (row >= 0) {
+        const int32_t v = __ldg(&p.nbr[k * p.n + row]);
+        if (v >= 0 && v < p.n)
+          m = v;
+        else if (v != p.n && p.bad)
+          atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
+      }
+      nb_s[k][r] = m;
+      const unsigned hits = __ballot_sync(0xffffffffu, m >= 0);
+      if (lane == 0) {  // this warp's rows r .. r + 31 are groups r/16 and r/16 + 1
+        if (hits & 0xffffu) atomicOr(&group_s[r / kGroupRows], 1u << k);
+        if (hits >> 16) atomicOr(&group_s[r / kGroupRows + 1], 1u << k);
+      }
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    uint32_t any = 0;
+    for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
+    int c = 0;
+    for (int k = 0; k < p.k; ++k)
+      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
+    act_count = c;
+  }
+  __syncthreads();
+  const int chunks = (p.ci + BK - 1) / BK;
+  const int steps = act_count * chunks;
+  uint32_t gmask[MI], warp_mask = 0;  // offsets present in this warp's groups
+#pragma unroll
+  for (int i = 0; i < MI; ++i) {
+    gmask[i] = group_s[wm + WARPS_M * i];
+    warp_mask |= gmask[i];
+  }
+
+  auto load = [&](int s) {
+    const int a = s / chunks, c0 = (s - a * chunks) * BK, k = act_s[a];
+    T* as = As + (s % STAGES) * BM * LDA;
+    T* bs = Bs + (s % STAGES) * BK * LDB;
+#pragma unroll
+    for (int q = 0; q < BM * BK / 8 / THREADS; ++q) {
+      const int i = tid + q * THREADS, r = i / (BK / 8), c = i % (BK / 8) * 8;
+      const int32_t m = nb_s[k][r];
+      const bool ok = m >= 0 && c0 + c < p.ci;
+      cp_async16(as + r * LDA + c, ok ? feats + static_cast<int64_t>(m) * p.ci + c0 + c : feats, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int q = 0; q < BK * BN / 8 / THREADS; ++q) {
+      const int i = tid + q * THREADS, r = i / (BN / 8), c = i % (BN / 8) * 8;
+      const bool ok = c0 + r < p.ci && co0 + c < p.co;
+      cp_async16(bs + r * LDB + c, ok ? w + (static_cast<int64_t>(k) * p.ci + c0 + r) * p.co + co0 + c : w,
+                 ok ? 16 : 0);
+    }
+  };
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < steps) load(s);
+    cp_async_commit();
+  }
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
+    __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
+    if (s + STAGES - 1 < steps) load(s + STAGES - 1);
+    cp_async_commit();
+    const int k = act_s[s / chunks];
+    if (!(warp_mask >> k & 1u)) continue;  // none of this warp's rows has offset k
+    const T* as = As + (s % STAGES) * BM * LDA;
+    const T* bs = Bs + (s % STAGES) * BK * LDB;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t b[NI][2];
+#pragma unroll
+      for (int j = 0; j < NI; j += 2)
+        ldmatrix_x4_trans(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1],
+                          bs + (kk + (lane & 15)) * LDB + wn * WN + j * 8 + (lane >> 4) * 8);
+#pragma unroll
+      for (int i = 0; i < MI; ++i) {
+        if (!(gmask[i] >> k & 1u)) continue;  // none of these 16 rows has offset k: A is zero
+        uint32_t a[4];
+        ldmatrix_x4(a, as + ((wm + WARPS_M * i) * kGroupRows + (lane & 15)) * LDA + kk + (lane >> 4) * 8);
+#pragma unroll
+        for (int j = 0; j < NI; ++j) mma16816<T>(acc[i][j], a, b[j][0], b[j][1]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline buffers become the epilogue's staging
+
+  // ---- epilogue: bias, round, stage the tile, then one 16-byte store per 8 channels of a row
+  T* cs = reinterpret_cast<T*>(smem);
+  const T* bias = static_cast<const T*>(p.bias);
+#pragma unroll
+  for (int j = 0; j < NI; ++j) {
+    const int col = wn * WN + j * 8 + (lane & 3) * 2;
+    float b0 = 0.0f, b1 = 0.0f;
+    if (bias && co0 + col < p.co) b0 = to_f32(bias[co0 + col]), b1 = to_f32(bias[co0 + col + 1]);  // co % 8 == 0
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      const int r = (wm + WARPS_M * i) * kGroupRows + (lane >> 2);
+      store_pair(cs + r * LDC + col, acc[i][j][0] + b0, acc[i][j][1] + b1);
+      store_pair(cs + (r + 8) * LDC + col, acc[i][j][2] + b0, acc[i][j][3] + b1);
+    }
+  }
+  __syncthreads();
+  T* out = static_cast<T*>(p.out);
+  for (int i = tid; i < BM * (BN / 8); i += THREADS) {
+    const int r = i / (BN / 8), c = i % (BN / 8) * 8;
+    const int32_t row = row_s[r];
+    if (row < 0 || co0 + c >= p.co) continue;
+    *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.co + co0 + c) =
+        *reinterpret_cast<const uint4*>(cs + r * LDC + c);
+  }
+}
+
+template <typename T, int BN>
+void launch_conv(const Params& p, cudaStream_t s) {
+  using Tile = MmaTile<BN>;
+  const int col_tiles = ceil_div(p.co, BN);
+  const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
+  auto* fn = kernel_conv_mma<T, Tile>;
+  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::SMEM));
+  fn<<<static_cast<unsigned>(blocks), Tile::THREADS, Tile::SMEM, s>>>(p, col_tiles);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+bool supports(const sb::ConvArgs& a) {
+  return (a.dtype == DType::f16 || a.dtype == DType::bf16) && a.k <= kMaxOffsets && a.ci % 8 == 0 && a.co % 8 == 0 &&
+         aligned16(a.feats) && aligned16(a.weight) && aligned16(a.out);
+}
+
+int tile_co(const sb::ConvArgs& a) {
+  if (a.tile_co) return a.tile_co;
+  // One column tile where Co allows it: the gathered rows then serve every output channel (256
+  // only from Co > 128: a narrower Co would multiply zero columns). Narrower only when the grid
+  // would cover fewer than half the multiprocessors: on the H200 (2026-11-29, results file) the
+  // widest tile was fastest on every shape but N = 1658, Ci = Co = 1024 (13 row tiles), where 128
+  // beat 256 (0.91 vs 1.13 ms) and 64 (0.96); a first rule, "at least two blocks per
+  // multiprocessor", picked 64 or 128 on three TRELLIS.2 shapes where a wider tile was faster.
+  int bn = a.co <= 64 ? 64 : a.co <= 128 ? 128 : 256;
+  const int64_t row_tiles = ceil_div<int64_t>(a.n, kTileRows), want = multiprocessor_count(a.device) / 2;
+  while (bn > 64 && row_tiles * ceil_div<int64_t>(a.co, bn) < want) bn /= 2;
+  return bn;
+}
+
+int64_t chunk_rows(const sb::ConvArgs& a) {
+  int64_t rows = a.chunk_rows > 0 ? a.chunk_rows : kChunkRows;
+  const int64_t col_tiles = ceil_div<int64_t>(a.co, tile_co(a));
+  rows = std::min<int64_t>(rows, INT32_MAX / col_tiles * kTileRows);  // one launch's grid ≤ 2^31 - 1
+  return std::min<int64_t>(rows, a.n);
+}
+
+size_t workspace_bytes(const sb::ConvArgs& a) {
+  return a.sort_rows ? static_cast<size_t>(chunk_rows(a)) * sizeof(int32_t) : 0;
+}
+
+void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s) {
+  const int bn = tile_co(a);
+  FRUGAL_CHECK(bn == 64 || bn == 128 || bn == 256, invalid_argument, "spconv::submanifold_conv",
+               "the mma kernel's tile_co must be 64, 128 or 256, got " << bn);
+  FRUGAL_CHECK(a.chunk_rows % kTileRows == 0, invalid_argument, "spconv::submanifold_conv",
+               "chunk_rows must be a multiple of " << kTileRows << ", got " << a.chunk_rows);
+  const int64_t chunk = chunk_rows(a);
+  auto* perm = static_cast<int32_t*>(workspace);
+  Params p{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad, nullptr, 0, 0};
+  for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
+    p.row_begin = r0;
+    p.rows = std::min(chunk, a.n - r0);
+    if (a.sort_rows) {
+      const auto windows = static_cast<unsigned>(ceil_div<int64_t>(p.rows, kWindow));
+      kernel_sort_rows<<<windows, kSortThreads, 0, s>>>(a.nbr, a.n, a.k, r0, p.rows, perm);
+      FRUGAL_CUDA_CHECK_LAUNCH();
+      p.perm = perm;
+    }
+    dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() {
+      if constexpr (!std::is_same_v<T, float>) {
+        if (bn == 64) return launch_conv<T, 64>(p, s);
+        if (bn == 128) return launch_conv<T, 128>(p, s);
+        return launch_conv<T, 256>(p, s);
+      }
+    });
+  }
+}
+
+}  // namespace frugal::cuda::spconv_mma

@@ -1,0 +1,43 @@
+// The tensor-core sparse conv with neighbor-sorted rows (sparse_conv_mma.cu): what the dispatcher in
+// sparse_conv.cu needs to choose it, size its workspace and run it. Also read by bench/spconv.cu,
+// which replicates the row order on the host to report the share of useful products.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/sparse_conv_backend.h"
+
+namespace frugal::cuda::spconv_mma {
+
+// Rows are reordered within windows of kWindow consecutive rows (one thread block sorts one window
+// in shared memory: 512 threads × 16 keys). A window this size keeps the gathered neighbors local
+// (8192 rows are about two x-slabs of a 1024³ sphere shell, so their neighbors stay in L2) while
+// grouping rows of equal neighbor masks well: on 256³–1024³ shells, 92% of the products the
+// 16-row groups of the sorted order compute are useful (89% counting the busier warp), against 62%
+// in the map's order (bench/results/2026-11-29-spconv-tc.md).
+constexpr int kWindow = 8192;
+// Rows per launch: the row order of one chunk lives in the workspace (4 bytes a row), so 2^22 rows
+// keep it at 16 MiB whatever N is. Windows and tiles start afresh at each chunk (2^22 is a multiple
+// of both, so by default they fall where one launch over all rows would put them).
+constexpr int64_t kChunkRows = int64_t{1} << 22;
+constexpr int kTileRows = 128;   // output rows per block
+constexpr int kGroupRows = 16;   // rows per m16 tensor-core fragment: the granularity of skipping
+constexpr int kMaxOffsets = 32;  // the neighbor mask is one 32-bit word
+
+// Whether the kernel can take these arguments: f16/bf16, K ≤ 32, Ci and Co multiples of 8 and
+// 16-byte aligned feats, weight and out (16-byte cp.async copies and stores).
+bool supports(const spconv::backend::ConvArgs& a);
+// The output-channel tile: a.tile_co when set (64, 128 or 256), else chosen from Co.
+int tile_co(const spconv::backend::ConvArgs& a);
+// Rows per launch (≤ kChunkRows, or a.chunk_rows when set; smaller when Co needs many column tiles,
+// so that one launch's grid fits 2^31 - 1 blocks).
+int64_t chunk_rows(const spconv::backend::ConvArgs& a);
+// Workspace bytes run() needs for the row order (0 when rows are not sorted).
+size_t workspace_bytes(const spconv::backend::ConvArgs& a);
+// Runs the conv (a must be supported). bad: the checked-map flag or nullptr; workspace: at least
+// workspace_bytes(a) bytes, 16-byte aligned (unused when it is 0).
+void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s);
+
+}  // namespace frugal::cuda::spconv_mma
