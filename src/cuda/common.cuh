@@ -37,6 +37,26 @@ class DeviceGuard {
 
 int multiprocessor_count(int device);
 
+// Stream-ordered scratch memory from frugal's own pool on the current device, returned to the
+// pool when the scope ends. The pool keeps up to 256 MiB of freed memory between calls (as torch's
+// caching allocator does) so that repeated calls do not map their workspace afresh each time;
+// above that it gives memory back to the driver at the next synchronization.
+class Scratch {
+ public:
+  Scratch(size_t bytes, cudaStream_t s);
+  ~Scratch();
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
 // Element loads/stores through f32, for kernels templated on the storage type.
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }

@@ -60,6 +60,39 @@ int multiprocessor_count(int device) {
   return cache[device];
 }
 
+namespace {
+
+constexpr uint64_t kScratchPoolKeepBytes = 256ull << 20;
+
+cudaMemPool_t scratch_pool(int device) {
+  static std::mutex mu;
+  static std::vector<cudaMemPool_t> pools;
+  std::lock_guard lock(mu);
+  if (device >= static_cast<int>(pools.size())) pools.resize(device + 1, nullptr);
+  if (!pools[device]) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    FRUGAL_CUDA_CHECK(cudaMemPoolCreate(&pools[device], &props));
+    uint64_t keep = kScratchPoolKeepBytes;
+    FRUGAL_CUDA_CHECK(cudaMemPoolSetAttribute(pools[device], cudaMemPoolAttrReleaseThreshold, &keep));
+  }
+  return pools[device];
+}
+
+}  // namespace
+
+Scratch::Scratch(size_t bytes, cudaStream_t s) : stream_(s) {
+  int device = 0;
+  FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
+  FRUGAL_CUDA_CHECK(cudaMallocFromPoolAsync(&ptr_, bytes, scratch_pool(device), s));
+}
+
+Scratch::~Scratch() {
+  if (ptr_) cudaFreeAsync(ptr_, stream_);
+}
+
 std::string device_name(int device) {
   cudaDeviceProp prop{};
   FRUGAL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

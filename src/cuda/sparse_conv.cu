@@ -38,23 +38,6 @@ using namespace nvcuda;
 
 constexpr unsigned long long kNone = ULLONG_MAX;
 
-// Stream-ordered scratch (cudaMallocAsync), returned to the pool when the scope ends.
-class Scratch {
- public:
-  Scratch(size_t bytes, cudaStream_t s) : stream_(s) { FRUGAL_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, s)); }
-  ~Scratch() { cudaFreeAsync(ptr_, stream_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-
- private:
-  void* ptr_ = nullptr;
-  cudaStream_t stream_;
-};
-
 // ================================ kernel map ===================================================
 
 struct DeviceStatus {
