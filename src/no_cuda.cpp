@@ -35,3 +35,12 @@ void kv_append(const kv::backend::AppendArgs&, Stream) { FRUGAL_NO_CUDA("kv::app
 void kv_dequantize(const kv::backend::DequantizeArgs&, Stream) { FRUGAL_NO_CUDA("kv::dequantize"); }
 void hadamard_transform(const float*, float*, int64_t, int, Stream) { FRUGAL_NO_CUDA("kv::hadamard_transform"); }
 }  // namespace frugal::cuda
+
+// ---- decode attention (src/cuda/attention.cu) ----
+#include "core/attention_backend.h"
+
+namespace frugal::cuda {
+void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
+  FRUGAL_NO_CUDA("attention::decode_attention");
+}
+}  // namespace frugal::cuda
