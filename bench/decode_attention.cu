@@ -9,7 +9,8 @@
 // write positions are set through const_cast — a benchmark-only shortcut around appending
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
-// Usage: decode_attention [--json PATH] [--quick]   (--quick: only the two target rows, no variants)
+// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L]
+//   --quick: only the target rows, no sweeps or variants; --shape: that one shape only (for profilers)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -141,9 +142,14 @@ struct Row {
 int main(int argc, char** argv) {
   std::string json;
   bool quick = false;
+  int one[5] = {0, 0, 0, 0, 0};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
+      quick = true;
+    }
   }
   if (!cuda_available()) {
     std::fprintf(stderr, "no GPU\n");
@@ -167,6 +173,7 @@ int main(int argc, char** argv) {
   shapes.push_back({32, 32, 8, 128, 8192});   // anchor row
   shapes.push_back({1, 16, 8, 256, 32768});   // anchor row
   if (quick) shapes = {{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {8, 32, 8, 256, 32768}};
+  if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
 
   std::vector<Row> rows;
   auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits) {
@@ -192,13 +199,19 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     rows.push_back(r);
   };
-  for (const Shape& s : shapes) run(s, 4, 4, attention::Math::f16, DType::f16, 0);
-  // Variants on the two target rows: K8/V4, the exact f32 path, and the slice count around the pick.
+  for (const Shape& s : shapes) {
+    run(s, 4, 4, attention::Math::f16, DType::f16, 0);
+    if (quick) continue;
+    // The slice count around the automatic pick, for the split heuristic: one block per (sequence,
+    // K/V head) times s, up to ~4 blocks per SM.
+    const int pairs = s.B * s.Hkv;
+    for (int sp : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 96})
+      if (pairs * sp <= 4 * 132 && sp * 128 <= s.L) run(s, 4, 4, attention::Math::f16, DType::f16, sp);
+  }
+  // Variants on the two target rows: K8/V4, and the exact f32 path.
   for (const Shape& s : quick ? std::vector<Shape>{} : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}}) {
     run(s, 8, 4, attention::Math::f16, DType::f16, 0);
     run(s, 4, 4, attention::Math::f32, DType::f32, 0);
-    for (int sp : {1, 2, 4, 8, 16, 32, 64, 128})
-      if (s.B * s.Hkv * sp <= 2048) run(s, 4, 4, attention::Math::f16, DType::f16, sp);
   }
 
   if (!json.empty()) {

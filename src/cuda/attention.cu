@@ -94,6 +94,24 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 
 __device__ __forceinline__ uint32_t byte_of(uint32_t w, int k) { return __byte_perm(w, 0u, 0x4440u | k); }
 
+// Entry e of a byte-indexed table with 32 copies (lut[e * 32 + lane]), from this lane's copy at the
+// shared-memory address `lane_addr`: one IMAD and one LDS. Written in PTX so the compiler cannot
+// rebuild the index as (e << 5 | lane) and rescale it (five instructions, three on the busy ALU
+// pipe, as the first version compiled). Not volatile: a pure read of a table that is constant
+// while the loop runs, free to be scheduled early.
+__device__ __forceinline__ uint32_t lut_load(uint32_t lane_addr, uint32_t e) {
+  uint32_t v;
+  asm("{\n .reg .u32 a;\n mad.lo.u32 a, %1, 128, %2;\n ld.shared.u32 %0, [a];\n}\n" : "=r"(v) : "r"(e), "r"(lane_addr));
+  return v;
+}
+
+// Transpose of the 8×8 b16 matrix whose row lane/4, columns 2(lane%4) and +1, each lane holds.
+__device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
@@ -109,8 +127,7 @@ __device__ __forceinline__ float warp_sum(float x) {
 // D = C + A·B for one m16n8k16 tile, fp16 operands, f32 accumulators (in place).
 __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                           uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
@@ -412,7 +429,7 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
 #define FRUGAL_ATTN_NSUB128 2
 #endif
 #ifndef FRUGAL_ATTN_MINB128
-#define FRUGAL_ATTN_MINB128 3
+#define FRUGAL_ATTN_MINB128 4
 #endif
 
 template <int D, int KB, int VB>
@@ -473,8 +490,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
   }
   __syncthreads();
 
-  auto qval = [&](int head, int dim) -> float { return head < w.heads ? qs[head * D + dim] / sig[head] : 0.0f; };
-  uint32_t qa0[S::kQInSmem ? 1 : S::KS], qa2[S::kQInSmem ? 1 : S::KS];
+  // q as the B operand of Sᵀ = K·Qᵀ: (K index = dims 2t4, 2t4+1 | 2t4+8, 2t4+9 of k-step s, N = head g).
+  auto qval = [&](int head, int dim) -> float {
+    return head < w.heads ? qs[head * D + dim] * (1.0f / sig[head]) : 0.0f;  // σ a power of two: exact
+  };
+  uint32_t qb0[S::kQInSmem ? 1 : S::KS], qb1[S::kQInSmem ? 1 : S::KS];
   if constexpr (S::kQInSmem) {
     for (int i = threadIdx.x; i < S::KS * 32; i += blockDim.x) {
       const int s = i / 32, ln = i % 32, gg = ln >> 2, tt = ln & 3;
@@ -484,11 +504,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
   } else {
 #pragma unroll
     for (int s = 0; s < S::KS; ++s) {
-      qa0[s] = pack_half2(qval(g, q_dim<D>(t4, s, 0, 0)), qval(g, q_dim<D>(t4, s, 0, 1)));
-      qa2[s] = pack_half2(qval(g, q_dim<D>(t4, s, 1, 0)), qval(g, q_dim<D>(t4, s, 1, 1)));
+      qb0[s] = pack_half2(qval(g, q_dim<D>(t4, s, 0, 0)), qval(g, q_dim<D>(t4, s, 0, 1)));
+      qb1[s] = pack_half2(qval(g, q_dim<D>(t4, s, 1, 0)), qval(g, q_dim<D>(t4, s, 1, 1)));
     }
   }
-  const float head_factor = (g < w.heads ? sig[g] : 0.0f) * p.score_scale;
+  // This lane's scores are for heads 2t4 and 2t4 + 1 (the C columns of Sᵀ).
+  const float hf0 = (2 * t4 < w.heads ? sig[2 * t4] : 0.0f) * p.score_scale;
+  const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
   __syncthreads();  // tables and q fragments ready
 
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
@@ -499,11 +521,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
   const float* vsb = p.vs + head * p.capacity;
   const int64_t cap = p.capacity;
   const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
-  const uint32_t* lutK_lane = lutK + lane;
-  const uint32_t* lutV_lane = lutV + lane;
+  const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
+  const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
 
-  float m = kNegInf, l = 0, u = 1e-30f;  // running max (log2 units), partial sum, V-scale reference
-  float acc[S::KS][4];
+  // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
+  // and the V-scale reference u the fp16 weights are normalized by.
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0, l1 = 0, u = 1e-30f;
+  float acc[S::KS][4];  // Oᵀ: rows (dims) 2(D/16·g + mt) and +1, columns (heads) 2t4 and 2t4 + 1
 #pragma unroll
   for (int i = 0; i < S::KS; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
 
@@ -519,16 +543,18 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
       if (start + i >= w.t1) return slot_t0;
       return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
     };
-    const uint8_t* k_lane = kbase + (cs + g) * KROW;       // token g of the chunk (kFull)
-    const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;  // token 2t4 of the chunk (kFull)
-    const float* ks_lane = ksb + cs + 2 * t4;
-    const float* vs_lane = vsb + cs + 2 * t4;
+    // K rows and both scales: tokens g and g + 8 of each 16-token tile; V rows: tokens 2t4, 2t4 + 1,
+    // 2t4 + 8, 2t4 + 9.
+    const uint8_t* k_lane = kbase + (cs + g) * KROW;
+    const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;
+    const float* ks_lane = ksb + cs + g;
+    const float* vs_lane = vsb + cs + g;
     auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
     // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
     // the V rows only after the scores, to keep the registers for the accumulators.
     uint32_t kw[S::NSUB][2][S::KCB / 4];
     uint32_t vw[S::NSUB][4][S::VCB / 4];
-    float ksc[S::NSUB][4], vsc[S::NSUB][4];
+    float ksc[S::NSUB][2], vsc[S::NSUB][2];
     auto load_v = [&] {
 #pragma unroll
       for (int j = 0; j < S::NSUB; ++j)
@@ -542,79 +568,83 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
     for (int j = 0; j < S::NSUB; ++j) {
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
-        if constexpr (kFull) load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-        else load_words<S::KCB>(kbase + slot_of(16 * j + 8 * n + g) * KROW, kw[j][n]);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
         if constexpr (kFull) {
-          ksc[j][e] = __ldg(ks_lane + v_tok(j, e));
-          vsc[j][e] = __ldg(vs_lane + v_tok(j, e));
+          load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+          ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
+          vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
         } else {
-          const int64_t sl = slot_of(2 * t4 + v_tok(j, e));
-          ksc[j][e] = __ldg(ksb + sl);
-          vsc[j][e] = __ldg(vsb + sl);
+          const int64_t sl = slot_of(16 * j + 8 * n + g);
+          load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
+          ksc[j][n] = __ldg(ksb + sl);
+          vsc[j][n] = __ldg(vsb + sl);
         }
       }
     }
     if constexpr (D <= 128) load_v();
-    // Scores: sc[j][e] = head g, token 16j + 2t4 + (e & 1) + 8(e >> 1), in log2 units.
+    // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
     float sc[S::NSUB][4];
 #pragma unroll
     for (int j = 0; j < S::NSUB; ++j) {
+      float c[4] = {0, 0, 0, 0};
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        float c[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int s = 0; s < S::KS; ++s) {
-          uint32_t b0, b1;
-          if constexpr (KB == 4) {
-            const uint32_t x = kw[j][n][s >> 1];
-            b0 = lutK_lane[byte_of(x, 2 * (s & 1)) * 32];
-            b1 = lutK_lane[byte_of(x, 2 * (s & 1) + 1) * 32];
-          } else {
-            const uint32_t x = kw[j][n][s];
-            b0 = __byte_perm(lutK_lane[byte_of(x, 0) * 32], lutK_lane[byte_of(x, 1) * 32], 0x5410);
-            b1 = __byte_perm(lutK_lane[byte_of(x, 2) * 32], lutK_lane[byte_of(x, 3) * 32], 0x5410);
-          }
-          uint32_t a0, a2;
-          if constexpr (S::kQInSmem) {
-            const uint2 f = qfrag[s * 32 + lane];
-            a0 = f.x;
-            a2 = f.y;
-          } else {
-            a0 = qa0[s];
-            a2 = qa2[s];
-          }
-          mma_16816(c, a0, 0u, a2, 0u, b0, b1);
+      for (int s = 0; s < S::KS; ++s) {
+        uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
+        if constexpr (KB == 4) {
+          const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
+          const int k = 2 * (s & 1);
+          a0 = lut_load(lutK_addr, byte_of(x0, k));
+          a1 = lut_load(lutK_addr, byte_of(x1, k));
+          a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
+          a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+        } else {
+          const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
+          a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
+          a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
+          a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
+          a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
         }
-        sc[j][2 * n] = c[0];
-        sc[j][2 * n + 1] = c[1];
+        uint32_t b0, b1;
+        if constexpr (S::kQInSmem) {
+          const uint2 f = qfrag[s * 32 + lane];
+          b0 = f.x;
+          b1 = f.y;
+        } else {
+          b0 = qb0[s];
+          b1 = qb1[s];
+        }
+        mma_16816(c, a0, a1, a2, a3, b0, b1);
       }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
     }
     if constexpr (D > 128) load_v();
-    float cmax = kNegInf, vmax = 0;
+    // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
+    float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
 #pragma unroll
     for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool valid = kFull || start + 2 * t4 + v_tok(j, e) < w.t1;
-        sc[j][e] = valid ? sc[j][e] * ksc[j][e] * head_factor : kNegInf;
-        vsc[j][e] = valid ? vsc[j][e] : 0.0f;
-        cmax = fmaxf(cmax, sc[j][e]);
-        vmax = fmaxf(vmax, vsc[j][e]);
+      for (int n = 0; n < 2; ++n) {
+        const bool valid = kFull || start + 16 * j + 8 * n + g < w.t1;
+        const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
+        sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
+        sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
+        vsc[j][n] = valid ? vsc[j][n] : 0.0f;
+        cmax0 = fmaxf(cmax0, sc[j][2 * n]);
+        cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
+        vmax = fmaxf(vmax, vsc[j][n]);
       }
-    cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 1));
-    cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 2));
-    vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, 1));
-    vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, 2));
-    const float m_new = fmaxf(m, cmax), u_new = fmaxf(u, vmax);
-    if (__any_sync(0xffffffffu, m_new != m || u_new != u)) {
-      const float alpha = m_new == m ? 1.0f : exp2f(m - m_new);
-      l *= alpha;
-      const float r = u / u_new;
-      const float f0 = __shfl_sync(0xffffffffu, alpha, 8 * t4) * r;      // head 2t4 lives in lanes g = 2t4
-      const float f1 = __shfl_sync(0xffffffffu, alpha, 8 * t4 + 4) * r;  // head 2t4 + 1
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
+      cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+      cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+      vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
+    }
+    const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
+    if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
+      const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+      l0 *= a0;
+      l1 *= a1;
+      const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
 #pragma unroll
       for (int i = 0; i < S::KS; ++i) {
         acc[i][0] *= f0;
@@ -622,7 +652,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
         acc[i][2] *= f0;
         acc[i][3] *= f1;
       }
-      m = m_new;
+      m0 = n0;
+      m1 = n1;
       u = u_new;
     }
     const float inv_u = 1.0f / u;
@@ -631,11 +662,15 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
       float pt[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(sc[j][e] - m);
-        l += pe;
-        pt[e] = pe * (vsc[j][e] * inv_u);
+        const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+        if (e & 1) l1 += pe;
+        else l0 += pe;
+        pt[e] = pe * (vsc[j][e >> 1] * inv_u);
       }
-      const uint32_t b0 = pack_half2(pt[0], pt[1]), b1 = pack_half2(pt[2], pt[3]);
+      // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
+      // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
+      const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
+      const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
       // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
       if constexpr (VB == 4) {
 #pragma unroll
@@ -649,8 +684,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const int mt = 4 * wi + k;
-            mma_16816(acc[mt], lutV_lane[byte_of(lo01, k) * 32], lutV_lane[byte_of(hi01, k) * 32],
-                      lutV_lane[byte_of(lo23, k) * 32], lutV_lane[byte_of(hi23, k) * 32], b0, b1);
+            mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
+                      lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
           }
         }
       } else {
@@ -658,12 +693,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
         for (int mt = 0; mt < S::KS; ++mt) {
           const int wi = mt >> 1, k = 2 * (mt & 1);
           const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-          const uint32_t a0 = __byte_perm(lutV_lane[byte_of(x0, k) * 32], lutV_lane[byte_of(x1, k) * 32], 0x5410);
+          const uint32_t a0 = __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
           const uint32_t a1 =
-              __byte_perm(lutV_lane[byte_of(x0, k + 1) * 32], lutV_lane[byte_of(x1, k + 1) * 32], 0x5410);
-          const uint32_t a2 = __byte_perm(lutV_lane[byte_of(x2, k) * 32], lutV_lane[byte_of(x3, k) * 32], 0x5410);
+              __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
+          const uint32_t a2 = __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
           const uint32_t a3 =
-              __byte_perm(lutV_lane[byte_of(x2, k + 1) * 32], lutV_lane[byte_of(x3, k + 1) * 32], 0x5410);
+              __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
           mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
         }
       }
@@ -677,10 +712,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
     start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
   }
 
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  l += __shfl_xor_sync(0xffffffffu, l, 2);
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {  // the heads' sums over all tokens (every g)
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+  }
   __syncthreads();  // every warp is done with the tables: the merge area aliases them
-  // acc[mt] = Oᵀ rows (dims) 2(D/16·g + mt) and +1, columns (heads) 2t4 and 2t4 + 1; true O = acc · u.
+  // True O = acc · u.
 #pragma unroll
   for (int mt = 0; mt < S::KS; ++mt) {
     const int d0 = 2 * ((D / 16) * g + mt);
@@ -691,9 +729,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
     c0[d0 + 1] = acc[mt][2] * u;
     c1[d0 + 1] = acc[mt][3] * u;
   }
-  if (t4 == 0) {
-    cml[(warp * kHeadsPerBlock + g) * 2] = m;
-    cml[(warp * kHeadsPerBlock + g) * 2 + 1] = l;
+  if (g == 0) {
+    cml[(warp * kHeadsPerBlock + 2 * t4) * 2] = m0;
+    cml[(warp * kHeadsPerBlock + 2 * t4) * 2 + 1] = l0;
+    cml[(warp * kHeadsPerBlock + 2 * t4 + 1) * 2] = m1;
+    cml[(warp * kHeadsPerBlock + 2 * t4 + 1) * 2 + 1] = l1;
   }
   __syncthreads();
   merge_and_store(p, w, cw, cml, qs, fin_ml);
@@ -701,48 +741,57 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
 
 // ---- combine the slices ---------------------------------------------------------------------
 
+// Block-wide reduction of one value per thread (max or sum) through `red` (kWarps floats).
+template <bool kMax>
+__device__ float block_reduce(float x, float* red) {
+  x = kMax ? warp_max(x) : warp_sum(x);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
+  __syncthreads();
+  float r = red[0];
+  for (int k = 1; k < kWarps; ++k) r = kMax ? fmaxf(r, red[k]) : r + red[k];
+  return r;
+}
+
+// One output row per block: the slices' partial states, weighted by 2^(m_s − M), then finalized.
+// Latency-bound on small problems, so every loop over the slices is spread over the threads or
+// unrolled into independent loads.
 __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant__ Params p) {
   extern __shared__ float smem[];
   const int D = p.dim, S = p.splits;
-  float* wgt = smem;        // [S]
-  float* fin = wgt + S;     // [D]
-  float* red = fin + D;     // [kWarps + 2]
+  float* fin = smem;              // [D]
+  float* wgt = fin + D;           // [S]
+  float* red_max = wgt + S;       // [kWarps]
+  float* red_sum = red_max + kWarps;  // [kWarps]
+  float* lsum = red_sum + kWarps;     // [1]
   const int64_t row = blockIdx.x;  // b * Hq + h
   const float* ml = p.part_ml + row * S * 2;
   const float* po = p.part_o + row * S * D;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   float mx = kNegInf;
   for (int s = threadIdx.x; s < S; s += blockDim.x) mx = fmaxf(mx, ml[2 * s]);
-  mx = warp_max(mx);
-  if (lane == 0) red[warp] = mx;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float M = kNegInf;
-    for (int k = 0; k < kWarps; ++k) M = fmaxf(M, red[k]);
-    red[kWarps] = M;
-  }
-  __syncthreads();
-  const float M = red[kWarps];
-  float lsum = 0;
+  const float M = block_reduce<true>(mx, red_max);
+  float l = 0;
   for (int s = threadIdx.x; s < S; s += blockDim.x) {
     const float wv = M == kNegInf ? 0.0f : exp2f(ml[2 * s] - M);
     wgt[s] = wv;
-    lsum += ml[2 * s + 1] * wv;
+    l += ml[2 * s + 1] * wv;
   }
-  lsum = warp_sum(lsum);
-  __syncthreads();  // red[0..3] free again, wgt written
-  if (lane == 0) red[warp] = lsum;
-  __syncthreads();
-  if (threadIdx.x == 0) red[kWarps + 1] = red[0] + red[1] + red[2] + red[3];
+  const float L = block_reduce<false>(l, red_sum);  // its barrier also publishes wgt
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float o = 0;
-    for (int s = 0; s < S; ++s) o += po[static_cast<int64_t>(s) * D + d] * wgt[s];
+    int s = 0;
+    for (; s + 4 <= S; s += 4) {
+      const float* q = po + static_cast<int64_t>(s) * D + d;
+      const float x0 = q[0], x1 = q[D], x2 = q[2 * D], x3 = q[3 * D];
+      o += x0 * wgt[s] + x1 * wgt[s + 1] + x2 * wgt[s + 2] + x3 * wgt[s + 3];
+    }
+    for (; s < S; ++s) o += po[static_cast<int64_t>(s) * D + d] * wgt[s];
     fin[d] = o;
   }
+  if (threadIdx.x == 0) lsum[0] = L;
   __syncthreads();
   const int b = static_cast<int>(row / p.q_heads), h = static_cast<int>(row % p.q_heads);
-  store_output_rows(p, b, h, 1, fin, red + kWarps + 1, 1);
+  store_output_rows(p, b, h, 1, fin, lsum, 1);
 }
 
 // ---- host side ------------------------------------------------------------------------------
@@ -751,12 +800,13 @@ using KernelFn = void (*)(Params);
 
 struct Launch {
   KernelFn fn;
-  int smem;
+  int smem;      // dynamic shared memory of this call
+  int smem_max;  // the most any call of this kernel uses (its attribute is raised to this once)
 };
 
 template <int D, int KB, int VB>
 Launch f16_launch() {
-  return {kernel_decode_f16<D, KB, VB>, F16Shape<D, KB, VB>::kSmemBytes};
+  return {kernel_decode_f16<D, KB, VB>, F16Shape<D, KB, VB>::kSmemBytes, F16Shape<D, KB, VB>::kSmemBytes};
 }
 
 template <int D>
@@ -774,25 +824,27 @@ Launch pick_kernel(const DecodeArgs& a) {
       default: return f16_launch_bits<512>(a.k.bits, a.v.bits);
     }
   }
-  const int smem = 4 * ((kHeadsPerBlock + kWarps * kHeadsPerBlock) * a.dim + 512 + kWarps * kHeadsPerBlock * 2 +
-                        2 * kHeadsPerBlock);
-  switch (std::max(1, a.dim / 32)) {
-    case 1: return {kernel_decode_f32<1>, smem};
-    case 2: return {kernel_decode_f32<2>, smem};
-    case 4: return {kernel_decode_f32<4>, smem};
-    case 8: return {kernel_decode_f32<8>, smem};
-    default: return {kernel_decode_f32<16>, smem};
-  }
+  auto smem = [](int dim) {
+    return 4 * ((kHeadsPerBlock + kWarps * kHeadsPerBlock) * dim + 512 + kWarps * kHeadsPerBlock * 2 +
+                2 * kHeadsPerBlock);
+  };
+  const int dpl = std::max(1, a.dim / 32);
+  const Launch l{dpl == 1 ? kernel_decode_f32<1>
+                          : dpl == 2 ? kernel_decode_f32<2>
+                                     : dpl == 4 ? kernel_decode_f32<4> : dpl == 8 ? kernel_decode_f32<8> : kernel_decode_f32<16>,
+                 smem(a.dim), smem(32 * dpl)};
+  return l;
 }
 
-// Resident blocks per SM for a kernel (cached), after raising its dynamic shared-memory limit.
-int blocks_per_sm(KernelFn fn, int smem, int device) {
+// Resident blocks per SM for a kernel (cached per kernel and device), after raising its dynamic
+// shared-memory limit to the most any of its calls uses.
+int blocks_per_sm(KernelFn fn, int smem, int smem_max, int device) {
   static std::mutex mu;
   static std::map<std::pair<const void*, int>, int> cache;
   std::lock_guard lock(mu);
   const auto key = std::make_pair(reinterpret_cast<const void*>(fn), device);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
   int n = 0;
   FRUGAL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, smem));
   n = std::max(n, 1);
@@ -800,9 +852,10 @@ int blocks_per_sm(KernelFn fn, int smem, int device) {
   return n;
 }
 
-// Slices per sequence: fill the resident slots of the GPU in whole waves, slices of ≥ 256 tokens.
+// Slices per sequence: fill the resident slots of the GPU in whole waves, slices of ≥ 128 tokens
+// (one 32-token chunk per warp).
 int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap_splits) {
-  const int64_t by_len = std::max<int64_t>(1, (max_len + 255) / 256);
+  const int64_t by_len = std::max<int64_t>(1, (max_len + 127) / 128);
   const int64_t hi = std::min({cap_splits, by_len, std::max<int64_t>(1, 4 * slots / pairs)});
   int64_t best = 1;
   double best_eff = 0;
@@ -832,7 +885,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   for (int b = 0; b < a.batch; ++b) max_len = std::max(max_len, a.end[b] - a.begin[b]);
 
   const Launch launch = pick_kernel(a);
-  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch.fn, launch.smem, device.index)) *
+  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch.fn, launch.smem, launch.smem_max, device.index)) *
                         multiprocessor_count(device.index);
   const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
@@ -904,8 +957,8 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   launch.fn<<<grid, kThreads, launch.smem, st>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
   if (splits > 1) {
-    // ≤ 4 · (kMaxBlocks + 512 + 6) bytes: under the default 48 KB.
-    const int smem = 4 * (static_cast<int>(splits) + a.dim + kWarps + 2);
+    const int smem = 4 * (a.dim + static_cast<int>(splits) + 2 * kWarps + 1);  // ≤ 10 KB: under the default 48 KB
+
     kernel_combine<<<static_cast<unsigned>(a.batch * a.q_heads), kThreads, smem, st>>>(p);
     FRUGAL_CUDA_CHECK_LAUNCH();
   }
