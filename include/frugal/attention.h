@@ -71,8 +71,8 @@ struct DecodeOptions {
   std::optional<float> softmax_scale;  // default 1/√head_dim; must be finite
   std::span<const int64_t> lengths;    // empty, or one per sequence (see the header comment)
   Math math = Math::automatic;
-  int num_splits = 0;                  // GPU slices per sequence; 0 = chosen from the shape
-  TensorView workspace;                // GPU scratch (u8); empty = allocated per call
+  int num_splits = 0;    // GPU slices per sequence; 0 = chosen from the shape
+  TensorView workspace;  // GPU scratch (u8); empty = allocated per call
 };
 
 // q [B, Hq, D] (f32 | f16 | bf16; the last dimension contiguous, any strides for B and H);
@@ -81,8 +81,8 @@ struct DecodeOptions {
 void decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const TensorView& out,
                       const DecodeOptions& options = {}, Stream stream = nullptr);
 // The same, returning a new [B, Hq, D] tensor of q's dtype on q's device.
-Tensor decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& v,
-                        const DecodeOptions& options = {}, Stream stream = nullptr);
+Tensor decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const DecodeOptions& options = {},
+                        Stream stream = nullptr);
 
 // Bytes of GPU workspace that suffice for any decode_attention call with this q shape on
 // caches shaped like `k` (any lengths, any num_splits the call accepts). 0 on the CPU.

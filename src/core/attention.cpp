@@ -1,11 +1,12 @@
 // Public decode attention: validate once, resolve the token ranges and the precision, then
 // dispatch to the CPU or CUDA backend.
+#include "frugal/attention.h"
+
 #include <cmath>
 #include <vector>
 
 #include "core/attention_backend.h"
 #include "core/validate.h"
-#include "frugal/attention.h"
 
 namespace frugal::attention {
 
@@ -19,10 +20,11 @@ void check_caches(const kv::Cache& k, const kv::Cache& v) {
   FRUGAL_CHECK(a.batch == b.batch && a.num_kv_heads == b.num_kv_heads && a.head_dim == b.head_dim &&
                    a.capacity == b.capacity && a.sliding == b.sliding,
                invalid_argument, kOp,
-               "the K and V caches must have the same shape, got K [batch " << a.batch << ", heads " << a.num_kv_heads
-                   << ", head_dim " << a.head_dim << ", capacity " << a.capacity << (a.sliding ? ", ring" : ", global")
-                   << "] and V [batch " << b.batch << ", heads " << b.num_kv_heads << ", head_dim " << b.head_dim
-                   << ", capacity " << b.capacity << (b.sliding ? ", ring" : ", global") << "]");
+               "the K and V caches must have the same shape, got K [batch "
+                   << a.batch << ", heads " << a.num_kv_heads << ", head_dim " << a.head_dim << ", capacity "
+                   << a.capacity << (a.sliding ? ", ring" : ", global") << "] and V [batch " << b.batch << ", heads "
+                   << b.num_kv_heads << ", head_dim " << b.head_dim << ", capacity " << b.capacity
+                   << (b.sliding ? ", ring" : ", global") << "]");
   FRUGAL_CHECK(k.device() == v.device(), invalid_argument, kOp,
                "the K cache is on " << to_string(k.device()) << " but the V cache is on " << to_string(v.device()));
   for (int s = 0; s < a.batch; ++s)
@@ -37,8 +39,8 @@ void check_query(const TensorView& q, const kv::Cache& k) {
   detail::check_shape(q, kOp, "q", {c.batch, -1, c.head_dim});
   const int64_t hq = q.size(1);
   FRUGAL_CHECK(hq >= 1 && hq % c.num_kv_heads == 0, invalid_argument, kOp,
-               "the query heads Hq must be a positive multiple of the K/V heads Hkv = " << c.num_kv_heads << ", got Hq = "
-                                                                                       << hq);
+               "the query heads Hq must be a positive multiple of the K/V heads Hkv = " << c.num_kv_heads
+                                                                                        << ", got Hq = " << hq);
   FRUGAL_CHECK(q.stride(2) == 1, invalid_argument, kOp,
                "the last dimension of q must be contiguous, got stride " << q.stride(2));
   FRUGAL_CHECK(q.device == k.device(), invalid_argument, kOp,
@@ -69,8 +71,8 @@ void resolve_ranges(const kv::Cache& k, std::span<const int64_t> lengths, std::v
     const int64_t lo = c.sliding ? std::max<int64_t>(0, len - c.capacity) : 0;
     FRUGAL_CHECK(lo >= k.first_held(s) || len == 0, out_of_range, kOp,
                  "lengths[" << s << "] = " << len << " attends to tokens [" << lo << ", " << len
-                            << ") but the ring of capacity " << c.capacity << " holds only [" << k.first_held(s)
-                            << ", " << k.write_pos(s) << ") of sequence " << s);
+                            << ") but the ring of capacity " << c.capacity << " holds only [" << k.first_held(s) << ", "
+                            << k.write_pos(s) << ") of sequence " << s);
     begin[s] = lo;
     end[s] = len;
   }
@@ -133,8 +135,9 @@ void decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& 
 
   const int group = q_heads / c.num_kv_heads;
   const int64_t splits_cap = backend::max_splits(c.batch, c.num_kv_heads, group, c.capacity);
-  FRUGAL_CHECK(options.num_splits >= 0 && options.num_splits <= splits_cap, invalid_argument, kOp,
-               "num_splits must be 0 (automatic) or 1.." << splits_cap << " for this shape, got " << options.num_splits);
+  FRUGAL_CHECK(
+      options.num_splits >= 0 && options.num_splits <= splits_cap, invalid_argument, kOp,
+      "num_splits must be 0 (automatic) or 1.." << splits_cap << " for this shape, got " << options.num_splits);
   if (options.workspace.data != nullptr) {
     FRUGAL_CHECK(options.workspace.dtype == DType::u8 && options.workspace.is_contiguous(), invalid_argument, kOp,
                  "workspace must be a contiguous u8 tensor, got " << options.workspace.describe());
@@ -168,9 +171,9 @@ void decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& 
     a.workspace = options.workspace.data;
     a.workspace_bytes = options.workspace.nbytes();
     const size_t need = backend::workspace_bytes(c.batch, q_heads, c.head_dim, splits_cap);
-    FRUGAL_CHECK(a.workspace_bytes >= need, invalid_argument, kOp,
-                 "workspace holds " << a.workspace_bytes << " bytes, needs " << need
-                                    << " (decode_attention_workspace_bytes)");
+    FRUGAL_CHECK(
+        a.workspace_bytes >= need, invalid_argument, kOp,
+        "workspace holds " << a.workspace_bytes << " bytes, needs " << need << " (decode_attention_workspace_bytes)");
   }
   if (device.is_cpu()) {
     cpu::decode_attention(a);

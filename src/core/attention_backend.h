@@ -13,10 +13,10 @@ namespace frugal::attention::backend {
 
 // One cache's storage, as the kernels read it.
 struct CacheArgs {
-  const uint8_t* packed = nullptr;    // [B, Hkv, capacity, D*bits/8]
-  const float* scales = nullptr;      // [B, Hkv, capacity]
-  const float* signs = nullptr;       // [D] ±1, or nullptr
-  const float* centroids = nullptr;   // [2^bits]
+  const uint8_t* packed = nullptr;   // [B, Hkv, capacity, D*bits/8]
+  const float* scales = nullptr;     // [B, Hkv, capacity]
+  const float* signs = nullptr;      // [D] ±1, or nullptr
+  const float* centroids = nullptr;  // [2^bits]
   int bits = 4;
 };
 
@@ -24,7 +24,7 @@ struct DecodeArgs {
   const void* q = nullptr;  // element (b, h, i) at q[b*q_stride_b + h*q_stride_h + i]
   DType q_dtype = DType::f32;
   int64_t q_stride_b = 0, q_stride_h = 0;
-  void* out = nullptr;      // contiguous [B, Hq, D]
+  void* out = nullptr;  // contiguous [B, Hq, D]
   DType out_dtype = DType::f32;
   int batch = 1, q_heads = 1, kv_heads = 1, dim = 0;
   int64_t capacity = 0;
@@ -33,9 +33,9 @@ struct DecodeArgs {
   const int64_t* begin = nullptr;  // host [batch]: first absolute token position attended
   const int64_t* end = nullptr;    // host [batch]: one past the last (end == begin: no tokens)
   float softmax_scale = 1.0f;
-  Math math = Math::f32;     // resolved by the entry point: never automatic here
-  int num_splits = 0;        // 0 = pick from the shape
-  void* workspace = nullptr; // device scratch of workspace_bytes, or nullptr (allocate per call)
+  Math math = Math::f32;      // resolved by the entry point: never automatic here
+  int num_splits = 0;         // 0 = pick from the shape
+  void* workspace = nullptr;  // device scratch of workspace_bytes, or nullptr (allocate per call)
   size_t workspace_bytes = 0;
 };
 

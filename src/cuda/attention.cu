@@ -7,15 +7,17 @@
 //
 // Two math paths with the same structure and the same partial format:
 //   * kernel_decode_f32: exact f32 on CUDA cores; lane = token for the scores, lane = dims for V.
-//   * kernel_decode_f16: tensor cores. Per 16-token tile, S = Q·Kᵀ as mma.m16n8k16 with the
-//     query heads as M (rows 8..15 zero) and 8 tokens as N; then Oᵀ += Vᵀ·Pᵀ with 16 dims as M,
-//     the heads as N and the 16 tokens as K. The C fragment of S (head g, tokens 2t, 2t+1) is
-//     exactly the B fragment Pᵀ needs, so P never leaves registers. Codes become fp16 fragments
-//     through a shared-memory table indexed by a byte — for 4 bits a byte holds two codes and the
-//     table returns the half2 (c[lo], c[hi]) — replicated 32× (one copy per bank) so a warp's 32
-//     random lookups never conflict: one PRMT + one IMAD + one LDS per two 4-bit codes.
-//     The head dimension is permuted (identically in q and K, and undone when O is stored) so each
-//     lane's fragments come from one contiguous piece of its token's row (16-byte loads).
+//   * kernel_decode_f16: tensor cores (mma.sync m16n8k16, fp16 operands, f32 accumulators). Per
+//     16-token tile, Sᵀ = K·Qᵀ with the tokens as M, K as the A operand and the ≤ 8 query heads as
+//     N; then Oᵀ += Vᵀ·Pᵀ with 16 dims as M, the heads as N and the 16 tokens as K. movmatrix.trans
+//     turns the Sᵀ C fragment (token g; heads 2t, 2t+1) into exactly the Pᵀ B fragment, so P never
+//     leaves registers, and each lane's softmax state is for the heads of its O columns. Codes
+//     become fp16 fragments through a shared-memory table indexed by a byte — for 4 bits a byte
+//     holds two codes and the table returns the half2 (c[lo], c[hi]) — replicated 32× (one copy
+//     per bank) so a warp's 32 random lookups never conflict: PRMT + IMAD + LDS per two 4-bit
+//     codes. The head dimension is permuted (identically in q and K, and undone when O is stored)
+//     so each lane's fragments come from one contiguous piece of its token's row (16-byte loads).
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -80,9 +82,12 @@ __device__ __forceinline__ float load_elem(const void* base, int dtype, int64_t 
 }
 
 __device__ __forceinline__ void store_elem(void* base, int dtype, int64_t i, float v) {
-  if (dtype == 0) static_cast<float*>(base)[i] = v;
-  else if (dtype == 1) static_cast<__half*>(base)[i] = __float2half_rn(v);
-  else static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v);
+  if (dtype == 0)
+    static_cast<float*>(base)[i] = v;
+  else if (dtype == 1)
+    static_cast<__half*>(base)[i] = __float2half_rn(v);
+  else
+    static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v);
 }
 
 __device__ __forceinline__ uint32_t half_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
@@ -227,8 +232,7 @@ __device__ void load_rotated_queries(const Params& p, const BlockWork& w, float*
 
 // Final rows: out = s_V ⊙ FWHT(O / L) / D, or zeros where L == 0 (no tokens). fin: [rows][D] in
 // shared memory, L[r * l_stride]: the rows' sums. Every thread must call it.
-__device__ void store_output_rows(const Params& p, int b, int hq0, int rows, float* fin, const float* L,
-                                  int l_stride) {
+__device__ void store_output_rows(const Params& p, int b, int hq0, int rows, float* fin, const float* L, int l_stride) {
   const int D = p.dim;
   for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
     const float l = L[(i / D) * l_stride];
@@ -311,11 +315,11 @@ template <int DPL>
 __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_constant__ Params p) {
   extern __shared__ float smem[];
   const int D = p.dim;
-  float* qs = smem;                                 // [8][D] rotated queries, later the merged rows
-  float* cbk = qs + kHeadsPerBlock * D;             // [256]
-  float* cbv = cbk + 256;                           // [256]
-  float* cw = cbv + 256;                            // [kWarps][8][D]
-  float* cml = cw + kWarps * kHeadsPerBlock * D;    // [kWarps][8][2]
+  float* qs = smem;                                   // [8][D] rotated queries, later the merged rows
+  float* cbk = qs + kHeadsPerBlock * D;               // [256]
+  float* cbv = cbk + 256;                             // [256]
+  float* cw = cbv + 256;                              // [kWarps][8][D]
+  float* cml = cw + kWarps * kHeadsPerBlock * D;      // [kWarps][8][2]
   float* fin_ml = cml + kWarps * kHeadsPerBlock * 2;  // [8][2]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const BlockWork w = block_work(p);
@@ -434,16 +438,15 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
 
 template <int D, int KB, int VB>
 struct F16Shape {
-  static constexpr int KS = D / 16;           // k-steps of S = Q·Kᵀ (and m-tiles of Oᵀ)
-  static constexpr int KCB = D * KB / 32;     // bytes of a K row each lane reads (dims [D/4·t, D/4·(t+1)))
-  static constexpr int VCB = D * VB / 64;     // bytes of a V row each lane reads (dims [D/8·g, D/8·(g+1)))
+  static constexpr int KS = D / 16;        // k-steps of S = Q·Kᵀ (and m-tiles of Oᵀ)
+  static constexpr int KCB = D * KB / 32;  // bytes of a K row each lane reads (dims [D/4·t, D/4·(t+1)))
+  static constexpr int VCB = D * VB / 64;  // bytes of a V row each lane reads (dims [D/8·g, D/8·(g+1)))
   static constexpr int NSUB = D <= 64 ? 4 : (D <= 128 ? FRUGAL_ATTN_NSUB128 : 1);  // 16-token tiles per warp chunk
   static constexpr int CH = 16 * NSUB;
   static constexpr bool kQInSmem = D > 256;  // q fragments: registers up to D = 256
   static constexpr int kLuts = (KB == VB) ? 1 : 2;
   static constexpr int kCombineFloats = kWarps * kHeadsPerBlock * (D + 2);
-  static constexpr int kLutRegionWords =
-      (kLuts * kLutWords > kCombineFloats) ? kLuts * kLutWords : kCombineFloats;
+  static constexpr int kLutRegionWords = (kLuts * kLutWords > kCombineFloats) ? kLuts * kLutWords : kCombineFloats;
   static constexpr int kSmemBytes =
       4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock) +
       (kQInSmem ? KS * 32 * 8 : 0);
@@ -456,18 +459,19 @@ __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
 }
 
 template <int D, int KB, int VB>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) kernel_decode_f16(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
+    kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
   extern __shared__ __align__(16) uint32_t smem_u[];
-  uint32_t* lut_a = smem_u;                          // the table of the first width needed
+  uint32_t* lut_a = smem_u;  // the table of the first width needed
   uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
   uint32_t* lutK = lut_a;
   uint32_t* lutV = (KB == VB) ? lut_a : lut_b;
-  float* cw = reinterpret_cast<float*>(smem_u);      // [kWarps][8][D], aliases the tables after the loop
-  float* cml = cw + kWarps * kHeadsPerBlock * D;     // [kWarps][8][2]
-  float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);  // [8][D], later the merged rows
-  float* sig = qs + kHeadsPerBlock * D;              // [8] per-head power-of-two query scale
-  float* fin_ml = sig + 2 * kHeadsPerBlock;          // [8][2]
+  float* cw = reinterpret_cast<float*>(smem_u);   // [kWarps][8][D], aliases the tables after the loop
+  float* cml = cw + kWarps * kHeadsPerBlock * D;  // [kWarps][8][2]
+  float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);     // [8][D], later the merged rows
+  float* sig = qs + kHeadsPerBlock * D;                                  // [8] per-head power-of-two query scale
+  float* fin_ml = sig + 2 * kHeadsPerBlock;                              // [8][2]
   uint2* qfrag = reinterpret_cast<uint2*>(fin_ml + 2 * kHeadsPerBlock);  // [KS][32] when kQInSmem
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -560,8 +564,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
       for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          if constexpr (kFull) load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
-          else load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+          if constexpr (kFull)
+            load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+          else
+            load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
         }
     };
 #pragma unroll
@@ -663,8 +669,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
-        if (e & 1) l1 += pe;
-        else l0 += pe;
+        if (e & 1)
+          l1 += pe;
+        else
+          l0 += pe;
         pt[e] = pe * (vsc[j][e >> 1] * inv_u);
       }
       // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
@@ -693,10 +701,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
         for (int mt = 0; mt < S::KS; ++mt) {
           const int wi = mt >> 1, k = 2 * (mt & 1);
           const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-          const uint32_t a0 = __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
+          const uint32_t a0 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
           const uint32_t a1 =
               __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
-          const uint32_t a2 = __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
+          const uint32_t a2 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
           const uint32_t a3 =
               __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
           mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
@@ -707,8 +717,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1) 
 
   for (; start < w.t1; start += kWarps * S::CH) {
     const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
-    if (full) chunk(std::true_type{});
-    else chunk(std::false_type{});
+    if (full)
+      chunk(std::true_type{});
+    else
+      chunk(std::false_type{});
     start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
   }
 
@@ -758,12 +770,12 @@ __device__ float block_reduce(float x, float* red) {
 __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant__ Params p) {
   extern __shared__ float smem[];
   const int D = p.dim, S = p.splits;
-  float* fin = smem;              // [D]
-  float* wgt = fin + D;           // [S]
-  float* red_max = wgt + S;       // [kWarps]
+  float* fin = smem;                  // [D]
+  float* wgt = fin + D;               // [S]
+  float* red_max = wgt + S;           // [kWarps]
   float* red_sum = red_max + kWarps;  // [kWarps]
   float* lsum = red_sum + kWarps;     // [1]
-  const int64_t row = blockIdx.x;  // b * Hq + h
+  const int64_t row = blockIdx.x;     // b * Hq + h
   const float* ml = p.part_ml + row * S * 2;
   const float* po = p.part_o + row * S * D;
 
@@ -818,20 +830,26 @@ Launch f16_launch_bits(int kb, int vb) {
 Launch pick_kernel(const DecodeArgs& a) {
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
-      case 64: return f16_launch_bits<64>(a.k.bits, a.v.bits);
-      case 128: return f16_launch_bits<128>(a.k.bits, a.v.bits);
-      case 256: return f16_launch_bits<256>(a.k.bits, a.v.bits);
-      default: return f16_launch_bits<512>(a.k.bits, a.v.bits);
+      case 64:
+        return f16_launch_bits<64>(a.k.bits, a.v.bits);
+      case 128:
+        return f16_launch_bits<128>(a.k.bits, a.v.bits);
+      case 256:
+        return f16_launch_bits<256>(a.k.bits, a.v.bits);
+      default:
+        return f16_launch_bits<512>(a.k.bits, a.v.bits);
     }
   }
   auto smem = [](int dim) {
-    return 4 * ((kHeadsPerBlock + kWarps * kHeadsPerBlock) * dim + 512 + kWarps * kHeadsPerBlock * 2 +
-                2 * kHeadsPerBlock);
+    return 4 *
+           ((kHeadsPerBlock + kWarps * kHeadsPerBlock) * dim + 512 + kWarps * kHeadsPerBlock * 2 + 2 * kHeadsPerBlock);
   };
   const int dpl = std::max(1, a.dim / 32);
-  const Launch l{dpl == 1 ? kernel_decode_f32<1>
-                          : dpl == 2 ? kernel_decode_f32<2>
-                                     : dpl == 4 ? kernel_decode_f32<4> : dpl == 8 ? kernel_decode_f32<8> : kernel_decode_f32<16>,
+  const Launch l{dpl == 1   ? kernel_decode_f32<1>
+                 : dpl == 2 ? kernel_decode_f32<2>
+                 : dpl == 4 ? kernel_decode_f32<4>
+                 : dpl == 8 ? kernel_decode_f32<8>
+                            : kernel_decode_f32<16>,
                  smem(a.dim), smem(32 * dpl)};
   return l;
 }
@@ -852,11 +870,14 @@ int blocks_per_sm(KernelFn fn, int smem, int smem_max, int device) {
   return n;
 }
 
-// Slices per sequence: fill the resident slots of the GPU in whole waves, slices of ≥ 128 tokens
-// (one 32-token chunk per warp).
+// Slices per sequence: fill the resident slots of the GPU in whole waves, with slices of ≥ 256
+// tokens and at most max(32, L / 2048) of them: the combine's cost grows with the slice count, and
+// the sweep on an H200 (bench/results/2026-11-29-decode-attention.md) found more slices slower for
+// short sequences (B=1, D=128: L=4K best at 16, L=32K at 32, L=128K at 64).
 int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap_splits) {
-  const int64_t by_len = std::max<int64_t>(1, (max_len + 127) / 128);
-  const int64_t hi = std::min({cap_splits, by_len, std::max<int64_t>(1, 4 * slots / pairs)});
+  const int64_t by_len = std::max<int64_t>(1, (max_len + 255) / 256);
+  const int64_t by_combine = std::max<int64_t>(32, max_len / 2048);
+  const int64_t hi = std::min({cap_splits, by_len, by_combine, std::max<int64_t>(1, 4 * slots / pairs)});
   int64_t best = 1;
   double best_eff = 0;
   for (int64_t s = 1; s <= hi; ++s) {
