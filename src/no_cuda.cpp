@@ -45,3 +45,12 @@ spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs&, Str
 }
 int64_t spconv_conv(const spconv::backend::ConvArgs&, Stream) { FRUGAL_NO_CUDA("spconv::submanifold_conv"); }
 }  // namespace frugal::cuda
+
+// ---- decode attention (src/cuda/attention.cu) ----
+#include "core/attention_backend.h"
+
+namespace frugal::cuda {
+void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
+  FRUGAL_NO_CUDA("attention::decode_attention");
+}
+}  // namespace frugal::cuda

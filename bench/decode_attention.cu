@@ -1,0 +1,241 @@
+// Benchmark: decode attention over the packed 4-bit (and K8/V4) cache, on the anchor shapes
+// (bench/torch_sdpa.py measures torch SDPA over an fp16 cache of the same shapes and prints the
+// side-by-side table).
+//
+// Timing: before every timed call a kernel reads a 512 MB buffer, which evicts the caches from the
+// 60 MB L2 (a read, so no dirty lines get written back during the call) and keeps the GPU busy while
+// the host issues the call; CUDA events around the call; median of the runs after warm-up.
+// The caches are filled with random bytes and scales directly (any byte is valid codes), and their
+// write positions are set through const_cast — a benchmark-only shortcut around appending
+// billions of tokens through the quantizer; nothing of the fill is timed.
+//
+// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L]
+//   --quick: only the target rows, no sweeps or variants; --shape: that one shape only (for profilers)
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "frugal/attention.h"
+#include "frugal/kv_cache.h"
+#include "frugal/runtime.h"
+
+using namespace frugal;
+
+#define CHECK(x)                                                                                       \
+  do {                                                                                                 \
+    cudaError_t e_ = (x);                                                                              \
+    if (e_ != cudaSuccess) {                                                                           \
+      std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #x, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+__global__ void kernel_fill_bytes(uint8_t* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    p[i] = static_cast<uint8_t>(z >> 56);
+  }
+}
+
+__global__ void kernel_fill_scales(float* p, size_t n, uint64_t seed, float base) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    p[i] = base * (0.75f + 0.5f * static_cast<float>(z >> 40) / 16777216.0f);
+  }
+}
+
+__global__ void kernel_fill_half(__half* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    p[i] = __float2half(static_cast<float>(z >> 40) / 8388608.0f - 1.0f);
+  }
+}
+
+__global__ void kernel_fill_float(float* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    p[i] = static_cast<float>(z >> 40) / 8388608.0f - 1.0f;
+  }
+}
+
+// Reads the whole buffer (evicting L2), writes one word per block.
+__global__ void kernel_flush(const int4* p, size_t n, int* sink) {
+  int acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const int4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x7fffffff) sink[blockIdx.x] = acc;
+}
+
+kv::Cache random_cache(int batch, int heads, int dim, int64_t len, int bits, uint64_t seed) {
+  kv::CacheConfig c;
+  c.batch = batch;
+  c.num_kv_heads = heads;
+  c.head_dim = dim;
+  c.capacity = len;
+  c.bits = bits;
+  c.sign_seed = seed;
+  kv::Cache cache(c, Device::cuda());
+  kernel_fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(cache.packed().data()), cache.packed().nbytes(), seed);
+  kernel_fill_scales<<<1024, 256>>>(cache.scales().data_as<float>(), cache.scales().numel(), seed,
+                                    std::sqrt(float(dim)));
+  CHECK(cudaGetLastError());
+  auto& pos = const_cast<std::vector<int64_t>&>(cache.write_positions());  // benchmark-only shortcut
+  std::fill(pos.begin(), pos.end(), len);
+  return cache;
+}
+
+struct Flusher {
+  int4* buf = nullptr;
+  int* sink = nullptr;
+  size_t n = (512ull << 20) / sizeof(int4);
+  Flusher() {
+    CHECK(cudaMalloc(&buf, n * sizeof(int4)));
+    CHECK(cudaMemset(buf, 1, n * sizeof(int4)));
+    CHECK(cudaMalloc(&sink, 4096 * sizeof(int)));
+  }
+  void operator()() { kernel_flush<<<1056, 512>>>(buf, n, sink); }
+};
+
+template <typename F>
+double time_median_ms(Flusher& flush, F&& fn, int warm, int reps) {
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto& e : ev) CHECK(cudaEventCreate(&e));
+  for (int i = 0; i < warm; ++i) {
+    flush();
+    fn();
+  }
+  for (int i = 0; i < reps; ++i) {
+    flush();
+    CHECK(cudaEventRecord(ev[2 * i]));
+    fn();
+    CHECK(cudaEventRecord(ev[2 * i + 1]));
+  }
+  CHECK(cudaDeviceSynchronize());
+  std::vector<float> ms(reps);
+  for (int i = 0; i < reps; ++i) CHECK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+  for (auto& e : ev) CHECK(cudaEventDestroy(e));
+  std::sort(ms.begin(), ms.end());
+  return ms[reps / 2];
+}
+
+struct Row {
+  int B, Hq, Hkv, D;
+  int64_t L;
+  int kbits, vbits;
+  std::string math, qdtype;
+  int splits;  // 0 = automatic
+  double ms, bytes;
+};
+
+int main(int argc, char** argv) {
+  std::string json;
+  bool quick = false;
+  int one[5] = {0, 0, 0, 0, 0};
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
+      quick = true;
+    }
+  }
+  if (!cuda_available()) {
+    std::fprintf(stderr, "no GPU\n");
+    return 1;
+  }
+  std::printf("device: %s\n", device_name(Device::cuda()).c_str());
+  Flusher flush;
+  // Read-bandwidth ceiling: the flush kernel alone.
+  const double flush_ms = time_median_ms(
+      flush, [&] { flush(); }, 3, 20);
+  const double read_tbps = flush.n * sizeof(int4) / flush_ms / 1e9;
+  std::printf("read bandwidth (512 MB streamed read): %.2f TB/s\n", read_tbps);
+
+  struct Shape {
+    int B, Hq, Hkv, D;
+    int64_t L;
+  };
+  std::vector<Shape> shapes;
+  for (int D : {128, 256})
+    for (int B : {1, 8, 32})
+      for (int64_t L : {4096, 32768, 131072}) shapes.push_back({B, 32, 8, D, L});
+  shapes.push_back({32, 32, 8, 128, 8192});  // anchor row
+  shapes.push_back({1, 16, 8, 256, 32768});  // anchor row
+  if (quick) shapes = {{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {8, 32, 8, 256, 32768}};
+  if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
+
+  std::vector<Row> rows;
+  auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits) {
+    kv::Cache k = random_cache(s.B, s.Hkv, s.D, s.L, kb, 1000 + s.D + kb);
+    kv::Cache v = random_cache(s.B, s.Hkv, s.D, s.L, vb, 2000 + s.D + vb);
+    Tensor q = Tensor::empty({s.B, s.Hq, s.D}, qd, Device::cuda());
+    if (qd == DType::f16)
+      kernel_fill_half<<<256, 256>>>(q.data_as<__half>(), q.numel(), 7);
+    else
+      kernel_fill_float<<<256, 256>>>(q.data_as<float>(), q.numel(), 7);
+    Tensor out = Tensor::empty({s.B, s.Hq, s.D}, qd, Device::cuda());
+    Tensor ws = Tensor::empty({static_cast<int64_t>(attention::decode_attention_workspace_bytes(q, k))}, DType::u8,
+                              Device::cuda());
+    attention::DecodeOptions opt;
+    opt.math = math;
+    opt.workspace = ws.view();
+    opt.num_splits = splits;
+    const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
+    const int reps = big > 5e8 ? 15 : 40;
+    const double ms = time_median_ms(
+        flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, reps);
+    Row r{s.B,           s.Hq,   s.Hkv, s.D, s.L, kb, vb, math == attention::Math::f32 ? "f32" : "f16",
+          to_string(qd), splits, ms,    big};
+    std::printf(
+        "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s %9.4f ms  %6.2f TB/s  (%.0f%% of read BW)\n",
+        r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(),
+        splits ? std::to_string(splits).c_str() : "auto", ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps);
+    std::fflush(stdout);
+    rows.push_back(r);
+  };
+  for (const Shape& s : shapes) {
+    run(s, 4, 4, attention::Math::f16, DType::f16, 0);
+    if (quick) continue;
+    // The slice count around the automatic pick, for the split heuristic: one block per (sequence,
+    // K/V head) times s, up to ~4 blocks per SM.
+    const int pairs = s.B * s.Hkv;
+    for (int sp : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 96})
+      if (pairs * sp <= 4 * 132 && sp * 128 <= s.L) run(s, 4, 4, attention::Math::f16, DType::f16, sp);
+  }
+  // Variants on the two target rows: K8/V4, and the exact f32 path.
+  for (const Shape& s :
+       quick ? std::vector<Shape>{} : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}}) {
+    run(s, 8, 4, attention::Math::f16, DType::f16, 0);
+    run(s, 4, 4, attention::Math::f32, DType::f32, 0);
+  }
+
+  if (!json.empty()) {
+    FILE* f = std::fopen(json.c_str(), "w");
+    std::fprintf(f, "{\"device\": \"%s\", \"read_TBps\": %.4f, \"rows\": [\n", device_name(Device::cuda()).c_str(),
+                 read_tbps);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      std::fprintf(f,
+                   "  {\"B\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"L\": %lld, \"kbits\": %d, \"vbits\": %d, "
+                   "\"math\": \"%s\", \"q\": \"%s\", \"splits\": %d, \"ms\": %.6f, \"bytes\": %.0f}%s\n",
+                   r.B, r.Hq, r.Hkv, r.D, (long long)r.L, r.kbits, r.vbits, r.math.c_str(), r.qdtype.c_str(), r.splits,
+                   r.ms, r.bytes, i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+  }
+  return 0;
+}

@@ -1,0 +1,193 @@
+// Public decode attention: validate once, resolve the token ranges and the precision, then
+// dispatch to the CPU or CUDA backend.
+#include "frugal/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/attention_backend.h"
+#include "core/validate.h"
+
+namespace frugal::attention {
+
+namespace {
+
+constexpr const char* kOp = "attention::decode_attention";
+
+void check_caches(const kv::Cache& k, const kv::Cache& v) {
+  const kv::CacheConfig& a = k.config();
+  const kv::CacheConfig& b = v.config();
+  FRUGAL_CHECK(a.batch == b.batch && a.num_kv_heads == b.num_kv_heads && a.head_dim == b.head_dim &&
+                   a.capacity == b.capacity && a.sliding == b.sliding,
+               invalid_argument, kOp,
+               "the K and V caches must have the same shape, got K [batch "
+                   << a.batch << ", heads " << a.num_kv_heads << ", head_dim " << a.head_dim << ", capacity "
+                   << a.capacity << (a.sliding ? ", ring" : ", global") << "] and V [batch " << b.batch << ", heads "
+                   << b.num_kv_heads << ", head_dim " << b.head_dim << ", capacity " << b.capacity
+                   << (b.sliding ? ", ring" : ", global") << "]");
+  FRUGAL_CHECK(k.device() == v.device(), invalid_argument, kOp,
+               "the K cache is on " << to_string(k.device()) << " but the V cache is on " << to_string(v.device()));
+  for (int s = 0; s < a.batch; ++s)
+    FRUGAL_CHECK(k.write_pos(s) == v.write_pos(s), invalid_argument, kOp,
+                 "sequence " << s << ": the K cache holds " << k.write_pos(s) << " tokens but the V cache "
+                             << v.write_pos(s) << "; append K and V together");
+}
+
+void check_query(const TensorView& q, const kv::Cache& k) {
+  const kv::CacheConfig& c = k.config();
+  detail::check_tensor(q, kOp, "q", 3, {DType::f32, DType::f16, DType::bf16});
+  detail::check_shape(q, kOp, "q", {c.batch, -1, c.head_dim});
+  const int64_t hq = q.size(1);
+  FRUGAL_CHECK(hq >= 1 && hq % c.num_kv_heads == 0, invalid_argument, kOp,
+               "the query heads Hq must be a positive multiple of the K/V heads Hkv = " << c.num_kv_heads
+                                                                                        << ", got Hq = " << hq);
+  FRUGAL_CHECK(q.stride(2) == 1, invalid_argument, kOp,
+               "the last dimension of q must be contiguous, got stride " << q.stride(2));
+  FRUGAL_CHECK(q.device == k.device(), invalid_argument, kOp,
+               "q is on " << to_string(q.device) << " but the caches are on " << to_string(k.device()));
+}
+
+// The absolute token range [begin, end) each sequence attends to (see the header comment).
+void resolve_ranges(const kv::Cache& k, std::span<const int64_t> lengths, std::vector<int64_t>& begin,
+                    std::vector<int64_t>& end) {
+  const kv::CacheConfig& c = k.config();
+  begin.resize(c.batch);
+  end.resize(c.batch);
+  if (lengths.empty()) {
+    for (int s = 0; s < c.batch; ++s) {
+      begin[s] = k.first_held(s);
+      end[s] = k.write_pos(s);
+    }
+    return;
+  }
+  FRUGAL_CHECK(static_cast<int64_t>(lengths.size()) == c.batch, invalid_argument, kOp,
+               "lengths must hold one entry per sequence (" << c.batch << "), got " << lengths.size());
+  for (int s = 0; s < c.batch; ++s) {
+    const int64_t len = lengths[s];
+    FRUGAL_CHECK(len >= 0, invalid_argument, kOp, "lengths[" << s << "] = " << len << " is negative");
+    FRUGAL_CHECK(len <= k.write_pos(s), out_of_range, kOp,
+                 "lengths[" << s << "] = " << len << " passes what sequence " << s << " has written (write_pos "
+                            << k.write_pos(s) << ")");
+    const int64_t lo = c.sliding ? std::max<int64_t>(0, len - c.capacity) : 0;
+    FRUGAL_CHECK(lo >= k.first_held(s) || len == 0, out_of_range, kOp,
+                 "lengths[" << s << "] = " << len << " attends to tokens [" << lo << ", " << len
+                            << ") but the ring of capacity " << c.capacity << " holds only [" << k.first_held(s) << ", "
+                            << k.write_pos(s) << ") of sequence " << s);
+    begin[s] = lo;
+    end[s] = len;
+  }
+}
+
+backend::CacheArgs cache_args(const kv::Cache& c) {
+  backend::CacheArgs a;
+  a.packed = c.packed().data_as<const uint8_t>();
+  a.scales = c.scales().data_as<const float>();
+  a.signs = c.signs().defined() ? c.signs().data_as<const float>() : nullptr;
+  a.centroids = c.centroids().data_as<const float>();
+  a.bits = c.config().bits;
+  return a;
+}
+
+}  // namespace
+
+size_t decode_attention_workspace_bytes(const TensorView& q, const kv::Cache& k) {
+  check_query(q, k);
+  if (k.device().is_cpu()) return 0;
+  const kv::CacheConfig& c = k.config();
+  const int q_heads = static_cast<int>(q.size(1));
+  const int64_t splits = backend::max_splits(c.batch, c.num_kv_heads, q_heads / c.num_kv_heads, c.capacity);
+  return backend::workspace_bytes(c.batch, q_heads, c.head_dim, splits);
+}
+
+void decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const TensorView& out,
+                      const DecodeOptions& options, Stream stream) {
+  check_caches(k, v);
+  check_query(q, k);
+  const kv::CacheConfig& c = k.config();
+  const int q_heads = static_cast<int>(q.size(1));
+  detail::check_tensor(out, kOp, "out", 3, {DType::f32, DType::f16, DType::bf16});
+  FRUGAL_CHECK(out.dtype == q.dtype || out.dtype == DType::f32, invalid_argument, kOp,
+               "out must have q's dtype (" << to_string(q.dtype) << ") or f32, got " << to_string(out.dtype));
+  detail::check_shape(out, kOp, "out", {c.batch, q_heads, c.head_dim});
+  detail::check_contiguous(out, kOp, "out");
+  detail::check_same_device(q, out, kOp, "q", "out");
+
+  const float scale = options.softmax_scale.value_or(static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
+  FRUGAL_CHECK(std::isfinite(scale), invalid_argument, kOp, "softmax_scale must be finite, got " << scale);
+
+  std::vector<int64_t> begin, end;
+  resolve_ranges(k, options.lengths, begin, end);
+
+  const Device device = q.device;
+  Math math = options.math;
+  const bool f16_ok = backend::f16_supported(c.head_dim, c.bits, v.config().bits);
+  if (device.is_cpu()) {
+    math = Math::f32;  // the CPU always computes in f32 (documented)
+  } else {
+    FRUGAL_CHECK(c.head_dim <= backend::kMaxGpuDim, unsupported, kOp,
+                 "the GPU kernels serve head_dim up to " << backend::kMaxGpuDim << ", got " << c.head_dim
+                                                         << " (the CPU serves any)");
+    if (math == Math::automatic) math = (q.dtype != DType::f32 && f16_ok) ? Math::f16 : Math::f32;
+    FRUGAL_CHECK(math != Math::f16 || f16_ok, unsupported, kOp,
+                 "the f16 tensor-core path needs head_dim 64..512 and K/V of 4 or 8 bits, got head_dim "
+                     << c.head_dim << ", K " << c.bits << " bits, V " << v.config().bits << " bits; use Math::f32");
+  }
+
+  const int group = q_heads / c.num_kv_heads;
+  const int64_t splits_cap = backend::max_splits(c.batch, c.num_kv_heads, group, c.capacity);
+  FRUGAL_CHECK(
+      options.num_splits >= 0 && options.num_splits <= splits_cap, invalid_argument, kOp,
+      "num_splits must be 0 (automatic) or 1.." << splits_cap << " for this shape, got " << options.num_splits);
+  if (options.workspace.data != nullptr) {
+    FRUGAL_CHECK(options.workspace.dtype == DType::u8 && options.workspace.is_contiguous(), invalid_argument, kOp,
+                 "workspace must be a contiguous u8 tensor, got " << options.workspace.describe());
+    FRUGAL_CHECK(options.workspace.device == device, invalid_argument, kOp,
+                 "workspace is on " << to_string(options.workspace.device) << " but q is on " << to_string(device));
+  }
+  if (out.empty()) return;
+  detail::check_device_usable(device, kOp);
+
+  backend::DecodeArgs a;
+  a.q = q.data;
+  a.q_dtype = q.dtype;
+  a.q_stride_b = q.stride(0);
+  a.q_stride_h = q.stride(1);
+  a.out = out.data;
+  a.out_dtype = out.dtype;
+  a.batch = c.batch;
+  a.q_heads = q_heads;
+  a.kv_heads = c.num_kv_heads;
+  a.dim = c.head_dim;
+  a.capacity = c.capacity;
+  a.sliding = c.sliding;
+  a.k = cache_args(k);
+  a.v = cache_args(v);
+  a.begin = begin.data();
+  a.end = end.data();
+  a.softmax_scale = scale;
+  a.math = math;
+  a.num_splits = options.num_splits;
+  if (options.workspace.data != nullptr) {
+    a.workspace = options.workspace.data;
+    a.workspace_bytes = options.workspace.nbytes();
+    const size_t need = backend::workspace_bytes(c.batch, q_heads, c.head_dim, splits_cap);
+    FRUGAL_CHECK(
+        a.workspace_bytes >= need, invalid_argument, kOp,
+        "workspace holds " << a.workspace_bytes << " bytes, needs " << need << " (decode_attention_workspace_bytes)");
+  }
+  if (device.is_cpu()) {
+    cpu::decode_attention(a);
+  } else {
+    cuda::decode_attention(a, device, stream);
+  }
+}
+
+Tensor decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const DecodeOptions& options,
+                        Stream stream) {
+  check_query(q, k);
+  Tensor out = Tensor::empty({q.size(0), q.size(1), q.size(2)}, q.dtype, q.device);
+  decode_attention(q, k, v, out.view(), options, stream);
+  return out;
+}
+
+}  // namespace frugal::attention

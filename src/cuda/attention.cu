@@ -1,0 +1,989 @@
+// CUDA decode attention over the packed KV cache (flash-decoding over the rotated domain).
+//
+// Grid: (slice of the sequence, K/V head × tile of ≤ 8 query heads, sequence); 4 warps a block,
+// each warp streaming its own chunks of the block's slice with its own running softmax state;
+// the warps' states are merged in shared memory, then either finalized (one slice: normalize,
+// one inverse FWHT with V's signs, store) or written as a partial for kernel_combine.
+//
+// Two math paths with the same structure and the same partial format:
+//   * kernel_decode_f32: exact f32 on CUDA cores; lane = token for the scores, lane = dims for V.
+//   * kernel_decode_f16: tensor cores (mma.sync m16n8k16, fp16 operands, f32 accumulators). Per
+//     16-token tile, Sᵀ = K·Qᵀ with the tokens as M, K as the A operand and the ≤ 8 query heads as
+//     N; then Oᵀ += Vᵀ·Pᵀ with 16 dims as M, the heads as N and the 16 tokens as K. movmatrix.trans
+//     turns the Sᵀ C fragment (token g; heads 2t, 2t+1) into exactly the Pᵀ B fragment, so P never
+//     leaves registers, and each lane's softmax state is for the heads of its O columns. Codes
+//     become fp16 fragments through a shared-memory table indexed by a byte — for 4 bits a byte
+//     holds two codes and the table returns the half2 (c[lo], c[hi]) — replicated 32× (one copy
+//     per bank) so a warp's 32 random lookups never conflict: PRMT + IMAD + LDS per two 4-bit
+//     codes. The head dimension is permuted (identically in q and K, and undone when O is stored)
+//     so each lane's fragments come from one contiguous piece of its token's row (16-byte loads).
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+#include "core/attention_backend.h"
+#include "cuda/common.cuh"
+
+namespace frugal::cuda {
+
+namespace {
+
+using attention::backend::DecodeArgs;
+using attention::backend::kHeadsPerBlock;
+using attention::backend::kInlineBatch;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -__builtin_huge_valf();
+constexpr int kLutWords = 256 * 32;  // one byte-indexed table, 32 copies (one per bank)
+
+struct Params {
+  const void* q;
+  int q_dtype;  // 0 f32, 1 f16, 2 bf16
+  int out_dtype;
+  int64_t q_stride_b, q_stride_h;
+  void* out;
+  float* part_o;   // [B*Hq*splits][D]
+  float* part_ml;  // [B*Hq*splits][2]: running max (log2 units), sum
+  const uint8_t* kp;
+  const float* ks;
+  const float* ksign;
+  const float* kcb;
+  const uint8_t* vp;
+  const float* vs;
+  const float* vsign;
+  const float* vcb;
+  int kbits, vbits;
+  int q_heads, kv_heads, group, head_tiles, splits, dim;
+  int64_t capacity;
+  int sliding;
+  int64_t tokens_per_split;
+  float score_scale;          // softmax_scale · log2(e) / D (the two transforms' 1/√D each)
+  const int64_t* ranges_dev;  // [B][2] in the workspace when B > kInlineBatch, else nullptr
+  int64_t ranges[2 * kInlineBatch];
+};
+
+int dtype_code(DType t) { return t == DType::f32 ? 0 : (t == DType::f16 ? 1 : 2); }
+
+// ---- small device helpers -------------------------------------------------------------------
+
+__device__ __forceinline__ float load_elem(const void* base, int dtype, int64_t i) {
+  if (dtype == 0) return static_cast<const float*>(base)[i];
+  if (dtype == 1) return __half2float(static_cast<const __half*>(base)[i]);
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+}
+
+__device__ __forceinline__ void store_elem(void* base, int dtype, int64_t i, float v) {
+  if (dtype == 0)
+    static_cast<float*>(base)[i] = v;
+  else if (dtype == 1)
+    static_cast<__half*>(base)[i] = __float2half_rn(v);
+  else
+    static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v);
+}
+
+__device__ __forceinline__ uint32_t half_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ uint32_t byte_of(uint32_t w, int k) { return __byte_perm(w, 0u, 0x4440u | k); }
+
+// Entry e of a byte-indexed table with 32 copies (lut[e * 32 + lane]), from this lane's copy at the
+// shared-memory address `lane_addr`: one IMAD and one LDS. Written in PTX so the compiler cannot
+// rebuild the index as (e << 5 | lane) and rescale it (five instructions, three on the busy ALU
+// pipe, as the first version compiled). Not volatile: a pure read of a table that is constant
+// while the loop runs, free to be scheduled early.
+__device__ __forceinline__ uint32_t lut_load(uint32_t lane_addr, uint32_t e) {
+  uint32_t v;
+  asm("{\n .reg .u32 a;\n mad.lo.u32 a, %1, 128, %2;\n ld.shared.u32 %0, [a];\n}\n" : "=r"(v) : "r"(e), "r"(lane_addr));
+  return v;
+}
+
+// Transpose of the 8×8 b16 matrix whose row lane/4, columns 2(lane%4) and +1, each lane holds.
+__device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// D = C + A·B for one m16n8k16 tile, fp16 operands, f32 accumulators (in place).
+__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                          uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Loads N bytes (N a multiple of 4, the address N-aligned up to 16) into N/4 words, read-only path.
+template <int N>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[N / 4]) {
+  if constexpr (N % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < N / 16; ++i) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(p) + i);
+      w[4 * i] = v.x;
+      w[4 * i + 1] = v.y;
+      w[4 * i + 2] = v.z;
+      w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (N == 8) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    w[0] = v.x;
+    w[1] = v.y;
+  } else {
+    static_assert(N == 4, "row pieces are 4, 8 or a multiple of 16 bytes");
+    w[0] = __ldg(reinterpret_cast<const unsigned int*>(p));
+  }
+}
+
+// Code i of a packed row (little-endian bit stream of `bits`-bit codes).
+__device__ __forceinline__ unsigned get_code(const uint8_t* row, int i, int bits) {
+  const int bit = i * bits;
+  const int shift = bit & 7;
+  unsigned v = __ldg(row + (bit >> 3)) >> shift;
+  if (shift + bits > 8) v |= static_cast<unsigned>(__ldg(row + (bit >> 3) + 1)) << (8 - shift);
+  return v & ((1u << bits) - 1u);
+}
+
+// Slot of token `pos` in a ring, given the slot of an earlier token `base_pos` (base_slot) less than
+// `capacity` tokens... any distance: the loop runs once for the normal case pos - base < capacity.
+__device__ __forceinline__ int64_t advance_slot(int64_t base_slot, int64_t delta, int64_t capacity) {
+  int64_t s = base_slot + delta;
+  if (s >= capacity) s -= capacity;
+  if (s >= capacity) s %= capacity;
+  return s;
+}
+
+// ---- block-level pieces shared by the kernels -------------------------------------------------
+
+struct BlockWork {
+  int b, hk, hq0, heads, split;
+  int64_t t0, t1;  // absolute token positions of this block's slice (t0 >= t1: nothing)
+};
+
+__device__ __forceinline__ BlockWork block_work(const Params& p) {
+  BlockWork w;
+  w.b = blockIdx.z;
+  w.hk = blockIdx.y / p.head_tiles;
+  const int tile = blockIdx.y % p.head_tiles;
+  w.hq0 = w.hk * p.group + tile * kHeadsPerBlock;
+  w.heads = min(kHeadsPerBlock, p.group - tile * kHeadsPerBlock);
+  w.split = blockIdx.x;
+  const int64_t beg = p.ranges_dev ? p.ranges_dev[2 * w.b] : p.ranges[2 * w.b];
+  const int64_t end = p.ranges_dev ? p.ranges_dev[2 * w.b + 1] : p.ranges[2 * w.b + 1];
+  w.t0 = beg + static_cast<int64_t>(w.split) * p.tokens_per_split;
+  w.t1 = min(end, w.t0 + p.tokens_per_split);
+  return w;
+}
+
+// In-place unnormalized FWHT of `rows` rows of D floats in shared memory (stages h = 1, 2, 4, ...,
+// as the CPU). Every thread of the block must call it; it ends with a barrier.
+__device__ void fwht_rows(float* x, int rows, int D) {
+  const int half = D / 2;
+  for (int h = 1; h < D; h <<= 1) {
+    for (int i = threadIdx.x; i < rows * half; i += blockDim.x) {
+      const int r = i / half, k = i - r * half;
+      const int j = (k / h) * 2 * h + (k % h);
+      float* v = x + r * D;
+      const float a = v[j], c = v[j + h];
+      v[j] = a + c;
+      v[j + h] = a - c;
+    }
+    __syncthreads();
+  }
+}
+
+// qs[h][d] = FWHT(s_K ⊙ q[b, hq0 + h])[d] for the block's heads (unnormalized). Ends with a barrier.
+__device__ void load_rotated_queries(const Params& p, const BlockWork& w, float* qs) {
+  const int D = p.dim;
+  for (int i = threadIdx.x; i < w.heads * D; i += blockDim.x) {
+    const int h = i / D, d = i - h * D;
+    const int64_t idx = w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
+    const float x = load_elem(p.q, p.q_dtype, idx);
+    qs[i] = p.ksign ? x * p.ksign[d] : x;
+  }
+  __syncthreads();
+  fwht_rows(qs, w.heads, D);
+}
+
+// Final rows: out = s_V ⊙ FWHT(O / L) / D, or zeros where L == 0 (no tokens). fin: [rows][D] in
+// shared memory, L[r * l_stride]: the rows' sums. Every thread must call it.
+__device__ void store_output_rows(const Params& p, int b, int hq0, int rows, float* fin, const float* L, int l_stride) {
+  const int D = p.dim;
+  for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
+    const float l = L[(i / D) * l_stride];
+    fin[i] = l == 0.0f ? 0.0f : fin[i] / (l * static_cast<float>(D));
+  }
+  __syncthreads();
+  fwht_rows(fin, rows, D);
+  for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
+    const int h = i / D, d = i - h * D;
+    const float v = p.vsign ? fin[i] * p.vsign[d] : fin[i];
+    store_elem(p.out, p.out_dtype, (static_cast<int64_t>(b) * p.q_heads + hq0 + h) * D + d, v);
+  }
+}
+
+// Merges the warps' states (cw [kWarps][8][D] O, cml [kWarps][8][2] (m, l)) into fin [heads][D],
+// then finalizes (one slice) or writes this slice's partial. Begins after a barrier.
+__device__ void merge_and_store(const Params& p, const BlockWork& w, const float* cw, const float* cml, float* fin,
+                                float* fin_ml) {
+  const int D = p.dim;
+  for (int h = threadIdx.x; h < w.heads; h += blockDim.x) {
+    float M = kNegInf;
+    for (int k = 0; k < kWarps; ++k) M = fmaxf(M, cml[(k * kHeadsPerBlock + h) * 2]);
+    float L = 0;
+    if (M != kNegInf)
+      for (int k = 0; k < kWarps; ++k)
+        L += cml[(k * kHeadsPerBlock + h) * 2 + 1] * exp2f(cml[(k * kHeadsPerBlock + h) * 2] - M);
+    fin_ml[2 * h] = M;
+    fin_ml[2 * h + 1] = L;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < w.heads * D; i += blockDim.x) {
+    const int h = i / D, d = i - h * D;
+    const float M = fin_ml[2 * h];
+    float o = 0;
+    if (M != kNegInf)
+      for (int k = 0; k < kWarps; ++k)
+        o += cw[(k * kHeadsPerBlock + h) * D + d] * exp2f(cml[(k * kHeadsPerBlock + h) * 2] - M);
+    fin[i] = o;
+  }
+  __syncthreads();
+  if (p.splits == 1) {
+    store_output_rows(p, w.b, w.hq0, w.heads, fin, fin_ml + 1, 2);
+    return;
+  }
+  for (int i = threadIdx.x; i < w.heads * D; i += blockDim.x) {
+    const int h = i / D, d = i - h * D;
+    const int64_t row = (static_cast<int64_t>(w.b) * p.q_heads + w.hq0 + h) * p.splits + w.split;
+    p.part_o[row * D + d] = fin[i];
+    if (d == 0) {
+      p.part_ml[2 * row] = fin_ml[2 * h];
+      p.part_ml[2 * row + 1] = fin_ml[2 * h + 1];
+    }
+  }
+}
+
+// ---- the exact f32 kernel -------------------------------------------------------------------
+
+// Calls f(d, code) for every code of a packed row, reading 32-bit words where the layout allows.
+template <typename F>
+__device__ __forceinline__ void for_each_code(const uint8_t* row, int D, int bits, F&& f) {
+  if (bits == 4 && D % 8 == 0) {
+    for (int i = 0; i < D / 8; ++i) {
+      const uint32_t x = __ldg(reinterpret_cast<const unsigned int*>(row) + i);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f(8 * i + j, (x >> (4 * j)) & 15u);
+    }
+  } else if (bits == 8 && D % 4 == 0) {
+    for (int i = 0; i < D / 4; ++i) {
+      const uint32_t x = __ldg(reinterpret_cast<const unsigned int*>(row) + i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) f(4 * i + j, (x >> (8 * j)) & 255u);
+    }
+  } else {
+    for (int d = 0; d < D; ++d) f(d, get_code(row, d, bits));
+  }
+}
+
+// DPL: dims per lane in the V accumulation (D / 32, or 1 when D < 32).
+template <int DPL>
+__global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_constant__ Params p) {
+  extern __shared__ float smem[];
+  const int D = p.dim;
+  float* qs = smem;                                   // [8][D] rotated queries, later the merged rows
+  float* cbk = qs + kHeadsPerBlock * D;               // [256]
+  float* cbv = cbk + 256;                             // [256]
+  float* cw = cbv + 256;                              // [kWarps][8][D]
+  float* cml = cw + kWarps * kHeadsPerBlock * D;      // [kWarps][8][2]
+  float* fin_ml = cml + kWarps * kHeadsPerBlock * 2;  // [8][2]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const BlockWork w = block_work(p);
+
+  for (int i = threadIdx.x; i < (1 << p.kbits); i += blockDim.x) cbk[i] = p.kcb[i];
+  for (int i = threadIdx.x; i < (1 << p.vbits); i += blockDim.x) cbv[i] = p.vcb[i];
+  load_rotated_queries(p, w, qs);  // ends with a barrier (the codebooks are visible too)
+
+  const int64_t krow = static_cast<int64_t>(D) * p.kbits / 8, vrow = static_cast<int64_t>(D) * p.vbits / 8;
+  const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
+  const uint8_t* kbase = p.kp + head * p.capacity * krow;
+  const uint8_t* vbase = p.vp + head * p.capacity * vrow;
+  const float* ksb = p.ks + head * p.capacity;
+  const float* vsb = p.vs + head * p.capacity;
+  const int64_t slot0 = p.sliding ? w.t0 % p.capacity : w.t0;  // slot of the block's first token
+
+  float m[kHeadsPerBlock], l[kHeadsPerBlock], acc[kHeadsPerBlock][DPL];
+#pragma unroll
+  for (int h = 0; h < kHeadsPerBlock; ++h) {
+    m[h] = kNegInf;
+    l[h] = 0;
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) acc[h][i] = 0;
+  }
+
+  for (int64_t g0 = w.t0 + warp * 32; g0 < w.t1; g0 += kWarps * 32) {
+    const int64_t pos = g0 + lane;
+    const bool valid = pos < w.t1;
+    const int64_t slot = valid ? (p.sliding ? advance_slot(slot0, pos - w.t0, p.capacity) : pos) : slot0;
+    // Scores, lane = token.
+    float s[kHeadsPerBlock];
+#pragma unroll
+    for (int h = 0; h < kHeadsPerBlock; ++h) s[h] = 0;
+    for_each_code(kbase + slot * krow, D, p.kbits, [&](int d, unsigned code) {
+      const float c = cbk[code];
+#pragma unroll
+      for (int h = 0; h < kHeadsPerBlock; ++h)
+        if (h < w.heads) s[h] += qs[h * D + d] * c;
+    });
+    const float kscale = __ldg(ksb + slot) * p.score_scale;
+    const float vscale = __ldg(vsb + slot);
+    float pr[kHeadsPerBlock];
+#pragma unroll
+    for (int h = 0; h < kHeadsPerBlock; ++h) {
+      const float sc = valid ? s[h] * kscale : kNegInf;
+      const float m_new = fmaxf(m[h], warp_max(sc));
+      const float alpha = m_new == m[h] ? 1.0f : exp2f(m[h] - m_new);
+      pr[h] = exp2f(sc - m_new);
+      l[h] = l[h] * alpha + pr[h];
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) acc[h][i] *= alpha;
+      m[h] = m_new;
+      pr[h] *= vscale;
+    }
+    // V, lane = dims lane + 32 i: every token of the group in turn.
+    const int n = static_cast<int>(w.t1 - g0 < 32 ? w.t1 - g0 : 32);
+    for (int j = 0; j < n; ++j) {
+      const int64_t sj = __shfl_sync(0xffffffffu, slot, j);
+      float pj[kHeadsPerBlock];
+#pragma unroll
+      for (int h = 0; h < kHeadsPerBlock; ++h) pj[h] = __shfl_sync(0xffffffffu, pr[h], j);
+      const uint8_t* row = vbase + sj * vrow;
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) {
+        const int d = lane + 32 * i;
+        if (d < D) {
+          const float c = cbv[get_code(row, d, p.vbits)];
+#pragma unroll
+          for (int h = 0; h < kHeadsPerBlock; ++h) acc[h][i] += pj[h] * c;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int h = 0; h < kHeadsPerBlock; ++h) {
+    l[h] = warp_sum(l[h]);
+#pragma unroll
+    for (int i = 0; i < DPL; ++i)
+      if (lane + 32 * i < D) cw[(warp * kHeadsPerBlock + h) * D + lane + 32 * i] = acc[h][i];
+    if (lane == 0) {
+      cml[(warp * kHeadsPerBlock + h) * 2] = m[h];
+      cml[(warp * kHeadsPerBlock + h) * 2 + 1] = l[h];
+    }
+  }
+  __syncthreads();
+  merge_and_store(p, w, cw, cml, qs, fin_ml);
+}
+
+// ---- the f16 tensor-core kernel ---------------------------------------------------------------
+
+// Byte-indexed fp16 tables, 32 copies: lut[e * 32 + lane]. 4 bits: the half2 (c[e & 15], c[e >> 4]);
+// 8 bits: c[e] in the low half.
+__device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, const float* cb8) {
+  for (int i = threadIdx.x; i < 256 * 8; i += blockDim.x) {
+    const int e = i >> 3, quad = i & 7;
+    if (lut4) {
+      const uint32_t v = half_bits(cb4[e & 15]) | (half_bits(cb4[e >> 4]) << 16);
+      reinterpret_cast<uint4*>(lut4 + e * 32)[quad] = make_uint4(v, v, v, v);
+    }
+    if (lut8) {
+      const uint32_t v = half_bits(cb8[e]);
+      reinterpret_cast<uint4*>(lut8 + e * 32)[quad] = make_uint4(v, v, v, v);
+    }
+  }
+}
+
+// Tuning knobs for D = 128 (benchmark builds may override them): 16-token tiles per warp chunk,
+// and the resident blocks per SM the register budget is sized for.
+#ifndef FRUGAL_ATTN_NSUB128
+#define FRUGAL_ATTN_NSUB128 2
+#endif
+#ifndef FRUGAL_ATTN_MINB128
+#define FRUGAL_ATTN_MINB128 4
+#endif
+
+template <int D, int KB, int VB>
+struct F16Shape {
+  static constexpr int KS = D / 16;        // k-steps of S = Q·Kᵀ (and m-tiles of Oᵀ)
+  static constexpr int KCB = D * KB / 32;  // bytes of a K row each lane reads (dims [D/4·t, D/4·(t+1)))
+  static constexpr int VCB = D * VB / 64;  // bytes of a V row each lane reads (dims [D/8·g, D/8·(g+1)))
+  static constexpr int NSUB = D <= 64 ? 4 : (D <= 128 ? FRUGAL_ATTN_NSUB128 : 1);  // 16-token tiles per warp chunk
+  static constexpr int CH = 16 * NSUB;
+  static constexpr bool kQInSmem = D > 256;  // q fragments: registers up to D = 256
+  static constexpr int kLuts = (KB == VB) ? 1 : 2;
+  static constexpr int kCombineFloats = kWarps * kHeadsPerBlock * (D + 2);
+  static constexpr int kLutRegionWords = (kLuts * kLutWords > kCombineFloats) ? kLuts * kLutWords : kCombineFloats;
+  static constexpr int kSmemBytes =
+      4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock) +
+      (kQInSmem ? KS * 32 * 8 : 0);
+};
+
+// The real head dimension held by element (k-step s, K index k) of the S product.
+template <int D>
+__device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
+  return (D / 4) * t + 4 * s + 2 * h + j;
+}
+
+template <int D, int KB, int VB>
+__global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
+    kernel_decode_f16(const __grid_constant__ Params p) {
+  using S = F16Shape<D, KB, VB>;
+  extern __shared__ __align__(16) uint32_t smem_u[];
+  uint32_t* lut_a = smem_u;  // the table of the first width needed
+  uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
+  uint32_t* lutK = lut_a;
+  uint32_t* lutV = (KB == VB) ? lut_a : lut_b;
+  float* cw = reinterpret_cast<float*>(smem_u);   // [kWarps][8][D], aliases the tables after the loop
+  float* cml = cw + kWarps * kHeadsPerBlock * D;  // [kWarps][8][2]
+  float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);     // [8][D], later the merged rows
+  float* sig = qs + kHeadsPerBlock * D;                                  // [8] per-head power-of-two query scale
+  float* fin_ml = sig + 2 * kHeadsPerBlock;                              // [8][2]
+  uint2* qfrag = reinterpret_cast<uint2*>(fin_ml + 2 * kHeadsPerBlock);  // [KS][32] when kQInSmem
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const BlockWork w = block_work(p);
+
+  build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
+             KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
+  load_rotated_queries(p, w, qs);  // ends with a barrier
+
+  // Per-head power-of-two scale σ ≥ max|q_rot| so the fp16 query cannot overflow (bf16 inputs).
+  for (int h = warp; h < kHeadsPerBlock; h += kWarps) {
+    float mx = 0;
+    if (h < w.heads)
+      for (int d = lane; d < D; d += 32) mx = fmaxf(mx, fabsf(qs[h * D + d]));
+    mx = warp_max(mx);
+    int e = 0;
+    frexpf(mx, &e);
+    if (lane == 0) sig[h] = (mx > 0 && isfinite(mx)) ? ldexpf(1.0f, e) : 1.0f;
+  }
+  __syncthreads();
+
+  // q as the B operand of Sᵀ = K·Qᵀ: (K index = dims 2t4, 2t4+1 | 2t4+8, 2t4+9 of k-step s, N = head g).
+  auto qval = [&](int head, int dim) -> float {
+    return head < w.heads ? qs[head * D + dim] * (1.0f / sig[head]) : 0.0f;  // σ a power of two: exact
+  };
+  uint32_t qb0[S::kQInSmem ? 1 : S::KS], qb1[S::kQInSmem ? 1 : S::KS];
+  if constexpr (S::kQInSmem) {
+    for (int i = threadIdx.x; i < S::KS * 32; i += blockDim.x) {
+      const int s = i / 32, ln = i % 32, gg = ln >> 2, tt = ln & 3;
+      qfrag[i] = make_uint2(pack_half2(qval(gg, q_dim<D>(tt, s, 0, 0)), qval(gg, q_dim<D>(tt, s, 0, 1))),
+                            pack_half2(qval(gg, q_dim<D>(tt, s, 1, 0)), qval(gg, q_dim<D>(tt, s, 1, 1))));
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < S::KS; ++s) {
+      qb0[s] = pack_half2(qval(g, q_dim<D>(t4, s, 0, 0)), qval(g, q_dim<D>(t4, s, 0, 1)));
+      qb1[s] = pack_half2(qval(g, q_dim<D>(t4, s, 1, 0)), qval(g, q_dim<D>(t4, s, 1, 1)));
+    }
+  }
+  // This lane's scores are for heads 2t4 and 2t4 + 1 (the C columns of Sᵀ).
+  const float hf0 = (2 * t4 < w.heads ? sig[2 * t4] : 0.0f) * p.score_scale;
+  const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
+  __syncthreads();  // tables and q fragments ready
+
+  constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
+  const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
+  const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
+  const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
+  const float* ksb = p.ks + head * p.capacity;
+  const float* vsb = p.vs + head * p.capacity;
+  const int64_t cap = p.capacity;
+  const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
+  const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
+  const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
+
+  // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
+  // and the V-scale reference u the fp16 weights are normalized by.
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0, l1 = 0, u = 1e-30f;
+  float acc[S::KS][4];  // Oᵀ: rows (dims) 2(D/16·g + mt) and +1, columns (heads) 2t4 and 2t4 + 1
+#pragma unroll
+  for (int i = 0; i < S::KS; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
+
+  int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
+  int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
+  // One chunk of CH tokens. kFull: every token valid and the slots contiguous (no ring wrap), so
+  // each lane's addresses are one base pointer plus compile-time offsets; otherwise per-token slots,
+  // tokens past the slice read the slice's first token and are masked.
+  auto chunk = [&](auto full_tag) {
+    constexpr bool kFull = decltype(full_tag)::value;
+    const int64_t cs = p.sliding ? start_slot : start;  // slot of the chunk's first token
+    auto slot_of = [&](int i) -> int64_t {
+      if (start + i >= w.t1) return slot_t0;
+      return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
+    };
+    // K rows and both scales: tokens g and g + 8 of each 16-token tile; V rows: tokens 2t4, 2t4 + 1,
+    // 2t4 + 8, 2t4 + 9.
+    const uint8_t* k_lane = kbase + (cs + g) * KROW;
+    const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;
+    const float* ks_lane = ksb + cs + g;
+    const float* vs_lane = vsb + cs + g;
+    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+    // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
+    // the V rows only after the scores, to keep the registers for the accumulators.
+    uint32_t kw[S::NSUB][2][S::KCB / 4];
+    uint32_t vw[S::NSUB][4][S::VCB / 4];
+    float ksc[S::NSUB][2], vsc[S::NSUB][2];
+    auto load_v = [&] {
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          if constexpr (kFull)
+            load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+          else
+            load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+        }
+    };
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        if constexpr (kFull) {
+          load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+          ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
+          vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
+        } else {
+          const int64_t sl = slot_of(16 * j + 8 * n + g);
+          load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
+          ksc[j][n] = __ldg(ksb + sl);
+          vsc[j][n] = __ldg(vsb + sl);
+        }
+      }
+    }
+    if constexpr (D <= 128) load_v();
+    // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
+    float sc[S::NSUB][4];
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j) {
+      float c[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int s = 0; s < S::KS; ++s) {
+        uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
+        if constexpr (KB == 4) {
+          const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
+          const int k = 2 * (s & 1);
+          a0 = lut_load(lutK_addr, byte_of(x0, k));
+          a1 = lut_load(lutK_addr, byte_of(x1, k));
+          a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
+          a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+        } else {
+          const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
+          a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
+          a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
+          a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
+          a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
+        }
+        uint32_t b0, b1;
+        if constexpr (S::kQInSmem) {
+          const uint2 f = qfrag[s * 32 + lane];
+          b0 = f.x;
+          b1 = f.y;
+        } else {
+          b0 = qb0[s];
+          b1 = qb1[s];
+        }
+        mma_16816(c, a0, a1, a2, a3, b0, b1);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
+    }
+    if constexpr (D > 128) load_v();
+    // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
+    float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const bool valid = kFull || start + 16 * j + 8 * n + g < w.t1;
+        const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
+        sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
+        sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
+        vsc[j][n] = valid ? vsc[j][n] : 0.0f;
+        cmax0 = fmaxf(cmax0, sc[j][2 * n]);
+        cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
+        vmax = fmaxf(vmax, vsc[j][n]);
+      }
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
+      cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+      cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+      vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
+    }
+    const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
+    if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
+      const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+      l0 *= a0;
+      l1 *= a1;
+      const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
+#pragma unroll
+      for (int i = 0; i < S::KS; ++i) {
+        acc[i][0] *= f0;
+        acc[i][1] *= f1;
+        acc[i][2] *= f0;
+        acc[i][3] *= f1;
+      }
+      m0 = n0;
+      m1 = n1;
+      u = u_new;
+    }
+    const float inv_u = 1.0f / u;
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j) {
+      float pt[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+        if (e & 1)
+          l1 += pe;
+        else
+          l0 += pe;
+        pt[e] = pe * (vsc[j][e >> 1] * inv_u);
+      }
+      // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
+      // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
+      const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
+      const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
+      // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
+      if constexpr (VB == 4) {
+#pragma unroll
+        for (int wi = 0; wi < S::VCB / 4; ++wi) {
+          const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+          // Bytes pairing the same dim of two tokens: low nibble token 2t4 (+8), high nibble 2t4+1 (+9).
+          const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
+          const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
+          const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
+          const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int mt = 4 * wi + k;
+            mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
+                      lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < S::KS; ++mt) {
+          const int wi = mt >> 1, k = 2 * (mt & 1);
+          const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+          const uint32_t a0 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
+          const uint32_t a1 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
+          const uint32_t a2 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
+          const uint32_t a3 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
+          mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+        }
+      }
+    }
+  };
+
+  for (; start < w.t1; start += kWarps * S::CH) {
+    const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
+    if (full)
+      chunk(std::true_type{});
+    else
+      chunk(std::false_type{});
+    start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
+  }
+
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {  // the heads' sums over all tokens (every g)
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+  }
+  __syncthreads();  // every warp is done with the tables: the merge area aliases them
+  // True O = acc · u.
+#pragma unroll
+  for (int mt = 0; mt < S::KS; ++mt) {
+    const int d0 = 2 * ((D / 16) * g + mt);
+    float* c0 = cw + (warp * kHeadsPerBlock + 2 * t4) * D;
+    float* c1 = c0 + D;
+    c0[d0] = acc[mt][0] * u;
+    c1[d0] = acc[mt][1] * u;
+    c0[d0 + 1] = acc[mt][2] * u;
+    c1[d0 + 1] = acc[mt][3] * u;
+  }
+  if (g == 0) {
+    cml[(warp * kHeadsPerBlock + 2 * t4) * 2] = m0;
+    cml[(warp * kHeadsPerBlock + 2 * t4) * 2 + 1] = l0;
+    cml[(warp * kHeadsPerBlock + 2 * t4 + 1) * 2] = m1;
+    cml[(warp * kHeadsPerBlock + 2 * t4 + 1) * 2 + 1] = l1;
+  }
+  __syncthreads();
+  merge_and_store(p, w, cw, cml, qs, fin_ml);
+}
+
+// ---- combine the slices ---------------------------------------------------------------------
+
+// Block-wide reduction of one value per thread (max or sum) through `red` (kWarps floats).
+template <bool kMax>
+__device__ float block_reduce(float x, float* red) {
+  x = kMax ? warp_max(x) : warp_sum(x);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
+  __syncthreads();
+  float r = red[0];
+  for (int k = 1; k < kWarps; ++k) r = kMax ? fmaxf(r, red[k]) : r + red[k];
+  return r;
+}
+
+// One output row per block: the slices' partial states, weighted by 2^(m_s − M), then finalized.
+// Latency-bound on small problems, so every loop over the slices is spread over the threads or
+// unrolled into independent loads.
+__global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant__ Params p) {
+  extern __shared__ float smem[];
+  const int D = p.dim, S = p.splits;
+  float* fin = smem;                  // [D]
+  float* wgt = fin + D;               // [S]
+  float* red_max = wgt + S;           // [kWarps]
+  float* red_sum = red_max + kWarps;  // [kWarps]
+  float* lsum = red_sum + kWarps;     // [1]
+  const int64_t row = blockIdx.x;     // b * Hq + h
+  const float* ml = p.part_ml + row * S * 2;
+  const float* po = p.part_o + row * S * D;
+
+  float mx = kNegInf;
+  for (int s = threadIdx.x; s < S; s += blockDim.x) mx = fmaxf(mx, ml[2 * s]);
+  const float M = block_reduce<true>(mx, red_max);
+  float l = 0;
+  for (int s = threadIdx.x; s < S; s += blockDim.x) {
+    const float wv = M == kNegInf ? 0.0f : exp2f(ml[2 * s] - M);
+    wgt[s] = wv;
+    l += ml[2 * s + 1] * wv;
+  }
+  const float L = block_reduce<false>(l, red_sum);  // its barrier also publishes wgt
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float o = 0;
+    int s = 0;
+    for (; s + 4 <= S; s += 4) {
+      const float* q = po + static_cast<int64_t>(s) * D + d;
+      const float x0 = q[0], x1 = q[D], x2 = q[2 * D], x3 = q[3 * D];
+      o += x0 * wgt[s] + x1 * wgt[s + 1] + x2 * wgt[s + 2] + x3 * wgt[s + 3];
+    }
+    for (; s < S; ++s) o += po[static_cast<int64_t>(s) * D + d] * wgt[s];
+    fin[d] = o;
+  }
+  if (threadIdx.x == 0) lsum[0] = L;
+  __syncthreads();
+  const int b = static_cast<int>(row / p.q_heads), h = static_cast<int>(row % p.q_heads);
+  store_output_rows(p, b, h, 1, fin, lsum, 1);
+}
+
+// ---- host side ------------------------------------------------------------------------------
+
+using KernelFn = void (*)(Params);
+
+struct Launch {
+  KernelFn fn;
+  int smem;      // dynamic shared memory of this call
+  int smem_max;  // the most any call of this kernel uses (its attribute is raised to this once)
+};
+
+template <int D, int KB, int VB>
+Launch f16_launch() {
+  return {kernel_decode_f16<D, KB, VB>, F16Shape<D, KB, VB>::kSmemBytes, F16Shape<D, KB, VB>::kSmemBytes};
+}
+
+template <int D>
+Launch f16_launch_bits(int kb, int vb) {
+  if (kb == 4) return vb == 4 ? f16_launch<D, 4, 4>() : f16_launch<D, 4, 8>();
+  return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
+}
+
+Launch pick_kernel(const DecodeArgs& a) {
+  if (a.math == attention::Math::f16) {
+    switch (a.dim) {
+      case 64:
+        return f16_launch_bits<64>(a.k.bits, a.v.bits);
+      case 128:
+        return f16_launch_bits<128>(a.k.bits, a.v.bits);
+      case 256:
+        return f16_launch_bits<256>(a.k.bits, a.v.bits);
+      default:
+        return f16_launch_bits<512>(a.k.bits, a.v.bits);
+    }
+  }
+  auto smem = [](int dim) {
+    return 4 *
+           ((kHeadsPerBlock + kWarps * kHeadsPerBlock) * dim + 512 + kWarps * kHeadsPerBlock * 2 + 2 * kHeadsPerBlock);
+  };
+  const int dpl = std::max(1, a.dim / 32);
+  const Launch l{dpl == 1   ? kernel_decode_f32<1>
+                 : dpl == 2 ? kernel_decode_f32<2>
+                 : dpl == 4 ? kernel_decode_f32<4>
+                 : dpl == 8 ? kernel_decode_f32<8>
+                            : kernel_decode_f32<16>,
+                 smem(a.dim), smem(32 * dpl)};
+  return l;
+}
+
+// Resident blocks per SM for a kernel (cached per kernel and device), after raising its dynamic
+// shared-memory limit to the most any of its calls uses.
+int blocks_per_sm(KernelFn fn, int smem, int smem_max, int device) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> cache;
+  std::lock_guard lock(mu);
+  const auto key = std::make_pair(reinterpret_cast<const void*>(fn), device);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  int n = 0;
+  FRUGAL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, smem));
+  n = std::max(n, 1);
+  cache[key] = n;
+  return n;
+}
+
+// Slices per sequence: fill the resident slots of the GPU in whole waves, with slices of ≥ 256
+// tokens and at most max(32, L / 2048) of them: the combine's cost grows with the slice count, and
+// the sweep on an H200 (bench/results/2026-11-29-decode-attention.md) found more slices slower for
+// short sequences (B=1, D=128: L=4K best at 16, L=32K at 32, L=128K at 64).
+int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap_splits) {
+  const int64_t by_len = std::max<int64_t>(1, (max_len + 255) / 256);
+  const int64_t by_combine = std::max<int64_t>(32, max_len / 2048);
+  const int64_t hi = std::min({cap_splits, by_len, by_combine, std::max<int64_t>(1, 4 * slots / pairs)});
+  int64_t best = 1;
+  double best_eff = 0;
+  for (int64_t s = 1; s <= hi; ++s) {
+    const int64_t blocks = pairs * s;
+    const int64_t waves = (blocks + slots - 1) / slots;
+    const double eff = static_cast<double>(blocks) / static_cast<double>(waves * slots);
+    if (eff > best_eff + 0.01) {
+      best = s;
+      best_eff = eff;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
+  namespace be = attention::backend;
+  DeviceGuard guard(device.index);
+  FRUGAL_CHECK(a.batch <= 65535, unsupported, "attention::decode_attention",
+               "the GPU kernels serve up to 65535 sequences a call, got " << a.batch);
+  const cudaStream_t st = to_cuda(stream);
+  const int group = a.q_heads / a.kv_heads, tiles = be::head_tiles(group);
+  const int64_t pairs = static_cast<int64_t>(a.batch) * a.kv_heads * tiles;
+  int64_t max_len = 0;
+  for (int b = 0; b < a.batch; ++b) max_len = std::max(max_len, a.end[b] - a.begin[b]);
+
+  const Launch launch = pick_kernel(a);
+  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch.fn, launch.smem, launch.smem_max, device.index)) *
+                        multiprocessor_count(device.index);
+  const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
+  int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
+  splits = std::min(splits, cap_splits);
+  // Slice length: a multiple of 16 tokens (one mma tile); trailing slices may come out empty.
+  int64_t per_split = std::max<int64_t>(16, (max_len + splits - 1) / splits);
+  per_split = (per_split + 15) / 16 * 16;
+  splits = std::max<int64_t>(1, (max_len + per_split - 1) / per_split);
+
+  Params p{};
+  p.q = a.q;
+  p.q_dtype = dtype_code(a.q_dtype);
+  p.out_dtype = dtype_code(a.out_dtype);
+  p.q_stride_b = a.q_stride_b;
+  p.q_stride_h = a.q_stride_h;
+  p.out = a.out;
+  p.kp = a.k.packed;
+  p.ks = a.k.scales;
+  p.ksign = a.k.signs;
+  p.kcb = a.k.centroids;
+  p.vp = a.v.packed;
+  p.vs = a.v.scales;
+  p.vsign = a.v.signs;
+  p.vcb = a.v.centroids;
+  p.kbits = a.k.bits;
+  p.vbits = a.v.bits;
+  p.q_heads = a.q_heads;
+  p.kv_heads = a.kv_heads;
+  p.group = group;
+  p.head_tiles = tiles;
+  p.splits = static_cast<int>(splits);
+  p.dim = a.dim;
+  p.capacity = a.capacity;
+  p.sliding = a.sliding ? 1 : 0;
+  p.tokens_per_split = per_split;
+  p.score_scale = a.softmax_scale * kLog2e / static_cast<float>(a.dim);
+
+  // Workspace: partials when split, ranges when the batch is too large for the parameters.
+  const size_t partial_bytes =
+      splits > 1 ? (static_cast<size_t>(a.batch) * a.q_heads * splits * (a.dim + 2) * sizeof(float) + 255) / 256 * 256
+                 : 0;
+  const size_t range_bytes = a.batch > kInlineBatch ? 2 * sizeof(int64_t) * a.batch : 0;
+  const size_t need = partial_bytes + range_bytes;
+  void* ws = a.workspace;
+  bool owned = false;
+  if (need > 0 && ws == nullptr) {
+    FRUGAL_CUDA_CHECK(cudaMallocAsync(&ws, need, st));
+    owned = true;
+  }
+  if (splits > 1) {
+    p.part_o = static_cast<float*>(ws);
+    p.part_ml = p.part_o + static_cast<size_t>(a.batch) * a.q_heads * splits * a.dim;
+  }
+  std::vector<int64_t> ranges(2 * static_cast<size_t>(a.batch));
+  for (int b = 0; b < a.batch; ++b) {
+    ranges[2 * b] = a.begin[b];
+    ranges[2 * b + 1] = a.end[b];
+  }
+  if (range_bytes > 0) {
+    int64_t* dev = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(ws) + partial_bytes);
+    FRUGAL_CUDA_CHECK(cudaMemcpyAsync(dev, ranges.data(), range_bytes, cudaMemcpyHostToDevice, st));
+    p.ranges_dev = dev;
+  } else {
+    std::copy(ranges.begin(), ranges.end(), p.ranges);
+  }
+
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * tiles),
+                  static_cast<unsigned>(a.batch));
+  launch.fn<<<grid, kThreads, launch.smem, st>>>(p);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+  if (splits > 1) {
+    const int smem = 4 * (a.dim + static_cast<int>(splits) + 2 * kWarps + 1);  // ≤ 10 KB: under the default 48 KB
+
+    kernel_combine<<<static_cast<unsigned>(a.batch * a.q_heads), kThreads, smem, st>>>(p);
+    FRUGAL_CUDA_CHECK_LAUNCH();
+  }
+  if (owned) FRUGAL_CUDA_CHECK(cudaFreeAsync(ws, st));
+}
+
+}  // namespace frugal::cuda
