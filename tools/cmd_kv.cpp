@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "kv_attention_step.h"
 #include "frugal/half.h"
 #include "frugal/kv_cache.h"
 
@@ -190,6 +191,21 @@ void run_kv(const KvOptions& o) {
     fmt::print("| {} | {} | {:.6f} | {:.6f} | {:.6f} | {:.3g}, {:.3g} | {:.3g} |\n", l.name, l.signs ? "on" : "off",
                l.q.rel_mse, l.q.cos_mean, l.q.cos_min, o.tokens / l.t.append_s / 1e6, in_bytes / l.t.append_s / 1e9,
                out_bytes / l.t.dequant_s / 1e9);
+  }
+
+  // The read path: decode attention straight from the packed K and V caches, for one random
+  // query per GQA group of 4, against fp32 attention over the unquantized K and V.
+  fmt::print("\ndecode attention over the packed caches (Hq = {}, one query token):\n", 4 * o.heads);
+  for (bool signs : {false, true}) {
+    kv::CacheConfig c = cfg;
+    if (signs) c.sign_seed = o.seed * 0x9E3779B97F4A7C15ull + 17;
+    kv::Cache kc(c, dev), vc(c, dev);
+    stream_into(kc, k, o, dev, progress, 1.0, 0.0);
+    stream_into(vc, v, o, dev, progress, 1.0, 0.0);
+    const TensorView k_orig(const_cast<float*>(k.values.data()), DType::f32, {o.tokens, o.heads, o.head_dim});
+    const TensorView v_orig(const_cast<float*>(v.values.data()), DType::f32, {o.tokens, o.heads, o.head_dim});
+    fmt::print("random signs {}: ", signs ? "on " : "off");
+    kv_attention_step(kc, vc, k_orig, v_orig, 4 * o.heads, o.seed);
   }
 }
 

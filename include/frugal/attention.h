@@ -49,7 +49,7 @@
 // (sequence, query head, slice), plus the token ranges when batch > 128. Pass
 // DecodeOptions::workspace (u8, on the device, at least decode_attention_workspace_bytes) to
 // keep allocation out of the call — then the call is also CUDA-graph capturable when
-// batch ≤ 128. Without one, the call allocates it stream-ordered (cudaMallocAsync/cudaFreeAsync)
+// batch ≤ 128. Without one, the call allocates it stream-ordered from frugal's scratch pool (cuda::Scratch)
 // on `stream`, which never synchronizes the device.
 #pragma once
 

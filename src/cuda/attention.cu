@@ -26,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <type_traits>
+#include <optional>
 #include <vector>
 
 #include "core/attention_backend.h"
@@ -951,11 +952,8 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   const size_t range_bytes = a.batch > kInlineBatch ? 2 * sizeof(int64_t) * a.batch : 0;
   const size_t need = partial_bytes + range_bytes;
   void* ws = a.workspace;
-  bool owned = false;
-  if (need > 0 && ws == nullptr) {
-    FRUGAL_CUDA_CHECK(cudaMallocAsync(&ws, need, st));
-    owned = true;
-  }
+  std::optional<Scratch> scratch;  // when the caller gave no workspace: stream-ordered, from frugal's pool
+  if (need > 0 && ws == nullptr) ws = scratch.emplace(need, st).as<void>();
   if (splits > 1) {
     p.part_o = static_cast<float*>(ws);
     p.part_ml = p.part_o + static_cast<size_t>(a.batch) * a.q_heads * splits * a.dim;
@@ -983,7 +981,6 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
     kernel_combine<<<static_cast<unsigned>(a.batch * a.q_heads), kThreads, smem, st>>>(p);
     FRUGAL_CUDA_CHECK_LAUNCH();
   }
-  if (owned) FRUGAL_CUDA_CHECK(cudaFreeAsync(ws, st));
 }
 
 }  // namespace frugal::cuda
