@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/attention_backend.h"
+#include "cpu/hadamard.h"
 #include "core/types.h"
 
 namespace frugal::cpu {
@@ -26,16 +27,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kFlushBelow = -100.0f;
 
 inline float weight(float x) { return x < kFlushBelow ? 0.0f : std::exp2(x); }
-
-void fwht_inplace(float* v, int d) {
-  for (int h = 1; h < d; h <<= 1)
-    for (int i = 0; i < d; i += 2 * h)
-      for (int j = i; j < i + h; ++j) {
-        const float a = v[j], b = v[j + h];
-        v[j] = a + b;
-        v[j + h] = a - b;
-      }
-}
 
 // Codebook values of one packed row (little-endian bit stream, `bits` per code).
 void decode_row(const uint8_t* row, int dim, int bits, const float* cb, float* out) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/kv_backend.h"
+#include "cpu/hadamard.h"
 #include "core/types.h"
 
 namespace frugal::cpu {
@@ -17,16 +18,6 @@ namespace {
 
 using kv::backend::AppendArgs;
 using kv::backend::DequantizeArgs;
-
-void fwht_inplace(float* v, int d) {
-  for (int h = 1; h < d; h <<= 1)
-    for (int i = 0; i < d; i += 2 * h)
-      for (int j = i; j < i + h; ++j) {
-        const float a = v[j], b = v[j + h];
-        v[j] = a + b;
-        v[j + h] = a - b;
-      }
-}
 
 float inv_sqrt_dim(int d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
 
