@@ -40,14 +40,34 @@ def wrap(out: Any, like: Any) -> Any:
     return out
 
 
+def torch_stream(t: Any) -> Optional[int]:
+    """torch's current CUDA stream on t's device (None for CPU tensors), through the fast raw getter."""
+    if not t.is_cuda:
+        return None
+    import torch
+
+    getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if getter is not None:
+        return getter(t.device.index)
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+def dl(x: Any) -> Any:
+    """A torch tensor as a DLPack capsule (torch's C++ exporter: no per-call Python checks; the
+    stream is passed to frugal explicitly); anything else as it is."""
+    if x is not None and framework_of(x) == "torch":
+        import torch.utils.dlpack
+
+        return torch.utils.dlpack.to_dlpack(x)
+    return x
+
+
 def stream_of(x: Any, stream: Optional[int]) -> Optional[int]:
     """The CUDA stream to run on: the one given, else torch's current stream for a torch CUDA tensor."""
     if stream is not None:
         return int(stream)
-    if framework_of(x) == "torch" and x.is_cuda:
-        import torch
-
-        return torch.cuda.current_stream(x.device).cuda_stream
+    if framework_of(x) == "torch":
+        return torch_stream(x)
     if framework_of(x) == "cupy":
         import cupy
 

@@ -9,17 +9,15 @@ from typing import Optional
 import torch
 
 from . import _frugal
-
-
-def _stream(t: torch.Tensor):
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else None
+from ._interop import dl as _dl
+from ._interop import torch_stream as _stream
 
 
 @torch.library.custom_op("frugal::hadamard_transform", mutates_args=())
 def hadamard_transform(x: torch.Tensor) -> torch.Tensor:
     """FWHT(x) / sqrt(D) along the last dimension of an f32 [rows, D] tensor."""
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
-    _frugal.hadamard_transform(x, out, stream=_stream(x))
+    _frugal.hadamard_transform(_dl(x), _dl(out), stream=_stream(x))
     return out
 
 
@@ -32,7 +30,7 @@ def _(x: torch.Tensor) -> torch.Tensor:
 def build_kernel_map(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> torch.Tensor:
     """nbr [K, N] int32 of coords [N, 4] int32 (b, x, y, z); sentinel N. See frugal.spconv."""
     out = torch.empty((kernel_size**3, coords.shape[0]), dtype=torch.int32, device=coords.device)
-    _frugal.spconv.build_kernel_map(coords, kernel_size, dilation, out=out, stream=_stream(coords))
+    _frugal.spconv.build_kernel_map(_dl(coords), kernel_size, dilation, out=_dl(out), stream=_stream(coords))
     return out
 
 
@@ -46,7 +44,8 @@ def submanifold_conv(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tenso
                      bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k] (weight [K, Ci, Co]); never materializes the gather."""
     out = torch.empty((nbr.shape[1], weight.shape[2]), dtype=feats.dtype, device=feats.device)
-    _frugal.spconv.submanifold_conv(feats, nbr, weight, bias, out=out, stream=_stream(feats))
+    _frugal.spconv.submanifold_conv(_dl(feats), _dl(nbr), _dl(weight), _dl(bias), out=_dl(out),
+                                    stream=_stream(feats))
     return out
 
 
