@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from . import _frugal
-from ._interop import stream_of, wrap
+from ._interop import dl, stream_of, wrap
 
 ScaleRule = _frugal.ScaleRule
 lloyd_max_codebook = _frugal.lloyd_max_codebook
@@ -18,9 +18,9 @@ def hadamard_transform(x: Any, out: Any = None, *, stream: Optional[int] = None)
     """
     s = stream_of(x, stream)
     if out is not None:
-        _frugal.hadamard_transform(x, out, stream=s)
+        _frugal.hadamard_transform(dl(x), dl(out), stream=s)
         return out
-    return wrap(_frugal.hadamard_transform(x, stream=s), x)
+    return wrap(_frugal.hadamard_transform(dl(x), stream=s), x)
 
 
 class Cache:
@@ -43,7 +43,7 @@ class Cache:
     def append(self, x: Any, *, seq: Optional[int] = None, stream: Optional[int] = None) -> None:
         """Quantize x [T, H, D] (batch 1, or into sequence `seq`) or [batch, T, H, D]; f32 | f16 | bf16."""
         self._like = x
-        self._impl.append(x, seq=seq, stream=stream_of(x, stream))
+        self._impl.append(dl(x), seq=seq, stream=stream_of(x, stream))
 
     def dequantize(self, seq: int = 0, begin: int = 0, end: Optional[int] = None, *, dtype: str = "f32",
                    stream: Optional[int] = None, like: Any = None) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from . import _frugal
-from ._interop import stream_of, wrap
+from ._interop import dl, stream_of, wrap
 
 _s = _frugal.spconv
 OffsetOrder = _s.OffsetOrder
@@ -14,7 +14,7 @@ offset_permutation = _s.offset_permutation
 
 def build_kernel_map(coords: Any, kernel_size: int = 3, dilation: int = 1, *, stream: Optional[int] = None) -> Any:
     """nbr [K, N] int32 for coords [N, 4] int32 (b, x, y, z); nbr[k, n] = N when voxel n has no k-th neighbor."""
-    return wrap(_s.build_kernel_map(coords, kernel_size, dilation, stream=stream_of(coords, stream)), coords)
+    return wrap(_s.build_kernel_map(dl(coords), kernel_size, dilation, stream=stream_of(coords, stream)), coords)
 
 
 def submanifold_conv(feats: Any, nbr: Any, weight: Any, bias: Any = None, *, checked: bool = True,
@@ -23,5 +23,5 @@ def submanifold_conv(feats: Any, nbr: Any, weight: Any, bias: Any = None, *, che
 
     checked=True raises frugal.Error for nbr entries outside [0, N] (one small readback on CUDA).
     """
-    out = _s.submanifold_conv(feats, nbr, weight, bias, checked=checked, stream=stream_of(feats, stream))
+    out = _s.submanifold_conv(dl(feats), dl(nbr), dl(weight), dl(bias), checked=checked, stream=stream_of(feats, stream))
     return wrap(out, feats)

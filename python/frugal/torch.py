@@ -1,6 +1,8 @@
 """frugal's ops as PyTorch custom ops (torch.library), with fake implementations so that
 torch.compile can trace them. Outputs are allocated by torch (its caching allocator) and frugal
-writes into them on torch's current CUDA stream. No libtorch link: the extension speaks DLPack.
+writes into them on torch's current CUDA stream. Like torch's own ops these take tensors of any
+strides (non-contiguous ones are copied to contiguous first); the lower-level frugal.spconv and
+frugal.kv functions refuse them with a clear frugal.Error instead of copying behind your back. No libtorch link: the extension speaks DLPack.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from ._interop import torch_stream as _stream
 @torch.library.custom_op("frugal::hadamard_transform", mutates_args=())
 def hadamard_transform(x: torch.Tensor) -> torch.Tensor:
     """FWHT(x) / sqrt(D) along the last dimension of an f32 [rows, D] tensor."""
+    x = x.contiguous()
     out = torch.empty_like(x, memory_format=torch.contiguous_format)
     _frugal.hadamard_transform(_dl(x), _dl(out), stream=_stream(x))
     return out
@@ -29,6 +32,7 @@ def _(x: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op("frugal::build_kernel_map", mutates_args=())
 def build_kernel_map(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> torch.Tensor:
     """nbr [K, N] int32 of coords [N, 4] int32 (b, x, y, z); sentinel N. See frugal.spconv."""
+    coords = coords.contiguous()  # torch ops take any strides (torch.nonzero's output is column-major)
     out = torch.empty((kernel_size**3, coords.shape[0]), dtype=torch.int32, device=coords.device)
     _frugal.spconv.build_kernel_map(_dl(coords), kernel_size, dilation, out=_dl(out), stream=_stream(coords))
     return out
@@ -43,6 +47,8 @@ def _(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> torch.Te
 def submanifold_conv(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
                      bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k] (weight [K, Ci, Co]); never materializes the gather."""
+    feats, nbr, weight = feats.contiguous(), nbr.contiguous(), weight.contiguous()
+    bias = bias.contiguous() if bias is not None else None
     out = torch.empty((nbr.shape[1], weight.shape[2]), dtype=feats.dtype, device=feats.device)
     _frugal.spconv.submanifold_conv(_dl(feats), _dl(nbr), _dl(weight), _dl(bias), out=_dl(out),
                                     stream=_stream(feats))
