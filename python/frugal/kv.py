@@ -87,3 +87,18 @@ class Cache:
     @property
     def bytes_per_vector(self) -> int:
         return self._impl.bytes_per_vector
+
+
+def decode_attention(q: Any, k: Cache, v: Cache, *, softmax_scale: Optional[float] = None,
+                     lengths: Optional[list] = None, math: str = "auto", num_splits: int = 0,
+                     stream: Optional[int] = None) -> Any:
+    """Decode attention read straight from the packed caches: q [B, Hq, D] -> [B, Hq, D] (q's dtype).
+
+    Computed in the rotated domain (q rotated once, one inverse transform per output row), f32
+    softmax; GQA when Hq is a multiple of the caches' heads; `lengths` (one per sequence) attends the
+    last `capacity` tokens before L of a ring, or [0, L) of a global cache; default: every held token.
+    math: 'auto' (tensor cores for f16/bf16 queries on a GPU), 'f32' or 'f16'.
+    """
+    out = _frugal.decode_attention(dl(q), k._impl, v._impl, softmax_scale=softmax_scale, lengths=lengths,
+                                   math=math, num_splits=num_splits, stream=stream_of(q, stream))
+    return wrap(out, q)

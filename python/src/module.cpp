@@ -16,6 +16,7 @@ using namespace nb::literals;
 namespace frugal::python {
 
 void bind_spconv(nb::module_& m);
+void bind_attention(nb::module_& m);
 
 void bind_kv(nb::module_& m) {
   nb::enum_<kv::ScaleRule>(m, "ScaleRule", "How a quantized vector's scale is chosen.")
@@ -127,4 +128,5 @@ NB_MODULE(_frugal, m) {
   m.def("synchronize", [](const std::string& d) { frugal::synchronize(frugal::parse_device(d)); }, "device"_a = "cuda");
   frugal::python::bind_kv(m);
   frugal::python::bind_spconv(m);
+  frugal::python::bind_attention(m);
 }

@@ -116,3 +116,46 @@ def test_bad_appends_raise(rng):
         c.append(rng.standard_normal((5, 2, 16)).astype(np.float32))
     with pytest.raises(frugal.Error, match="must have dtype"):
         c.append(np.zeros((1, 2, 16), np.int32))
+
+
+def attention_oracle(q, k, v, scale):
+    """Plain double-precision softmax attention with GQA: q [B, Hq, D], k/v [B, T, Hkv, D]."""
+    b, hq, d = q.shape
+    g = hq // k.shape[2]
+    out = np.zeros((b, hq, d))
+    for i in range(b):
+        for h in range(hq):
+            s = k[i, :, h // g, :].astype(np.float64) @ q[i, h].astype(np.float64) * scale
+            p = np.exp(s - s.max())
+            out[i, h] = (p / p.sum()) @ v[i, :, h // g, :].astype(np.float64)
+    return out
+
+
+@pytest.mark.parametrize("sliding", [False, True])
+def test_decode_attention_matches_the_oracle_over_the_dequantized_cache(rng, sliding):
+    b, hkv, hq, d, t, cap = 2, 2, 8, 64, 40, (16 if sliding else 48)
+    k = kv.Cache(batch=b, num_kv_heads=hkv, head_dim=d, capacity=cap, sliding=sliding, sign_seed=3)
+    v = kv.Cache(batch=b, num_kv_heads=hkv, head_dim=d, capacity=cap, sliding=sliding, bits=8)
+    x_k = rng.standard_normal((b, t, hkv, d)).astype(np.float32)
+    x_v = rng.standard_normal((b, t, hkv, d)).astype(np.float32)
+    for i in range(0, t, 8):  # several appends: the ring wraps when sliding
+        k.append(x_k[:, i:i + 8])
+        v.append(x_v[:, i:i + 8])
+    q = rng.standard_normal((b, hq, d)).astype(np.float32)
+    out = kv.decode_attention(q, k, v)
+    assert isinstance(out, np.ndarray) and out.shape == (b, hq, d)
+    first = k.first_held()
+    kd = np.stack([k.dequantize(i, first, t) for i in range(b)])
+    vd = np.stack([v.dequantize(i, first, t) for i in range(b)])
+    ref = attention_oracle(q, kd, vd, 1 / np.sqrt(d))
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-5
+
+
+def test_decode_attention_refuses_mismatched_heads(rng):
+    k = kv.Cache(num_kv_heads=2, head_dim=16, capacity=4)
+    v = kv.Cache(num_kv_heads=2, head_dim=16, capacity=4)
+    x = rng.standard_normal((2, 2, 16)).astype(np.float32)
+    k.append(x)
+    v.append(x)
+    with pytest.raises(frugal.Error, match=r"\[attention::decode_attention\]"):
+        kv.decode_attention(rng.standard_normal((1, 3, 16)).astype(np.float32), k, v)

@@ -95,3 +95,23 @@ def test_spconv_custom_ops_pass_opcheck(device):
     w = torch.randn(27, 8, 4, device=device)
     torch.library.opcheck(ft.build_kernel_map, (coords, 3, 1))
     torch.library.opcheck(ft.submanifold_conv, (feats, nbr, w, torch.randn(4, device=device)))
+
+
+@pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_decode_attention_matches_sdpa_over_the_dequantized_cache(dtype):
+    b, hkv, hq, d, t = 3, 4, 16, 128, 1000
+    k = kv.Cache(batch=b, num_kv_heads=hkv, head_dim=d, capacity=t, device="cuda")
+    v = kv.Cache(batch=b, num_kv_heads=hkv, head_dim=d, capacity=t, device="cuda")
+    k.append(torch.randn(b, t, hkv, d, device="cuda", dtype=dtype))
+    v.append(torch.randn(b, t, hkv, d, device="cuda", dtype=dtype))
+    q = torch.randn(b, hq, d, device="cuda", dtype=dtype)
+    out = kv.decode_attention(q, k, v)
+    assert isinstance(out, torch.Tensor) and out.dtype == dtype and out.is_cuda
+    kd = torch.stack([k.dequantize(i) for i in range(b)]).transpose(1, 2)  # [B, Hkv, T, D]
+    vd = torch.stack([v.dequantize(i) for i in range(b)]).transpose(1, 2)
+    g = hq // hkv
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        q.float()[:, :, None, :], kd.repeat_interleave(g, 1), vd.repeat_interleave(g, 1))[:, :, 0, :]
+    tol = 1e-5 if dtype == torch.float32 else 5e-3
+    assert torch.linalg.norm(out.float() - ref) / torch.linalg.norm(ref) < tol

@@ -1,0 +1,52 @@
+// Python binding of decode attention over the packed KV cache (frugal/attention.h).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "frugal/attention.h"
+#include "interop.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace frugal::python {
+
+namespace {
+
+attention::Math parse_math(const std::string& m) {
+  if (m == "auto" || m == "automatic") return attention::Math::automatic;
+  if (m == "f32") return attention::Math::f32;
+  if (m == "f16") return attention::Math::f16;
+  FRUGAL_FAIL(invalid_argument, "attention::decode_attention", "math must be 'auto', 'f32' or 'f16', got '" << m << "'");
+}
+
+}  // namespace
+
+void bind_attention(nb::module_& m) {
+  m.def(
+      "decode_attention",
+      [](nb::ndarray<> q, const kv::Cache& k, const kv::Cache& v, std::optional<nb::ndarray<>> out,
+         std::optional<float> softmax_scale, std::optional<std::vector<int64_t>> lengths, const std::string& math,
+         int num_splits, std::optional<uintptr_t> stream) -> nb::object {
+        constexpr const char* op = "attention::decode_attention";
+        attention::DecodeOptions o;
+        o.softmax_scale = softmax_scale;
+        if (lengths) o.lengths = *lengths;
+        o.math = parse_math(math);
+        o.num_splits = num_splits;
+        const TensorView qv = to_view(q, op, "q");
+        if (out) {
+          attention::decode_attention(qv, k, v, to_view(*out, op, "out"), o, to_stream(stream));
+          return nb::none();
+        }
+        return nb::cast(to_array(attention::decode_attention(qv, k, v, o, to_stream(stream))));
+      },
+      "q"_a, "k"_a, "v"_a, "out"_a = nb::none(), "softmax_scale"_a = nb::none(), "lengths"_a = nb::none(),
+      "math"_a = "auto", "num_splits"_a = 0, "stream"_a = nb::none(),
+      "One query token per sequence over the packed K and V caches: q [B, Hq, D] (f32|f16|bf16) -> [B, Hq, D].\n"
+      "GQA when Hq is a multiple of the caches' heads. lengths: tokens per sequence (default: all held).\n"
+      "math: 'auto' (tensor cores for f16/bf16 q on a GPU), 'f32' or 'f16'.");
+}
+
+}  // namespace frugal::python
