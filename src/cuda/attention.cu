@@ -183,8 +183,8 @@ __device__ __forceinline__ int64_t advance_slot(int64_t base_slot, int64_t delta
 
 // Prefetches bytes [0, n) of a global range into L2 with the threads `i0, i0 + step, ...` (one
 // 128-byte line each; the range's last byte is fetched too, so an unaligned start is covered).
-// The loads that follow then wait for an L2 hit instead of DRAM: the f16 kernel is latency-bound
-// (bench/results/2026-11-29-decode-attention.md), and a prefetch needs no registers.
+// Meant to turn the f16 kernel's DRAM waits into L2 hits without registers; measured slower on an
+// H200, so off unless FRUGAL_ATTN_PREFETCH asks for it (see prefetch_distance).
 __device__ __forceinline__ void prefetch_l2(const void* base, int64_t n, int i0, int step) {
   if (n <= 0) return;
   const int lines = static_cast<int>(n / 128) + 1;
@@ -965,12 +965,14 @@ int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap
   return best;
 }
 
-// L2 prefetch distance of the f16 kernel, in chunks of a warp: 1 (measured faster, see the results
-// file); FRUGAL_ATTN_PREFETCH=0 (off) or 2 overrides it, for benchmarks that compare.
+// L2 prefetch distance of the f16 kernel, in chunks of a warp: 0 (off) by default, because the H200
+// run of 2026-11-29 measured it slower at distances 1 and 2 (B=8 L=32K D=128: 0.119 ms off, 0.135
+// at 1, 0.140 at 2; bench/results/2026-11-29-decode-attention.md, round 2). FRUGAL_ATTN_PREFETCH=1|2
+// turns it on for benchmarks that compare.
 int prefetch_distance() {
   static const int d = [] {
     const char* e = std::getenv("FRUGAL_ATTN_PREFETCH");
-    if (e == nullptr || *e == 0) return 1;
+    if (e == nullptr || *e == 0) return 0;
     return std::clamp(std::atoi(e), 0, 4);
   }();
   return d;
