@@ -23,10 +23,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <mutex>
-#include <type_traits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "core/attention_backend.h"
@@ -68,6 +69,7 @@ struct Params {
   int sliding;
   int64_t tokens_per_split;
   float score_scale;          // softmax_scale · log2(e) / D (the two transforms' 1/√D each)
+  int prefetch;               // f16 kernel: L2 prefetch of upcoming K/V (1) or not (0)
   const int64_t* ranges_dev;  // [B][2] in the workspace when B > kInlineBatch, else nullptr
   int64_t ranges[2 * kInlineBatch];
 };
@@ -177,6 +179,19 @@ __device__ __forceinline__ int64_t advance_slot(int64_t base_slot, int64_t delta
   if (s >= capacity) s -= capacity;
   if (s >= capacity) s %= capacity;
   return s;
+}
+
+// Prefetches bytes [0, n) of a global range into L2 with the threads `i0, i0 + step, ...` (one
+// 128-byte line each; the range's last byte is fetched too, so an unaligned start is covered).
+// Meant to turn the f16 kernel's DRAM waits into L2 hits without registers; measured slower on an
+// H200, so off unless FRUGAL_ATTN_PREFETCH asks for it (see prefetch_distance).
+__device__ __forceinline__ void prefetch_l2(const void* base, int64_t n, int i0, int step) {
+  if (n <= 0) return;
+  const int lines = static_cast<int>(n / 128) + 1;
+  for (int i = i0; i < lines; i += step) {
+    const int64_t off = min(static_cast<int64_t>(i) * 128, n - 1);
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(static_cast<const char*>(base) + off));
+  }
 }
 
 // ---- block-level pieces shared by the kernels -------------------------------------------------
@@ -479,6 +494,25 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   const int g = lane >> 2, t4 = lane & 3;
   const BlockWork w = block_work(p);
 
+  constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
+  const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
+  const int64_t cap = p.capacity;
+  // L2 prefetch of the rows (codes and scales) of tokens [t, t + n) from slot `sl` on, up to the
+  // ring's end, by the threads i0, i0 + step, ...
+  auto prefetch_tokens = [&](int64_t sl, int64_t n, int i0, int step) {
+    n = min(n, cap - sl);
+    const int64_t row0 = head * cap + sl;
+    prefetch_l2(p.kp + row0 * KROW, n * KROW, i0, step);
+    prefetch_l2(p.vp + row0 * VROW, n * VROW, i0, step);
+    prefetch_l2(p.ks + row0, n * 4, i0, step);
+    prefetch_l2(p.vs + row0, n * 4, i0, step);
+  };
+  // The warps' first p.prefetch + 1 chunks start their way from DRAM while the tables and the queries
+  // are prepared (the prologue short slices cannot amortize).
+  if (p.prefetch > 0 && w.t1 > w.t0)
+    prefetch_tokens(p.sliding ? w.t0 % cap : w.t0,
+                    min(w.t1 - w.t0, static_cast<int64_t>(p.prefetch + 1) * kWarps * S::CH), threadIdx.x, kThreads);
+
   build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
              KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
   load_rotated_queries(p, w, qs);  // ends with a barrier
@@ -518,13 +552,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
   __syncthreads();  // tables and q fragments ready
 
-  constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
-  const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
   const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
   const float* ksb = p.ks + head * p.capacity;
   const float* vsb = p.vs + head * p.capacity;
-  const int64_t cap = p.capacity;
   const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
@@ -717,6 +748,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   };
 
   for (; start < w.t1; start += kWarps * S::CH) {
+    if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
+      const int64_t ahead = static_cast<int64_t>(p.prefetch) * kWarps * S::CH;
+      if (start + ahead < w.t1)
+        prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
+                        min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
+    }
     const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
     if (full)
       chunk(std::true_type{});
@@ -730,6 +767,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
     l0 += __shfl_xor_sync(0xffffffffu, l0, o);
     l1 += __shfl_xor_sync(0xffffffffu, l1, o);
   }
+  // The combine (launched with programmatic stream serialization) may now be scheduled; its
+  // griddepcontrol.wait still waits for this whole grid and its memory.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   __syncthreads();  // every warp is done with the tables: the merge area aliases them
   // True O = acc · u.
 #pragma unroll
@@ -766,17 +806,21 @@ __device__ float block_reduce(float x, float* red) {
 }
 
 // One output row per block: the slices' partial states, weighted by 2^(m_s − M), then finalized.
-// Latency-bound on small problems, so every loop over the slices is spread over the threads or
-// unrolled into independent loads.
+// Latency-bound on small problems, so the slices are spread over the threads: D/4 threads cover a
+// row with float4 loads, and the kThreads / (D/4) groups of them take every G-th slice; the groups'
+// sums are then added in a fixed order (the result does not depend on timing).
 __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant__ Params p) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];
   const int D = p.dim, S = p.splits;
-  float* fin = smem;                  // [D]
-  float* wgt = fin + D;               // [S]
-  float* red_max = wgt + S;           // [kWarps]
-  float* red_sum = red_max + kWarps;  // [kWarps]
-  float* lsum = red_sum + kWarps;     // [1]
-  const int64_t row = blockIdx.x;     // b * Hq + h
+  const int vecs = D / 4, groups = kThreads / vecs;     // D: a power of two in [4, 512], so groups·vecs = kThreads
+  float* part = smem;                                   // [groups][D]
+  float* fin = part + groups * D;                       // [D]
+  float* wgt = fin + D;                                 // [S]
+  float* red_max = wgt + S;                             // [kWarps]
+  float* red_sum = red_max + kWarps;                    // [kWarps]
+  float* lsum = red_sum + kWarps;                       // [1]
+  const int64_t row = blockIdx.x;                       // b * Hq + h
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partials of the whole main grid
   const float* ml = p.part_ml + row * S * 2;
   const float* po = p.part_o + row * S * D;
 
@@ -790,15 +834,43 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
     l += ml[2 * s + 1] * wv;
   }
   const float L = block_reduce<false>(l, red_sum);  // its barrier also publishes wgt
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float o = 0;
-    int s = 0;
-    for (; s + 4 <= S; s += 4) {
-      const float* q = po + static_cast<int64_t>(s) * D + d;
-      const float x0 = q[0], x1 = q[D], x2 = q[2 * D], x3 = q[3 * D];
-      o += x0 * wgt[s] + x1 * wgt[s + 1] + x2 * wgt[s + 2] + x3 * wgt[s + 3];
+  if (threadIdx.x < groups * vecs) {
+    const int grp = threadIdx.x / vecs, v = threadIdx.x - grp * vecs;
+    // float4 loads when the caller's workspace allows them (any u8 tensor may be passed).
+    const bool vec_ok = (reinterpret_cast<uintptr_t>(po) & 15) == 0;
+    auto load4 = [&](int sl) -> float4 {
+      const float* q = po + static_cast<int64_t>(sl) * D + 4 * v;
+      return vec_ok ? *reinterpret_cast<const float4*>(q) : make_float4(q[0], q[1], q[2], q[3]);
+    };
+    float4 o = make_float4(0, 0, 0, 0);
+    int s = grp;
+    for (; s + 3 * groups < S; s += 4 * groups) {
+      float4 x[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) x[k] = load4(s + k * groups);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float wk = wgt[s + k * groups];
+        o.x += x[k].x * wk;
+        o.y += x[k].y * wk;
+        o.z += x[k].z * wk;
+        o.w += x[k].w * wk;
+      }
     }
-    for (; s < S; ++s) o += po[static_cast<int64_t>(s) * D + d] * wgt[s];
+    for (; s < S; s += groups) {
+      const float4 x = load4(s);
+      const float wk = wgt[s];
+      o.x += x.x * wk;
+      o.y += x.y * wk;
+      o.z += x.z * wk;
+      o.w += x.w * wk;
+    }
+    reinterpret_cast<float4*>(part + grp * D)[v] = o;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float o = part[d];
+    for (int k = 1; k < groups; ++k) o += part[k * D + d];
     fin[d] = o;
   }
   if (threadIdx.x == 0) lsum[0] = L;
@@ -893,6 +965,19 @@ int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap
   return best;
 }
 
+// L2 prefetch distance of the f16 kernel, in chunks of a warp: 0 (off) by default, because the H200
+// run of 2026-11-29 measured it slower at distances 1 and 2 (B=8 L=32K D=128: 0.119 ms off, 0.135
+// at 1, 0.140 at 2; bench/results/2026-11-29-decode-attention.md, round 2). FRUGAL_ATTN_PREFETCH=1|2
+// turns it on for benchmarks that compare.
+int prefetch_distance() {
+  static const int d = [] {
+    const char* e = std::getenv("FRUGAL_ATTN_PREFETCH");
+    if (e == nullptr || *e == 0) return 0;
+    return std::clamp(std::atoi(e), 0, 4);
+  }();
+  return d;
+}
+
 }  // namespace
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
@@ -944,6 +1029,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   p.sliding = a.sliding ? 1 : 0;
   p.tokens_per_split = per_split;
   p.score_scale = a.softmax_scale * kLog2e / static_cast<float>(a.dim);
+  p.prefetch = prefetch_distance();
 
   // Workspace: partials when split, ranges when the batch is too large for the parameters.
   const size_t partial_bytes =
@@ -976,9 +1062,24 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   launch.fn<<<grid, kThreads, launch.smem, st>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
   if (splits > 1) {
-    const int smem = 4 * (a.dim + static_cast<int>(splits) + 2 * kWarps + 1);  // ≤ 10 KB: under the default 48 KB
+    // [groups][D] + [D] + [splits] + 2·kWarps + 1 floats, groups·D = max(kThreads·4, D): ≤ 12 KB, under
+    // the default 48 KB.
+    const int groups_d = std::max(kThreads * 4, a.dim);
+    const int smem = 4 * (groups_d + a.dim + static_cast<int>(splits) + 2 * kWarps + 1);
 
-    kernel_combine<<<static_cast<unsigned>(a.batch * a.q_heads), kThreads, smem, st>>>(p);
+    // Programmatic dependent launch: the combine's launch overlaps the main grid's last blocks
+    // (worth ~µs on the short rows, where the two launches are a large part of the time).
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(a.batch * a.q_heads));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+    cfg.stream = st;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_combine, p));
     FRUGAL_CUDA_CHECK_LAUNCH();
   }
 }
