@@ -108,20 +108,23 @@ struct Params {
 // 80 bytes apart, B rows 2·BN + 16).
 template <int BN_>
 struct MmaTile {
-  static constexpr int BM = kTileRows, BN = BN_, BK = 32, STAGES = 4, THREADS = 256;
+  // 64-deep K steps: one barrier per 4 k16 slices. Four stages (3 at BN = 64, so that two blocks
+  // fit a multiprocessor: 2 × (81 KB + 17 KB static) of the 228 KB).
+  static constexpr int BM = kTileRows, BN = BN_, BK = 64, STAGES = BN == 64 ? 3 : 4, THREADS = 256;
   static constexpr int WARPS_M = 2, WARPS_N = 4;
   static constexpr int WN = BN / WARPS_N, MI = BM / WARPS_M / kGroupRows, NI = WN / 8;
   static constexpr int LDA = BK + 8, LDB = BN + 8, LDC = BN + 8;
   static constexpr size_t A_BYTES = size_t(STAGES) * BM * LDA * 2;
   static constexpr size_t B_BYTES = size_t(STAGES) * BK * LDB * 2;
   static constexpr size_t SMEM = A_BYTES + B_BYTES;
-  // 64 accumulators a thread up to BN = 128 (two blocks per SM); 128 at BN = 256 (one).
-  static constexpr int MIN_BLOCKS = BN >= 256 ? 1 : 2;
+  // Two blocks per SM at BN = 64 (32 accumulators a thread); one from BN = 128, whose 4 stages take
+  // 140 KB (64 accumulators) and 204 KB (BN = 256, 128 accumulators).
+  static constexpr int MIN_BLOCKS = BN >= 128 ? 1 : 2;
   // Fragment buffers (see the main loop): two where the registers allow it. At BN = 128 two blocks
   // a multiprocessor cap a thread at 128 registers, and 64 accumulators + two buffers (48) spilled
   // (ptxas -v, 2026-11-29: 196 bytes), so it loads B just before a slice's mmas and A just before
   // each group's (the previous kernel's loop).
-  static constexpr int FRAG_BUFS = BN == 128 ? 1 : 2;
+  static constexpr int FRAG_BUFS = 2;
   static_assert(NI % 2 == 0, "B fragments load two n8 tiles at a time");
   static_assert(BM * BK / 8 % THREADS == 0 && BK * BN / 8 % THREADS == 0, "whole 16-byte copies per thread");
   static_assert(size_t(BM) * LDC * 2 <= SMEM, "the epilogue staging reuses the pipeline buffers");
