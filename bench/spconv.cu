@@ -1,6 +1,6 @@
 // Benchmark of the sparse conv on one voxel set (driven by bench/spconv_torch.py, which measures
 // the PyTorch peers on the same inputs and compares the outputs):
-//   spconv --coords FILE.bin --channels C [--co CO] --out PREFIX [--reps R] [--samples S]
+//   spconv --coords FILE.bin --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1]
 // Reads coords [N, 4] int32 (raw), generates fp16 feats [N, C] and weights [27, C, CO] (CO = C by
 // default) with the deterministic generator the python script shares (gen below), then times
 //   * build_kernel_map into a preallocated map (and the allocating form),
@@ -164,6 +164,7 @@ void pool_reset_high() {
 int main(int argc, char** argv) {
   std::string coords_path, out_prefix;
   int channels = 64, co_arg = 0, reps = 20, samples = 2048;
+  bool mma_only = false;  // skip the WMMA and SIMT variants (quick A/B runs of the mma kernel)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--coords")
@@ -178,9 +179,11 @@ int main(int argc, char** argv) {
       reps = std::stoi(v);
     else if (k == "--samples")
       samples = std::stoi(v);
+    else if (k == "--mma-only")
+      mma_only = std::stoi(v) != 0;
   }
   if (coords_path.empty() || out_prefix.empty()) {
-    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S]\n",
+    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1]\n",
                  argv[0]);
     return 2;
   }
@@ -239,6 +242,7 @@ int main(int argc, char** argv) {
                             Variant{K::simt, 0, true, "simt"}, Variant{K::mma, 64, true, "mma64"},
                             Variant{K::mma, 128, true, "mma128"}, Variant{K::mma, 256, true, "mma256"},
                             Variant{K::mma, 0, false, "mma_unsorted"}}) {
+      if (mma_only && v.kernel != K::mma) continue;
       a.kernel = v.kernel;
       a.tile_co = v.tile;
       a.sort_rows = v.sorted;

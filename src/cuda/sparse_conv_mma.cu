@@ -102,21 +102,33 @@ struct Params {
   int64_t row_begin, rows;  // this launch's rows
 };
 
-// 128 rows × BN channels × 32 input channels per stage, 4 stages, 8 warps as 2 × 4; each warp
-// computes 64 rows (4 m16 groups) × BN/4 channels. Shared rows are padded by 8 elements
-// (16 bytes), so the 8 row addresses of one ldmatrix phase fall in distinct bank quads (A rows
-// 80 bytes apart, B rows 2·BN + 16).
+// 128 rows × BN channels × BK input channels per stage, 8 warps as 2 × 4; each warp computes 64 rows
+// (4 m16 groups) × BN/4 channels. Shared rows are padded by 8 elements (16 bytes), so the 8 row
+// addresses of one ldmatrix phase fall in distinct bank quads (A rows 2·BK + 16 bytes apart, B rows
+// 2·BN + 16).
+//
+// Two main loops (kernel_conv_mma), chosen per width from one H200 run (2026-11-29, results file,
+// "Follow-up (helper tc2)"):
+//   PREFETCH (BN = 64, 256): 64-deep K steps (one barrier per four k16 slices) and ldmatrix
+//     fragments double-buffered across slices. R = 1024: C = 256 58.7 → 54.0 ms, C = 64 6.20 →
+//     6.08 ms. BN = 256: 4 stages, 204 KB, one block per SM (128 accumulators a thread); BN = 64:
+//     3 stages so that two blocks fit (2 × (81 KB + 17 KB static) of the 228 KB).
+//   otherwise (BN = 128): the first loop, 32-deep steps, 4 stages, two blocks per SM, fragments
+//     loaded just before their mmas. The PREFETCH loop was slower here: 19.5 ms at R = 1024, C = 128
+//     with BK = 64 at one block per SM (two buffers and 64 accumulators need 192 registers) and
+//     18.0 with BK = 32 and single-buffered fragments at two blocks, against 16.4.
 template <int BN_>
 struct MmaTile {
-  static constexpr int BM = kTileRows, BN = BN_, BK = 32, STAGES = 4, THREADS = 256;
-  static constexpr int WARPS_M = 2, WARPS_N = 4;
+  static constexpr bool PREFETCH = BN_ != 128;
+  static constexpr int BM = kTileRows, BN = BN_, BK = PREFETCH ? 64 : 32, STAGES = BN == 64 ? 3 : 4;
+  static constexpr int THREADS = 256, WARPS_M = 2, WARPS_N = 4;
   static constexpr int WN = BN / WARPS_N, MI = BM / WARPS_M / kGroupRows, NI = WN / 8;
   static constexpr int LDA = BK + 8, LDB = BN + 8, LDC = BN + 8;
   static constexpr size_t A_BYTES = size_t(STAGES) * BM * LDA * 2;
   static constexpr size_t B_BYTES = size_t(STAGES) * BK * LDB * 2;
   static constexpr size_t SMEM = A_BYTES + B_BYTES;
-  // 64 accumulators a thread up to BN = 128 (two blocks per SM); 128 at BN = 256 (one).
   static constexpr int MIN_BLOCKS = BN >= 256 ? 1 : 2;
+  static_assert(BK % 32 == 0, "the PREFETCH loop's slice count is even: slice 0 is always in buffer 0");
   static_assert(NI % 2 == 0, "B fragments load two n8 tiles at a time");
   static_assert(BM * BK / 8 % THREADS == 0 && BK * BN / 8 % THREADS == 0, "whole 16-byte copies per thread");
   static_assert(size_t(BM) * LDC * 2 <= SMEM, "the epilogue staging reuses the pipeline buffers");
@@ -272,29 +284,78 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
     if (s < steps) load(s);
     cp_async_commit();
   }
-  for (int s = 0; s < steps; ++s) {
-    cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
-    __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
-    if (s + STAGES - 1 < steps) load(s + STAGES - 1);
-    cp_async_commit();
-    const int k = act_s[s / chunks];
-    if (!(warp_mask >> k & 1u)) continue;  // none of this warp's rows has offset k
-    const T* as = As + (s % STAGES) * BM * LDA;
-    const T* bs = Bs + (s % STAGES) * BK * LDB;
+  if constexpr (!Tile::PREFETCH) {
+    for (int s = 0; s < steps; ++s) {
+      cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
+      __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
+      if (s + STAGES - 1 < steps) load(s + STAGES - 1);
+      cp_async_commit();
+      const int k = act_s[s / chunks];
+      if (!(warp_mask >> k & 1u)) continue;  // none of this warp's rows has offset k
+      const T* as = As + (s % STAGES) * BM * LDA;
+      const T* bs = Bs + (s % STAGES) * BK * LDB;
 #pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      uint32_t b[NI][2];
+      for (int kk = 0; kk < BK; kk += 16) {
+        uint32_t b[NI][2];
+#pragma unroll
+        for (int j = 0; j < NI; j += 2)
+          ldmatrix_x4_trans(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1],
+                            bs + (kk + (lane & 15)) * LDB + wn * WN + j * 8 + (lane >> 4) * 8);
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+          if (!(gmask[i] >> k & 1u)) continue;  // none of these 16 rows has offset k: A is zero
+          uint32_t a[4];
+          ldmatrix_x4(a, as + ((wm + WARPS_M * i) * kGroupRows + (lane & 15)) * LDA + kk + (lane >> 4) * 8);
+#pragma unroll
+          for (int j = 0; j < NI; ++j) mma16816<T>(acc[i][j], a, b[j][0], b[j][1]);
+        }
+      }
+    }
+  } else {
+    // Fragments double-buffered across 16-deep k slices: the ldmatrix loads of slice kk + 1 (or of
+    // the next step's first slice) are issued before the mmas of slice kk. Every A fragment of a
+    // slice is loaded; only the mmas are skipped for a 16-row group that lacks the offset. The
+    // cp.async refill and the barrier sit in the last slice of a step, before its mmas: by then
+    // every warp holds that slice in registers, so the stage it read last can be overwritten.
+    uint32_t af[2][MI][4], bf[2][NI][2];
+    auto load_frags = [&](int buf, int s, int kk) {
+      const T* as = As + (s % STAGES) * BM * LDA;
+      const T* bs = Bs + (s % STAGES) * BK * LDB;
 #pragma unroll
       for (int j = 0; j < NI; j += 2)
-        ldmatrix_x4_trans(b[j][0], b[j][1], b[j + 1][0], b[j + 1][1],
+        ldmatrix_x4_trans(bf[buf][j][0], bf[buf][j][1], bf[buf][j + 1][0], bf[buf][j + 1][1],
                           bs + (kk + (lane & 15)) * LDB + wn * WN + j * 8 + (lane >> 4) * 8);
 #pragma unroll
-      for (int i = 0; i < MI; ++i) {
-        if (!(gmask[i] >> k & 1u)) continue;  // none of these 16 rows has offset k: A is zero
-        uint32_t a[4];
-        ldmatrix_x4(a, as + ((wm + WARPS_M * i) * kGroupRows + (lane & 15)) * LDA + kk + (lane >> 4) * 8);
+      for (int i = 0; i < MI; ++i)
+        ldmatrix_x4(af[buf][i], as + ((wm + WARPS_M * i) * kGroupRows + (lane & 15)) * LDA + kk + (lane >> 4) * 8);
+    };
+    auto warp_has = [&](int s) { return (warp_mask >> act_s[s / chunks] & 1u) != 0; };  // s < steps
+    cp_async_wait<STAGES - 2>();  // step 0 has landed for this thread ...
+    __syncthreads();              // ... and for everyone
+    if (steps > 0 && warp_has(0)) load_frags(0, 0, 0);
+    for (int s = 0; s < steps; ++s) {
+      const int k = act_s[s / chunks];
+      const bool on = warp_mask >> k & 1u;  // uniform per warp: some row of its groups has offset k
 #pragma unroll
-        for (int j = 0; j < NI; ++j) mma16816<T>(acc[i][j], a, b[j][0], b[j][1]);
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const int cur = kk % 2, nxt = (kk + 1) % 2;
+        if (kk + 1 < BK / 16) {
+          if (on) load_frags(nxt, s, (kk + 1) * 16);
+        } else {
+          // Stage (s + STAGES - 1) % STAGES was read last in step s - 1, before its barrier.
+          if (s + STAGES - 1 < steps) load(s + STAGES - 1);
+          cp_async_commit();
+          cp_async_wait<STAGES - 2>();  // this thread's copies of step s + 1 have landed ...
+          __syncthreads();              // ... everyone's have
+          if (s + 1 < steps && warp_has(s + 1)) load_frags(nxt, s + 1, 0);
+        }
+        if (!on) continue;
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+          if (!(gmask[i] >> k & 1u)) continue;  // none of these 16 rows has offset k: A is zero
+#pragma unroll
+          for (int j = 0; j < NI; ++j) mma16816<T>(acc[i][j], af[cur][i], bf[cur][j][0], bf[cur][j][1]);
+        }
       }
     }
   }
