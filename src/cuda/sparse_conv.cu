@@ -108,16 +108,6 @@ __global__ void kernel_query(const uint64_t* __restrict__ keys, int64_t n, const
 
 // ================================ convolution ==================================================
 
-struct ConvParams {
-  const void* feats;
-  const int32_t* nbr;
-  const void* weight;
-  const void* bias;
-  void* out;
-  int64_t n;
-  int k, ci, co;
-  unsigned long long* bad;  // nullptr: unchecked
-};
 
 constexpr int kMaxOffsets = spconv::kernel_volume(spconv::kMaxKernelSize);  // 343
 

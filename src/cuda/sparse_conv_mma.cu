@@ -89,15 +89,7 @@ __global__ void __launch_bounds__(kSortThreads)
 
 // ================================ conv =========================================================
 
-struct Params {
-  const void* feats;
-  const int32_t* nbr;
-  const void* weight;
-  const void* bias;
-  void* out;
-  int64_t n;
-  int k, ci, co;
-  unsigned long long* bad;  // nullptr: unchecked
+struct Params : ConvParams {
   const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
   int64_t row_begin, rows;  // this launch's rows
 };
@@ -441,7 +433,7 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
                "chunk_rows must be a multiple of " << kTileRows << ", got " << a.chunk_rows);
   const int64_t chunk = chunk_rows(a);
   auto* perm = static_cast<int32_t*>(workspace);
-  Params p{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad, nullptr, 0, 0};
+  Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0};
   for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
     p.row_begin = r0;
     p.rows = std::min(chunk, a.n - r0);

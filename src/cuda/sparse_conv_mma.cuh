@@ -9,6 +9,23 @@
 
 #include "core/sparse_conv_backend.h"
 
+namespace frugal::cuda {
+
+// What every conv kernel takes (the SIMT and WMMA kernels of sparse_conv.cu, and the mma kernel,
+// which adds its row order): pointers and sizes, from spconv::backend::ConvArgs.
+struct ConvParams {
+  const void* feats;
+  const int32_t* nbr;
+  const void* weight;
+  const void* bias;
+  void* out;
+  int64_t n;
+  int k, ci, co;
+  unsigned long long* bad;  // nullptr: unchecked
+};
+
+}  // namespace frugal::cuda
+
 namespace frugal::cuda::spconv_mma {
 
 // Rows are reordered within windows of kWindow consecutive rows (one thread block sorts one window
