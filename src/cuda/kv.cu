@@ -10,9 +10,7 @@
 #include <array>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <mutex>
-#include <type_traits>
 #include <vector>
 
 #include "core/kv_backend.h"
@@ -91,11 +89,8 @@ struct AppendParams {
 // The fast path (G, BITS fixed) holds 32 elements per lane: fewer shuffle stages, and the
 // per-vector work (index math, the f64 square root and division, the stores) spread over more
 // elements, at 128 registers (2 blocks of 256 per SM, 64 B of loads in flight per lane).
-// MIN_BLOCKS (the blocks per SM the registers must allow) is set by the wide variant (K = 8, 64
-// elements per lane, 128-thread blocks): 2 (up to 255 registers, no spills) or 3 (168 registers,
-// about 130 bytes of spills at 16-bit input).
-template <typename T, int C, int K, int G, int BITS, int MAX_THREADS, int MIN_BLOCKS = 0>
-__global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS ? MIN_BLOCKS : (K > 2 ? 2 : 768 / MAX_THREADS))
+template <typename T, int C, int K, int G, int BITS, int MAX_THREADS>
+__global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
     kernel_quantize_append(const __grid_constant__ AppendParams p) {
   constexpr int E = C * K;
   const int g = G ? G : p.g;
@@ -161,14 +156,13 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS ? MIN_BLOCKS : (K > 2 
   for (int i = tid; i < nb; i += nthreads) bounds[i] = p.boundaries[i];
   if (p.least_squares)
     for (int i = tid; i <= nb; i += nthreads) cents[i] = p.centroids[i];
-  using SignMask = std::conditional_t<(E > 32), uint64_t, uint32_t>;
-  SignMask sign_mask = 0;  // bit k·C + e: the sign of this lane's element is −1
+  uint32_t sign_mask = 0;  // bit k·C + e: the sign of this lane's element is −1
   if (p.signs)
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
       for (int e = 0; e < C; ++e)
-        if (p.signs[(k * g + t) * C + e] < 0.0f) sign_mask |= SignMask{1} << (k * C + e);
+        if (p.signs[(k * g + t) * C + e] < 0.0f) sign_mask |= 1u << (k * C + e);
   __syncthreads();
   build_table(table, bounds, nb, p.geo, tid, nthreads);
   __syncthreads();
@@ -393,13 +387,13 @@ int resident_blocks(Kernel kernel, int nthreads, int smem) {
   return n;
 }
 
-template <typename T, int C, int K, int G, int BITS, int MAX_THREADS, int MIN_BLOCKS = 0>
+template <typename T, int C, int K, int G, int BITS, int MAX_THREADS>
 void launch_append(const AppendParams& p, int device, cudaStream_t stream) {
   const int g = G ? G : p.g;
-  const int nthreads = std::max(std::min(256, MAX_THREADS), g);
+  const int nthreads = std::max(256, g);
   const SmemLayout lay = smem_layout(p.geo.cells(), p.bits, nthreads, C * K, g > 32);
   const int64_t tiles = (p.total + nthreads / g - 1) / (nthreads / g);
-  auto* kernel = kernel_quantize_append<T, C, K, G, BITS, MAX_THREADS, MIN_BLOCKS>;
+  auto* kernel = kernel_quantize_append<T, C, K, G, BITS, MAX_THREADS>;
   static const int resident = resident_blocks(kernel, nthreads, lay.total);
   kernel<<<blocks_for(tiles, resident, device), nthreads, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
@@ -412,30 +406,6 @@ void launch_fast(const AppendParams& p, int device, cudaStream_t stream) {
     launch_append<T, 8, K, G, 4, 256>(p, device, stream);
   else
     launch_append<T, 8, K, G, 8, 256>(p, device, stream);
-}
-
-// The wide variant at D = 64 and 128, 16-bit input: K = 8 chunks of 8 per lane (D = 64: one lane
-// per vector and no shuffle stage; D = 128: two lanes and one shuffle stage instead of two), which
-// trades occupancy (128-thread blocks, MIN_BLOCKS per SM) for fewer shuffles and per-vector work.
-// FRUGAL_KV_WIDE=2 or 3 (the blocks per SM) turns it on for benchmarks that compare; off by default
-// until measured faster.
-int wide_variant() {
-  static const int v = [] {
-    const char* e = std::getenv("FRUGAL_KV_WIDE");
-    const int n = e ? std::atoi(e) : 0;
-    return n == 2 || n == 3 ? n : 0;
-  }();
-  return v;
-}
-
-template <typename T, int G>
-void launch_wide(const AppendParams& p, int device, cudaStream_t stream) {
-  if (wide_variant() == 2) {
-    if (p.bits == 4) return launch_append<T, 8, 8, G, 4, 128, 2>(p, device, stream);
-    return launch_append<T, 8, 8, G, 8, 128, 2>(p, device, stream);
-  }
-  if (p.bits == 4) return launch_append<T, 8, 8, G, 4, 128, 3>(p, device, stream);
-  launch_append<T, 8, 8, G, 8, 128, 3>(p, device, stream);
 }
 
 }  // namespace
@@ -491,12 +461,8 @@ void kv_append(const AppendArgs& a, Stream stream) {
     if (fast) {
       switch (a.dim) {
         case 64:
-          if constexpr (sizeof(T) == 2)
-            if (wide_variant()) return launch_wide<T, 1>(p, a.device, st);
           return launch_fast<T, 4, 2>(p, a.device, st);
         case 128:
-          if constexpr (sizeof(T) == 2)
-            if (wide_variant()) return launch_wide<T, 2>(p, a.device, st);
           return launch_fast<T, 4, 4>(p, a.device, st);
         case 256:
           return launch_fast<T, 4, 8>(p, a.device, st);

@@ -294,8 +294,5 @@ __device__ __forceinline__ CodeWord load_codes(const uint8_t* p, int bits) {
 __device__ __forceinline__ float apply_sign(float x, uint32_t mask, int bit) {
   return __int_as_float(__float_as_int(x) ^ static_cast<int>(((mask >> bit) & 1u) << 31));
 }
-__device__ __forceinline__ float apply_sign(float x, uint64_t mask, int bit) {
-  return __int_as_float(__float_as_int(x) ^ static_cast<int>(static_cast<uint32_t>((mask >> bit) & 1u) << 31));
-}
 
 }  // namespace frugal::cuda::kvdev
