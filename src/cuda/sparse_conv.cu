@@ -219,15 +219,6 @@ __global__ void __launch_bounds__(SimtTile::THREADS) kernel_conv_simt(ConvParams
 }
 
 // ---- tensor cores (WMMA): f16 and bf16 ----
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // 128 rows × BN channels per block, 8 warps as 4 (rows) × 2 (channels), each warp 32 × BN/2.
 // Shared rows are padded by 8 elements (16 bytes): the 8 row addresses of one ldmatrix phase then
