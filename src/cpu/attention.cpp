@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/attention_backend.h"
-#include "cpu/hadamard.h"
+#include "cpu/kv_common.h"
 #include "core/types.h"
 
 namespace frugal::cpu {
@@ -27,29 +27,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kFlushBelow = -100.0f;
 
 inline float weight(float x) { return x < kFlushBelow ? 0.0f : std::exp2(x); }
-
-// Codebook values of one packed row (little-endian bit stream, `bits` per code).
-void decode_row(const uint8_t* row, int dim, int bits, const float* cb, float* out) {
-  if (bits == 4) {
-    for (int j = 0; j < dim / 2; ++j) {
-      out[2 * j] = cb[row[j] & 15];
-      out[2 * j + 1] = cb[row[j] >> 4];
-    }
-    return;
-  }
-  if (bits == 8) {
-    for (int i = 0; i < dim; ++i) out[i] = cb[row[i]];
-    return;
-  }
-  const unsigned mask = (1u << bits) - 1u;
-  for (int i = 0; i < dim; ++i) {
-    const int64_t bit = static_cast<int64_t>(i) * bits;
-    const int shift = static_cast<int>(bit & 7);
-    unsigned c = row[bit >> 3] >> shift;
-    if (shift + bits > 8) c |= static_cast<unsigned>(row[(bit >> 3) + 1]) << (8 - shift);
-    out[i] = cb[c & mask];
-  }
-}
 
 struct Item {
   int b, hk;
@@ -112,14 +89,14 @@ void decode_attention(const DecodeArgs& a) {
       for (int64_t t = w.t0; t < w.t1; ++t) {
         const int64_t slot = a.sliding ? t % cap : t;
         const int64_t vec = head * cap + slot;
-        decode_row(a.k.packed + vec * krow, D, a.k.bits, a.k.centroids, kh.data());
+        decode_codes(a.k.packed + vec * krow, D, a.k.bits, a.k.centroids, kh.data());
         const float ks = a.k.scales[vec] * factor;
         for (int g = 0; g < G; ++g) {
           float dot = 0;
           for (int i = 0; i < D; ++i) dot += q[g * D + i] * kh[i];
           s[g] = dot * ks;
         }
-        decode_row(a.v.packed + vec * vrow, D, a.v.bits, a.v.centroids, vh.data());
+        decode_codes(a.v.packed + vec * vrow, D, a.v.bits, a.v.centroids, vh.data());
         const float vs = a.v.scales[vec];
         for (int g = 0; g < G; ++g) {
           const float m_new = std::max(m[g], s[g]);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/kv_backend.h"
-#include "cpu/hadamard.h"
+#include "cpu/kv_common.h"
 #include "core/types.h"
 
 namespace frugal::cpu {
@@ -20,24 +20,6 @@ using kv::backend::AppendArgs;
 using kv::backend::DequantizeArgs;
 
 float inv_sqrt_dim(int d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
-
-// Codes form a little-endian bit stream: code i occupies bits [i*bits, (i+1)*bits).
-void put_code(uint8_t* row, int i, int bits, unsigned code) {
-  const int64_t bit = static_cast<int64_t>(i) * bits;
-  const int64_t byte = bit >> 3;
-  const int shift = static_cast<int>(bit & 7);
-  row[byte] |= static_cast<uint8_t>(code << shift);
-  if (shift + bits > 8) row[byte + 1] |= static_cast<uint8_t>(code >> (8 - shift));
-}
-
-unsigned get_code(const uint8_t* row, int i, int bits) {
-  const int64_t bit = static_cast<int64_t>(i) * bits;
-  const int64_t byte = bit >> 3;
-  const int shift = static_cast<int>(bit & 7);
-  unsigned v = row[byte] >> shift;
-  if (shift + bits > 8) v |= static_cast<unsigned>(row[byte + 1]) << (8 - shift);
-  return v & ((1u << bits) - 1u);
-}
 
 // Quantizes y (already rotated: y = FWHT(s ⊙ x)/√D) into one packed row; returns the scale.
 float quantize_rotated(const float* y, int d, int bits, const float* centroids, const float* boundaries,
@@ -109,7 +91,8 @@ void dequantize_typed(const DequantizeArgs& a) {
       const int64_t vec = static_cast<int64_t>(h) * a.capacity + slot;
       const uint8_t* row = a.packed + vec * row_bytes;
       const float s = a.scales[vec] * inv;
-      for (int i = 0; i < a.dim; ++i) y[i] = s * a.centroids[get_code(row, i, a.bits)];
+      decode_codes(row, a.dim, a.bits, a.centroids, y.data());
+      for (int i = 0; i < a.dim; ++i) y[i] *= s;
       fwht_inplace(y.data(), a.dim);
       T* out = static_cast<T*>(a.out) + (t * a.heads + h) * static_cast<int64_t>(a.dim);
       for (int i = 0; i < a.dim; ++i) {
