@@ -1,0 +1,155 @@
+"""frugal's submanifold conv side by side with spconv 2.3 on the same inputs (issue 5's peer).
+
+For each row (R, Ci[, Co]): the sphere shell of an R^3 grid (the anchors' construction, as in
+spconv_torch.py), random fp16/bf16 features, a 3x3x3 SubMConv3d without bias. spconv's weight
+[Co, 3, 3, 3, Ci] is given to frugal through frugal.torch.weight_from_spconv, so both compute the
+same function; the script reports
+  * time (CUDA events, median of `--rep` after warm-up): spconv conv with its pairs cached
+    (indice_key reuse), spconv map + conv, frugal conv, frugal map + conv;
+  * useful TFLOP/s (2 * pairs * Ci * Co over the conv time, pairs = the map's non-sentinel entries);
+  * peak memory above the inputs: torch's max_memory_allocated for spconv; for frugal the map and
+    output (torch allocations) plus what frugal's own pool holds after the call (device free memory
+    before and after; frugal keeps its workspace in that pool);
+  * max |frugal - spconv| over all outputs, and each one's max error against an fp64 reference on
+    `--samples` sampled rows.
+Usage: python3 spconv_peer.py [--rows 256:64,1024:256,20:1024:4096] [--dtype f16|bf16]
+Needs spconv (cu126 wheels) and frugal's Python module on PYTHONPATH. Writes spconv_peer.json to $OUT.
+"""
+import argparse, json, os, sys
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:256,"
+               "20:1024,43:512,92:256,196:128,426:64,20:1024:4096,43:512:2048,92:256:1024,196:128:512")
+p.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
+p.add_argument("--rep", type=int, default=10)
+p.add_argument("--samples", type=int, default=2048)
+args = p.parse_args()
+
+import spconv.pytorch as spc
+import frugal.torch as ft
+
+dev = torch.device("cuda")
+dt = torch.float16 if args.dtype == "f16" else torch.bfloat16
+OUT = os.environ.get("OUT", "/tmp")
+
+
+def shell(res_):  # the anchors' construction (shared/anchors; same as spconv_torch.py)
+    r = 0.45 * res_
+    g = torch.arange(res_, device=dev, dtype=torch.float32)
+    out = []
+    for x0 in range(0, res_, 64):
+        x = g[x0:x0 + 64].view(-1, 1, 1)
+        d = torch.sqrt((x - res_ / 2) ** 2 + (g.view(1, -1, 1) - res_ / 2) ** 2 + (g.view(1, 1, -1) - res_ / 2) ** 2)
+        c = ((d - r).abs() < 0.87).nonzero()
+        c[:, 0] += x0
+        out.append(c)
+    return torch.cat(out).int()
+
+
+def timed(fn, rep, warm=2):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(rep):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); fn(); e.record(); torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    return sorted(ts)[len(ts) // 2]
+
+
+def reference(feats, nbr, w, rows):  # fp64, the plain way: out[n] = sum_k feats[nbr[k, n]] @ w[k]
+    N = feats.shape[0]
+    f = torch.cat([feats.double(), torch.zeros(1, feats.shape[1], dtype=torch.float64, device=dev)])
+    idx = nbr[:, rows].long()  # [K, S]; sentinel N -> the zero row
+    return torch.einsum("ksc,kco->so", f[idx], w.double())
+
+
+results = []
+for spec in args.rows.split(","):
+    parts = [int(v) for v in spec.split(":")]
+    R, ci = parts[0], parts[1]
+    co = parts[2] if len(parts) > 2 else ci
+    torch.manual_seed(R * 7919 + ci)
+    xyz = shell(R)
+    N = xyz.shape[0]
+    coords = torch.cat([torch.zeros(N, 1, dtype=torch.int32, device=dev), xyz], 1).contiguous()
+    feats = (torch.randn(N, ci, device=dev) * 0.5).to(dt)
+
+    conv = spc.SubMConv3d(ci, co, 3, bias=False, indice_key="subm").to(dev).to(dt).eval()
+    with torch.no_grad():
+        conv.weight.copy_((torch.randn(conv.weight.shape, device=dev) / (27 * ci) ** 0.5).to(dt))
+    w = ft.weight_from_spconv(conv.weight.detach())  # [27, Ci, Co]
+
+    row = dict(R=R, ci=ci, co=co, N=N, dtype=args.dtype)
+    with torch.no_grad():
+        # spconv: the first call builds and caches the pairs under indice_key; reuse them for the conv time.
+        x = spc.SparseConvTensor(feats, coords, [R, R, R], 1)
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        try:
+            y = conv(x)
+            torch.cuda.synchronize()
+        except RuntimeError as e:  # spconv 2.3 refuses N * C * sizeof(dtype) >= 2^31 bytes
+            row["spconv_error"] = str(e).strip().splitlines()[-1][-200:]
+            print(json.dumps(row), flush=True)
+            results.append(row)
+            continue
+        row["spconv_peak_mb"] = (torch.cuda.max_memory_allocated() - base) / 1e6
+        xr = y.replace_feature(feats)  # carries the cached pairs
+        row["spconv_ms"] = timed(lambda: conv(xr), args.rep)
+        row["spconv_map_conv_ms"] = timed(lambda: conv(spc.SparseConvTensor(feats, coords, [R, R, R], 1)),
+                                          max(3, args.rep // 2))
+        ys = conv(xr).features
+
+        free0, res0 = torch.cuda.mem_get_info()[0], torch.cuda.memory_reserved()
+        base = torch.cuda.memory_allocated()
+        nbr = ft.build_kernel_map(coords)
+        out = ft.submanifold_conv(feats, nbr, w)
+        torch.cuda.synchronize()
+        # device memory taken outside torch's allocator = frugal's pool (its workspace) + its module
+        pool = max(0, (free0 - torch.cuda.mem_get_info()[0]) - (torch.cuda.memory_reserved() - res0))
+        row["frugal_torch_alloc_mb"] = (torch.cuda.memory_allocated() - base) / 1e6  # map + output
+        row["frugal_pool_mb"] = pool / 1e6
+        row["frugal_ms"] = timed(lambda: ft.submanifold_conv(feats, nbr, w), args.rep)
+        row["frugal_map_conv_ms"] = timed(lambda: ft.submanifold_conv(feats, ft.build_kernel_map(coords), w),
+                                          max(3, args.rep // 2))
+        pairs = int((nbr != N).sum())
+        row["pairs"] = pairs
+        flop = 2.0 * pairs * ci * co
+        row["useful_gflop"] = flop / 1e9
+        row["frugal_tflops"] = flop / row["frugal_ms"] / 1e9
+        row["spconv_tflops"] = flop / row["spconv_ms"] / 1e9
+        row["speedup"] = row["spconv_ms"] / row["frugal_ms"]
+        out2 = ft.submanifold_conv(feats, nbr, w)
+        row["frugal_bitwise_repeat"] = bool(torch.equal(out, out2))
+        row["max_abs_frugal_vs_spconv"] = float((out.float() - ys.float()).abs().max())
+        row["max_abs_spconv"] = float(ys.float().abs().max())
+        g = torch.Generator(device="cpu").manual_seed(1)
+        rows = torch.randint(0, N, (min(args.samples, N),), generator=g).to(dev)
+        ref = reference(feats, nbr, w, rows)
+        scale = float(ref.abs().max()) or 1.0
+        row["err_frugal"] = float((out[rows].double() - ref).abs().max()) / scale
+        row["err_spconv"] = float((ys[rows].double() - ref).abs().max()) / scale
+    results.append(row)
+    print(json.dumps(row), flush=True)
+    del x, y, xr, ys, out, out2, nbr, feats, conv
+    torch.cuda.empty_cache()
+
+with open(os.path.join(OUT, f"spconv_peer_{args.dtype}.json"), "w") as f:
+    json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                   spconv=getattr(sys.modules.get("spconv"), "__version__", "?"), rows=results), f, indent=1)
+
+print(f"\n{'R':>5} {'Ci>Co':>10} {'N':>9} | {'spconv ms':>9} {'frugal ms':>9} {'x':>5} | "
+      f"{'TFLOP/s f/s':>13} | {'sp map+conv':>11} {'fr map+conv':>11} | {'peak MB sp / fr':>17} | "
+      f"{'max|f-s|':>8} {'err f / s (fp64)':>17} {'bitwise':>7}")
+for r in results:
+    if "spconv_error" in r:
+        print(f"{r['R']:>5} {str(r['ci']) + '>' + str(r['co']):>10} {r['N']:>9} | spconv failed: {r['spconv_error'][:90]}")
+        continue
+    print(f"{r['R']:>5} {str(r['ci']) + '>' + str(r['co']):>10} {r['N']:>9} | {r['spconv_ms']:>9.3f} {r['frugal_ms']:>9.3f} "
+          f"{r['speedup']:>5.2f} | {r['frugal_tflops']:>6.0f}/{r['spconv_tflops']:<6.0f} | {r['spconv_map_conv_ms']:>11.3f} "
+          f"{r['frugal_map_conv_ms']:>11.3f} | {r['spconv_peak_mb']:>8.0f}/{r['frugal_torch_alloc_mb'] + r['frugal_pool_mb']:<8.0f} | "
+          f"{r['max_abs_frugal_vs_spconv']:>8.1e} {r['err_frugal']:>8.1e}/{r['err_spconv']:<8.1e} {str(r['frugal_bitwise_repeat']):>7}")
