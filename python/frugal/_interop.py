@@ -36,6 +36,12 @@ def wrap(out: Any, like: Any) -> Any:
     if fw == "jax":
         import jax.dlpack
 
+        from . import _frugal
+
+        # JAX reads on its own (non-blocking) streams and takes no stream from us: finish our work first.
+        dev = device_of(out)
+        if dev != "cpu":
+            _frugal.synchronize(dev)
         return jax.dlpack.from_dlpack(out)
     return out
 
