@@ -52,6 +52,31 @@ __global__ void kernel_gen(__half* p, int64_t count, int64_t salt, int shift) {
   }
 }
 
+__global__ void kernel_diff(const __half* a, const __half* b, int64_t count, unsigned* num, unsigned* den) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float x = __half2float(a[i]), y = __half2float(b[i]);
+    const float d = fabsf(x - y) == fabsf(x - y) ? fabsf(x - y) : 1e30f;  // NaN (unwritten): huge
+    atomicMax(num, __float_as_uint(d));
+    atomicMax(den, __float_as_uint(fabsf(x)));
+  }
+}
+
+// max |a - b| / max |a| over all elements (a NaN in b counts as 1e30).
+double max_rel_diff(const Tensor& a, const Tensor& b, int64_t count) {
+  unsigned* d = nullptr;
+  check(cudaMalloc(&d, 8), "diff");
+  check(cudaMemset(d, 0, 8), "diff");
+  kernel_diff<<<4096, 256>>>(a.data_as<__half>(), b.data_as<__half>(), count, d, d + 1);
+  unsigned h[2];
+  check(cudaMemcpy(h, d, 8, cudaMemcpyDeviceToHost), "diff");
+  cudaFree(d);
+  float num, den;
+  std::memcpy(&num, &h[0], 4);
+  std::memcpy(&den, &h[1], 4);
+  return den > 0 ? num / den : num;
+}
+
 template <typename F>
 double median_event_ms(int reps, F&& f) {
   cudaEvent_t a, b;
@@ -101,9 +126,11 @@ __global__ void kernel_to_bf16(const __half* src, __nv_bfloat16* dst, int64_t co
 //   tile   every row of a tile for every offset some row has (what WMMA-style tiles compute, and
 //          what the mma kernel's loads cover);
 //   group  16-row groups that have the offset (the tensor-core work of the mma kernel);
-//   warp   per offset, twice the busier of the two row-warps' groups (its time on a tile).
+//   warp   per offset, twice the busier of the two row-warps' groups (its time on a tile);
+//   wg     64-row halves that have the offset (the wgmma kernel's work with its per-warpgroup skip;
+//          without it, the wgmma kernel computes what "tile" counts).
 struct Share {
-  double tile = 0, group = 0, warp = 0;
+  double tile = 0, group = 0, warp = 0, wg = 0;
 };
 Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
   namespace sm = cuda::spconv_mma;
@@ -113,7 +140,7 @@ Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
       const int32_t m = nbr[k * n + i];
       if (m >= 0 && m < n) mask[i] |= 1u << k;
     }
-  double useful = 0, tile = 0, group = 0, warp = 0;
+  double useful = 0, tile = 0, group = 0, warp = 0, wg = 0;
   for (uint32_t m : mask) useful += std::popcount(m);
   for (int64_t c0 = 0; c0 < n; c0 += sm::kChunkRows) {
     const int64_t c1 = std::min(n, c0 + sm::kChunkRows);
@@ -125,6 +152,10 @@ Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
       for (int64_t r = t0; r < std::min(c1, t0 + sm::kTileRows); ++r) g[(r - t0) / sm::kGroupRows] |= mask[r];
       for (uint32_t x : g) any |= x, group += sm::kGroupRows * std::popcount(x);
       tile += sm::kTileRows * std::popcount(any);
+      constexpr int kHalf = sm::kTileRows / sm::kGroupRows / 2;
+      uint32_t h[2] = {};
+      for (int i = 0; i < 2 * kHalf; ++i) h[i / kHalf] |= g[i];
+      wg += sm::kTileRows / 2 * (std::popcount(h[0]) + std::popcount(h[1]));
       for (int k = 0; k < 27; ++k) {
         int per_warp[2] = {0, 0};
         for (int i = 0; i < sm::kTileRows / sm::kGroupRows; ++i) per_warp[i % 2] += g[i] >> k & 1u;
@@ -132,7 +163,7 @@ Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
       }
     }
   }
-  return {useful / tile, useful / group, useful / warp};
+  return {useful / tile, useful / group, useful / warp, useful / wg};
 }
 
 size_t pool_reserved_high() {
@@ -237,15 +268,23 @@ int main(int argc, char** argv) {
       int tile;
       bool sorted;
       const char* name;
+      bool skip = true;
     };
+    const bool wg = cuda::spconv_mma::wgmma_available(0);
     for (const Variant v : {Variant{K::wmma, 64, true, "wmma64"}, Variant{K::wmma, 128, true, "wmma128"},
                             Variant{K::simt, 0, true, "simt"}, Variant{K::mma, 64, true, "mma64"},
                             Variant{K::mma, 128, true, "mma128"}, Variant{K::mma, 256, true, "mma256"},
-                            Variant{K::mma, 0, false, "mma_unsorted"}}) {
-      if (mma_only && v.kernel != K::mma) continue;
+                            Variant{K::mma, 0, false, "mma_unsorted"}, Variant{K::wgmma, 64, true, "wgmma64"},
+                            Variant{K::wgmma, 128, true, "wgmma128"}, Variant{K::wgmma, 256, true, "wgmma256"},
+                            Variant{K::wgmma, 64, true, "wgmma64_noskip", false},
+                            Variant{K::wgmma, 128, true, "wgmma128_noskip", false},
+                            Variant{K::wgmma, 256, true, "wgmma256_noskip", false}}) {
+      if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
+      if (v.kernel == K::wgmma && !wg) continue;
       a.kernel = v.kernel;
       a.tile_co = v.tile;
       a.sort_rows = v.sorted;
+      a.wgmma_skip = v.skip;
       const int r = v.kernel == K::simt ? std::max(3, reps / 4) : reps;
       const double ms = median_event_ms(r, [&] { cuda::spconv_conv(a, nullptr); });
       variants += std::string(variants.empty() ? "" : ", ") + "\"" + v.name + "_ms\": " + std::to_string(ms);
@@ -261,6 +300,23 @@ int main(int argc, char** argv) {
       variants += ", \"bf16_default_ms\": " + std::to_string(ms);
     }
     spconv::submanifold_conv(feats, nbr, w, nullptr, out);  // the default kernel's output, checked
+    if (wg) {  // the wgmma kernel (every width, with and without skipping) against the default, on every element
+      Tensor o2 = Tensor::empty({n, co}, DType::f16, gpu);
+      a.out = o2.data();
+      a.kernel = K::wgmma;
+      a.sort_rows = true;
+      double worst = 0;
+      for (int t : {64, 128, 256})
+        for (bool sk : {true, false}) {
+          a.tile_co = t;
+          a.wgmma_skip = sk;
+          check(cudaMemset(o2.data(), 0xff, n * co * 2), "poison");  // NaN
+          cuda::spconv_conv(a, nullptr);
+          worst = std::max(worst, max_rel_diff(out, o2, n * co));
+        }
+      variants += ", \"wgmma_vs_default_rel\": " + std::to_string(worst);
+      a.out = out.data();
+    }
 
     // ---- sampled rows out
     const int64_t s = std::min<int64_t>(samples, n);
@@ -290,9 +346,10 @@ int main(int argc, char** argv) {
     const Share sorted = useful_share(nbr_all, n, true), unsorted = useful_share(nbr_all, n, false);
     char share[512];
     std::snprintf(share, sizeof share,
-                  "\"share_sorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f}, "
-                  "\"share_unsorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f}",
-                  sorted.tile, sorted.group, sorted.warp, unsorted.tile, unsorted.group, unsorted.warp);
+                  "\"share_sorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f, \"wg\": %.4f}, "
+                  "\"share_unsorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f, \"wg\": %.4f}",
+                  sorted.tile, sorted.group, sorted.warp, sorted.wg, unsorted.tile, unsorted.group, unsorted.warp,
+                  unsorted.wg);
     // Bytes one conv holds: feats + weight (inputs), out, the map, and what the call allocates.
     const double inputs = static_cast<double>(n) * c * 2 + 27.0 * c * co * 2;
     std::printf(

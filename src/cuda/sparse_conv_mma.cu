@@ -89,11 +89,6 @@ __global__ void __launch_bounds__(kSortThreads)
 
 // ================================ conv =========================================================
 
-struct Params : ConvParams {
-  const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
-  int64_t row_begin, rows;  // this launch's rows
-};
-
 // 128 rows × BN channels × BK input channels per stage, 8 warps as 2 × 4; each warp computes 64 rows
 // (4 m16 groups) × BN/4 channels. Shared rows are padded by 8 elements (16 bytes), so the 8 row
 // addresses of one ldmatrix phase fall in distinct bank quads (A rows 2·BK + 16 bytes apart, B rows
@@ -436,6 +431,11 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
     }
     dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() {
       if constexpr (!std::is_same_v<T, float>) {
+        if (a.kernel == sb::ConvKernel::wgmma) {
+          if (bn == 64) return launch_wgmma<T, 64>(p, a.wgmma_skip, s);
+          if (bn == 128) return launch_wgmma<T, 128>(p, a.wgmma_skip, s);
+          return launch_wgmma<T, 256>(p, a.wgmma_skip, s);
+        }
         if (bn == 64) return launch_conv<T, 64>(p, s);
         if (bn == 128) return launch_conv<T, 128>(p, s);
         return launch_conv<T, 256>(p, s);

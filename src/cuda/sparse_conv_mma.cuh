@@ -53,7 +53,21 @@ int tile_co(const spconv::backend::ConvArgs& a);
 int64_t chunk_rows(const spconv::backend::ConvArgs& a);
 // Workspace bytes run() needs for the row order (0 when rows are not sorted).
 size_t workspace_bytes(const spconv::backend::ConvArgs& a);
-// Runs the conv (a must be supported). bad: the checked-map flag or nullptr; workspace: at least
+// Whether the wgmma kernel (sparse_conv_wgmma.cu) runs on this device: the code the driver loads
+// for it was compiled for sm_90a (a one-time probe per device; false on builds without sm_90a).
+bool wgmma_available(int device);
+
+// One launch's arguments (both tensor-core kernels): the conv's, plus the row order of the launch.
+struct Params : ConvParams {
+  const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
+  int64_t row_begin, rows;  // this launch's rows
+};
+// The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256;
+// skip: each 64-row warpgroup skips the offsets none of its rows has (else only the tile's).
+template <typename T, int BN>
+void launch_wgmma(const Params& p, bool skip, cudaStream_t s);
+
+// Runs the conv (a must be supported; for ConvKernel::wgmma also wgmma_available). bad: the checked-map flag or nullptr; workspace: at least
 // workspace_bytes(a) bytes, 16-byte aligned (unused when it is 0).
 void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s);
 
