@@ -6,7 +6,8 @@
 //   * build_kernel_map into a preallocated map (and the allocating form),
 //   * submanifold_conv (checked: includes the one 8-byte readback; unchecked: kernel only) for the
 //     default kernel and the variants (WMMA with 64/128-wide channel tiles, CUDA cores, mma.sync on
-//     sorted rows with 64/128/256-wide tiles, mma on unsorted rows, and the default in bf16),
+//     sorted rows with 64/128/256-wide tiles, mma on unsorted rows, the wgmma kernel with 64/128/256
+//     wide tiles, unsorted, with the per-warpgroup skip and unsplit, and the default in bf16),
 //   * the share of useful products of the mma kernel (its row order replicated on the host),
 // and writes PREFIX.nbr (nbr[:, samples] int32) and PREFIX.out (out[samples, :] fp16) for the
 // sampled rows r_i = i·(N−1)/(S−1), and one JSON line on stdout.
@@ -268,23 +269,25 @@ int main(int argc, char** argv) {
       int tile;
       bool sorted;
       const char* name;
-      bool skip = true;
+      bool skip = false;
+      int splits = 0;
     };
     const bool wg = cuda::spconv_mma::wgmma_available(0);
     for (const Variant v : {Variant{K::wmma, 64, true, "wmma64"}, Variant{K::wmma, 128, true, "wmma128"},
                             Variant{K::simt, 0, true, "simt"}, Variant{K::mma, 64, true, "mma64"},
                             Variant{K::mma, 128, true, "mma128"}, Variant{K::mma, 256, true, "mma256"},
-                            Variant{K::mma, 0, false, "mma_unsorted"}, Variant{K::wgmma, 64, true, "wgmma64"},
-                            Variant{K::wgmma, 128, true, "wgmma128"}, Variant{K::wgmma, 256, true, "wgmma256"},
-                            Variant{K::wgmma, 64, true, "wgmma64_noskip", false},
-                            Variant{K::wgmma, 128, true, "wgmma128_noskip", false},
-                            Variant{K::wgmma, 256, true, "wgmma256_noskip", false}}) {
+                            Variant{K::mma, 0, false, "mma_unsorted"}, Variant{K::mma, 0, true, "mma_default"},
+                            Variant{K::wgmma, 64, true, "wgmma64"}, Variant{K::wgmma, 128, true, "wgmma128"},
+                            Variant{K::wgmma, 256, true, "wgmma256"}, Variant{K::wgmma, 0, false, "wgmma_unsorted"},
+                            Variant{K::wgmma, 0, true, "wgmma_skip", true},
+                            Variant{K::wgmma, 0, true, "wgmma_nosplit", false, 1}}) {
       if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
       if (v.kernel == K::wgmma && !wg) continue;
       a.kernel = v.kernel;
       a.tile_co = v.tile;
       a.sort_rows = v.sorted;
       a.wgmma_skip = v.skip;
+      a.splits = v.splits;
       const int r = v.kernel == K::simt ? std::max(3, reps / 4) : reps;
       const double ms = median_event_ms(r, [&] { cuda::spconv_conv(a, nullptr); });
       variants += std::string(variants.empty() ? "" : ", ") + "\"" + v.name + "_ms\": " + std::to_string(ms);
@@ -300,21 +303,29 @@ int main(int argc, char** argv) {
       variants += ", \"bf16_default_ms\": " + std::to_string(ms);
     }
     spconv::submanifold_conv(feats, nbr, w, nullptr, out);  // the default kernel's output, checked
-    if (wg) {  // the wgmma kernel (every width, with and without skipping) against the default, on every element
+    if (wg) {  // other kernels and variants against the default (checked) output, on every element
       Tensor o2 = Tensor::empty({n, co}, DType::f16, gpu);
       a.out = o2.data();
-      a.kernel = K::wgmma;
       a.sort_rows = true;
+      a.wgmma_skip = false;
+      a.splits = 0;
+      auto diff = [&](K kernel, int tile, bool skip, int splits) {
+        a.kernel = kernel;
+        a.tile_co = tile;
+        a.wgmma_skip = skip;
+        a.splits = splits;
+        check(cudaMemset(o2.data(), 0xff, n * co * 2), "poison");  // NaN
+        cuda::spconv_conv(a, nullptr);
+        return max_rel_diff(out, o2, n * co);
+      };
+      const double mma = diff(K::mma, 0, false, 0);
       double worst = 0;
-      for (int t : {64, 128, 256})
-        for (bool sk : {true, false}) {
-          a.tile_co = t;
-          a.wgmma_skip = sk;
-          check(cudaMemset(o2.data(), 0xff, n * co * 2), "poison");  // NaN
-          cuda::spconv_conv(a, nullptr);
-          worst = std::max(worst, max_rel_diff(out, o2, n * co));
-        }
-      variants += ", \"wgmma_vs_default_rel\": " + std::to_string(worst);
+      for (int t : {64, 128, 256}) worst = std::max(worst, diff(K::wgmma, t, false, 0));
+      worst = std::max(worst, diff(K::wgmma, 0, true, 0));
+      const double nosplit = diff(K::wgmma, 0, false, 1), split3 = diff(K::wgmma, 0, false, 3);
+      variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +
+                  std::to_string(worst) + ", \"wgmma_nosplit_vs_default_rel\": " + std::to_string(nosplit) +
+                  ", \"wgmma_split3_vs_default_rel\": " + std::to_string(split3);
       a.out = out.data();
     }
 
@@ -337,11 +348,14 @@ int main(int argc, char** argv) {
     std::ofstream(out_prefix + ".out", std::ios::binary)
         .write(reinterpret_cast<const char*>(out_s.data()), out_s.size() * 2);
 
-    // What the default (checked) call allocates: the flag's 256 bytes, plus the mma kernel's row order.
+    // What the default (checked) call allocates: the flag's 256 bytes, plus the sorted-row kernel's
+    // row order (and the wgmma kernel's f32 partials when it splits).
     spconv::backend::ConvArgs d = a;
-    d.kernel = K::mma;
+    d.kernel = wg ? K::wgmma : K::mma;
     d.tile_co = 0;
     d.sort_rows = true;
+    d.wgmma_skip = false;
+    d.splits = 0;
     const size_t conv_alloc = 256 + (cuda::spconv_mma::supports(d) ? cuda::spconv_mma::workspace_bytes(d) : 0);
     const Share sorted = useful_share(nbr_all, n, true), unsorted = useful_share(nbr_all, n, false);
     char share[512];

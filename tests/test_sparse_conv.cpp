@@ -554,9 +554,12 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
       using K = spconv::backend::ConvKernel;
       for (auto [kernel, tile] :
            {std::pair{K::automatic, 0}, std::pair{K::simt, 0}, std::pair{K::wmma, 64}, std::pair{K::wmma, 128},
-            std::pair{K::mma, 0}, std::pair{K::mma, 64}, std::pair{K::mma, 128}, std::pair{K::mma, 256}}) {
+            std::pair{K::mma, 0}, std::pair{K::mma, 64}, std::pair{K::mma, 128}, std::pair{K::mma, 256},
+            std::pair{K::wgmma, 0}, std::pair{K::wgmma, 64}, std::pair{K::wgmma, 256}}) {
         if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
-        if (kernel == K::mma && (s.ci % 8 || s.co % 8)) continue;  // the mma kernel's 16-byte copies
+        const bool sorted = kernel == K::mma || kernel == K::wgmma;
+        if (sorted && (s.ci % 8 || s.co % 8)) continue;  // the sorted-row kernels' 16-byte copies
+        if (kernel == K::wgmma && !cuda::spconv_wgmma_available(0)) continue;
         SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
                      " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile));
         Tensor out = poisoned(n, s.co, dt, kGpu);
@@ -662,14 +665,15 @@ struct MmaVariant {
   bool sort_rows;
   int64_t chunk_rows;
   spconv::backend::ConvKernel kernel = spconv::backend::ConvKernel::mma;
-  bool wgmma_skip = true;
+  bool wgmma_skip = false;
+  int splits = 1;  // wgmma: 0 = by grid size
 };
 
 std::string describe(const MmaVariant& v) {
   return std::string(v.kernel == spconv::backend::ConvKernel::wgmma ? (v.wgmma_skip ? "wgmma" : "wgmma noskip")
                                                                     : "mma") +
          " tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
-         " chunk_rows=" + std::to_string(v.chunk_rows);
+         " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits);
 }
 
 // Runs the mma kernel through the backend (checked map) into a poisoned output; returns its bytes.
@@ -692,6 +696,7 @@ std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tenso
   a.sort_rows = v.sort_rows;
   a.chunk_rows = v.chunk_rows;
   a.wgmma_skip = v.wgmma_skip;
+  a.splits = v.splits;
   EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
   return read_bytes(out);
 }
@@ -709,15 +714,25 @@ std::vector<double> to_doubles(const std::vector<uint8_t>& bytes, DType dt) {
 const MmaVariant kMmaVariants[] = {{0, true, 0},   {64, true, 0},   {128, true, 0},
                                    {256, true, 0}, {0, false, 0},   {128, true, 256}};
 constexpr auto kWg = spconv::backend::ConvKernel::wgmma;
-// The wgmma kernel: every width with and without the per-warpgroup skip, unsorted rows, 256-row launches.
-const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},          {64, true, 0, kWg},         {128, true, 0, kWg},
-                                     {256, true, 0, kWg},        {0, false, 0, kWg},         {128, true, 256, kWg},
-                                     {64, true, 0, kWg, false},  {128, true, 0, kWg, false}, {256, true, 0, kWg, false},
-                                     {256, false, 256, kWg, false}};
+// The wgmma kernel, unsplit: every width, with and without the per-warpgroup skip, unsorted rows,
+// 256-row launches. Bitwise equal among themselves (skipping omits exact zeros).
+const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kWg},         {128, true, 0, kWg},
+                                     {256, true, 0, kWg},       {0, false, 0, kWg},         {128, true, 256, kWg},
+                                     {64, true, 0, kWg, true},  {256, true, 0, kWg, true},  {256, false, 256, kWg, true}};
+// Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
+// output is again independent of width, row order, launch size and skipping.
+const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, false, 3},   {64, true, 0, kWg, false, 3},
+                                          {256, true, 0, kWg, false, 3}, {0, false, 0, kWg, false, 3},
+                                          {128, true, 256, kWg, false, 3}, {128, true, 0, kWg, true, 3}};
+// The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
+const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, false, 0}, {64, false, 0, kWg, false, 0},
+                                         {256, true, 256, kWg, true, 0}, {128, true, 0, kWg, false, 27}};
 
-template <size_t N>
-std::vector<MmaVariant> variants_of(const MmaVariant (&v)[N]) {
-  return {v, v + N};
+template <size_t... N>
+std::vector<MmaVariant> variants_of(const MmaVariant (&... v)[N]) {
+  std::vector<MmaVariant> all;
+  (all.insert(all.end(), v, v + N), ...);
+  return all;
 }
 
 // Every tile width, sorted and unsorted rows, and launches of 256 rows, against the CPU on the
@@ -825,17 +840,22 @@ TEST(SpconvCudaMma, OddSizesAndRowsWithoutNeighbors) {
 
 TEST(SpconvCudaWgmma, MatchesTheCpu) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
-  check_sorted_kernel_against_cpu(variants_of(kWgmmaVariants));
+  check_sorted_kernel_against_cpu(variants_of(kWgmmaVariants, kWgmmaSplitVariants, kWgmmaAutoVariants));
 }
 
 TEST(SpconvCudaWgmma, OutputDoesNotDependOnTilingOrRowOrder) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
-  check_tiling_invariance(variants_of(kWgmmaVariants));
+  {
+    SCOPED_TRACE("unsplit");
+    check_tiling_invariance(variants_of(kWgmmaVariants));
+  }
+  SCOPED_TRACE("3 splits");
+  check_tiling_invariance(variants_of(kWgmmaSplitVariants));
 }
 
 TEST(SpconvCudaWgmma, OddSizesAndRowsWithoutNeighbors) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
-  check_odd_sizes(variants_of(kWgmmaVariants));
+  check_odd_sizes(variants_of(kWgmmaVariants, kWgmmaSplitVariants, kWgmmaAutoVariants));
 }
 
 // A bad map entry is reported through the wgmma kernel's prologue too.
@@ -862,10 +882,12 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   a.ci = 16;
   a.co = 64;
   a.kernel = kWg;
-  for (bool skip : {true, false}) {
-    a.wgmma_skip = skip;
-    EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257);  // the smaller linear index of the two
-  }
+  for (int splits : {1, 3})
+    for (bool skip : {true, false}) {
+      a.wgmma_skip = skip;
+      a.splits = splits;
+      EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257);  // the smaller linear index of the two
+    }
 }
 
 // The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported
@@ -951,7 +973,8 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
   const Tensor feats = fh.to(kGpu);
   const Tensor wd = make(w, {27, c, c}, DType::f16, kGpu);
   const Tensor out = submanifold_conv(feats, nbr, wd);
-  // The wgmma kernel on the same input (where this device runs it): its own output.
+  // The public call takes the wgmma kernel where the device runs it; the mma kernel on the same
+  // input then, checked the same way.
   const bool wg = cuda::spconv_wgmma_available(0);
   Tensor out_wg = Tensor::empty({wg ? n : 0, c}, DType::f16, kGpu);
   if (wg) {
@@ -964,7 +987,7 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
     a.n = n;
     a.k = 27;
     a.ci = a.co = static_cast<int>(c);
-    a.kernel = spconv::backend::ConvKernel::wgmma;
+    a.kernel = spconv::backend::ConvKernel::mma;
     EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
   }
   const int64_t first_big = (int64_t{1} << 31) / c;
@@ -987,7 +1010,7 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
         for (int64_t o = 0; o < c; ++o) ref[o] += static_cast<double>(feat(m * c + q)) * w[(k * c + q) * c + o];
     }
     EXPECT_LE(testing::rel_error(got, ref), 1e-2) << "row " << row;
-    if (wg) EXPECT_LE(testing::rel_error(got_wg, ref), 1e-2) << "wgmma, row " << row;
+    if (wg) EXPECT_LE(testing::rel_error(got_wg, ref), 1e-2) << "mma, row " << row;
   }
 }
 

@@ -87,7 +87,7 @@ struct MapStatus {
 //         src/cuda/sparse_conv_wgmma.cu), skipping per 64-row warpgroup; what mma takes, on a
 //         device whose loaded code was compiled for sm_90a.
 // automatic: simt for f32; for f16/bf16 the kernel FRUGAL_SPCONV_KERNEL names (simt | wmma | mma |
-// wgmma) when set, else mma where it applies and wmma otherwise.
+// wgmma) when set, else wgmma where it applies and the device runs it, then mma, then wmma.
 enum class ConvKernel : uint8_t { automatic, simt, wmma, mma, wgmma };
 
 struct ConvArgs {
@@ -104,7 +104,8 @@ struct ConvArgs {
   int tile_co = 0;          // output-channel tile: WMMA 64 or 128, (w)gmma 64, 128 or 256; 0 picks by co
   bool sort_rows = true;    // (w)gmma: reorder rows by neighbor mask (false: the map's own order)
   int64_t chunk_rows = 0;   // (w)gmma: rows per launch, a multiple of 128 (0: the default, 2^22)
-  bool wgmma_skip = true;   // wgmma: each 64-row warpgroup skips the offsets its rows lack
+  bool wgmma_skip = false;  // wgmma: each 64-row warpgroup skips the offsets its rows lack (slower, measured)
+  int splits = 0;           // wgmma: offset ranges summed apart, then reduced in order (0: by grid size)
   int device = 0;   // CUDA device index
 };
 

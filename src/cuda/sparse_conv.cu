@@ -443,7 +443,10 @@ sb::ConvKernel choose_kernel(const sb::ConvArgs& a) {
   const bool sorted = env == sb::ConvKernel::mma || env == sb::ConvKernel::wgmma;
   if (env == sb::ConvKernel::wgmma && !spconv_mma::wgmma_available(a.device)) return sb::ConvKernel::mma;
   if (env != sb::ConvKernel::automatic && (!sorted || spconv_mma::supports(a))) return env;
-  return spconv_mma::supports(a) ? sb::ConvKernel::mma : sb::ConvKernel::wmma;
+  if (!spconv_mma::supports(a)) return sb::ConvKernel::wmma;
+  // wgmma where the device runs it: 2.0× the mma kernel at R = 1024, C = 256 on the H200 and
+  // faster on every shape measured (bench/results/2026-11-29-spconv-tc3.md).
+  return spconv_mma::wgmma_available(a.device) ? sb::ConvKernel::wgmma : sb::ConvKernel::mma;
 }
 
 }  // namespace
@@ -465,10 +468,12 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
                "the mma kernel needs K <= " << spconv_mma::kMaxOffsets
                                             << ", Ci and Co multiples of 8 and 16-byte aligned tensors, got K = "
                                             << a.k << ", Ci = " << a.ci << ", Co = " << a.co);
-  // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the mma kernel's row
-  // order (4 bytes a row of one chunk).
+  // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the sorted-row kernels'
+  // row order (4 bytes a row of one chunk) and, for a split wgmma launch, its f32 partials.
   constexpr size_t kFlagBytes = 256;
-  const size_t order_bytes = sorted ? spconv_mma::workspace_bytes(a) : 0;
+  sb::ConvArgs b = a;  // what the sorted-row kernels see: the chosen kernel
+  b.kernel = kernel;
+  const size_t order_bytes = sorted ? spconv_mma::workspace_bytes(b) : 0;
   const size_t ws_bytes = (a.check ? kFlagBytes : 0) + order_bytes;
   unsigned long long host_bad = kNone;
   {
@@ -479,8 +484,6 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
       FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.bad, 0xff, sizeof(unsigned long long), s));
     }
     if (sorted) {
-      sb::ConvArgs b = a;
-      b.kernel = kernel;
       spconv_mma::run(b, p.bad, order_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
     } else {
       const bool vec =

@@ -25,6 +25,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <mutex>
 #include <type_traits>
 
@@ -306,8 +307,11 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   if (tid == 0) {
     uint32_t any = 0;
     for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
+    // A split launch (gridDim.y > 1): this block sums offsets [k·j/S, k·(j+1)/S) only.
+    const int j = blockIdx.y, S = gridDim.y;
+    const int k_lo = p.k * j / S, k_hi = p.k * (j + 1) / S;
     int c = 0;
-    for (int k = 0; k < p.k; ++k)
+    for (int k = k_lo; k < k_hi; ++k)
       if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
     act_count = c;
   }
@@ -383,13 +387,28 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   cp_async_wait<0>();
   __syncthreads();  // the stages become the epilogue's staging
 
-  // ---- epilogue: bias, round, stage the tile, then one 16-byte store per 8 channels of a row.
-  // Accumulator j of a thread: row 16·(warp % 4) + lane/4 + 8·(j/2 % 2) of its warpgroup's 64,
-  // column 8·(j/4) + 2·(lane % 4) + j % 2.
+  // ---- epilogue. Accumulator j of a thread: row 16·(warp % 4) + lane/4 + 8·(j/2 % 2) of its
+  // warpgroup's 64, column 8·(j/4) + 2·(lane % 4) + j % 2.
+  const int r0 = wg * 64 + (warp % 4) * 16 + lane / 4;
+  if (p.part) {  // split: this block's f32 partial, no bias, at [split, row - row_begin, channel]
+    const int32_t rows2[2] = {row_s[r0], row_s[r0 + 8]};
+    float* part = p.part + static_cast<int64_t>(blockIdx.y) * p.rows * p.co;
+#pragma unroll
+    for (int j = 0; j < R; j += 4) {
+      const int col = (j / 4) * 8 + (lane % 4) * 2;
+      if (co0 + col >= p.co) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (rows2[h] >= 0)
+          *reinterpret_cast<float2*>(part + (rows2[h] - p.row_begin) * p.co + co0 + col) =
+              make_float2(acc[j + 2 * h], acc[j + 2 * h + 1]);
+    }
+    return;
+  }
+  // Not split: bias, round, stage the tile, then one 16-byte store per 8 channels of a row.
   constexpr int LDC = Tile::LDC;
   T* cs = reinterpret_cast<T*>(smem);
   const T* bias = static_cast<const T*>(p.bias);
-  const int r0 = wg * 64 + (warp % 4) * 16 + lane / 4;
 #pragma unroll
   for (int j = 0; j < R; j += 4) {
     const int col = (j / 4) * 8 + (lane % 4) * 2;
@@ -410,6 +429,26 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
 #else
   __trap();  // never launched: wgmma_available() is false where this code is loaded
 #endif
+}
+
+// out[row_begin + r, c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
+template <typename T>
+__global__ void kernel_finish_split(Params p, int splits) {
+  const int64_t count = p.rows * p.co / 4;  // co % 8 == 0
+  const T* bias = static_cast<const T*>(p.bias);
+  T* out = static_cast<T*>(p.out) + p.row_begin * p.co;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float4 v = reinterpret_cast<const float4*>(p.part)[i];
+    for (int j = 1; j < splits; ++j) {
+      const float4 w = reinterpret_cast<const float4*>(p.part + j * p.rows * p.co)[i];
+      v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+    }
+    const int c = static_cast<int>(i * 4 % p.co);
+    if (bias) v.x += to_f32(bias[c]), v.y += to_f32(bias[c + 1]), v.z += to_f32(bias[c + 2]), v.w += to_f32(bias[c + 3]);
+    store_pair(out + i * 4, v.x, v.y);
+    store_pair(out + i * 4 + 2, v.z, v.w);
+  }
 }
 
 __device__ int probe_result;
@@ -446,21 +485,32 @@ bool wgmma_available(int device) {
 }
 
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, cudaStream_t s) {
+void launch_wgmma(const Params& p, bool skip, int splits, cudaStream_t s) {
   using Tile = WgTile<BN>;
   const int col_tiles = ceil_div(p.co, BN);
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
   auto* fn = skip ? kernel_conv_wgmma<T, Tile, true> : kernel_conv_wgmma<T, Tile, false>;
   FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::SMEM));
-  fn<<<static_cast<unsigned>(blocks), Tile::THREADS, Tile::SMEM, s>>>(p, col_tiles);
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
+  fn<<<grid, Tile::THREADS, Tile::SMEM, s>>>(p, col_tiles);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-template void launch_wgmma<__half, 64>(const Params&, bool, cudaStream_t);
-template void launch_wgmma<__half, 128>(const Params&, bool, cudaStream_t);
-template void launch_wgmma<__half, 256>(const Params&, bool, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, cudaStream_t);
+template <typename T>
+void finish_split(const Params& p, int splits, cudaStream_t s) {
+  const int64_t count = p.rows * p.co / 4;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(count, 256), 4096));
+  kernel_finish_split<T><<<blocks, 256, 0, s>>>(p, splits);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+template void finish_split<__half>(const Params&, int, cudaStream_t);
+template void finish_split<__nv_bfloat16>(const Params&, int, cudaStream_t);
+
+template void launch_wgmma<__half, 64>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__half, 128>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__half, 256>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, cudaStream_t);
 
 }  // namespace frugal::cuda::spconv_mma
