@@ -26,6 +26,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <type_traits>
 
@@ -224,17 +225,22 @@ __device__ __forceinline__ void store_pair(T* dst, float x, float y) {
 //   BN = 256: 48 KB a stage, 4 stages (192 KB), one block; 2 gather steps ahead, 1 wgmma group
 //             in flight past the barrier;
 //   BN = 128: 32 KB, 5 stages (160 KB), one block; 3 ahead, 1 in flight;
-//   BN =  64: 24 KB, 3 stages (72 KB), two blocks (2 × (73 + 17 static) KB); 2 ahead, none in
-//             flight (the other block fills the tensor pipe while one waits).
-template <int BN_>
+//   BN =  64: 24 KB, 3 stages (72 KB), two blocks; 2 ahead, none in flight (the other block fills
+//             the tensor pipe while one waits).
+// CFG 1 (FRUGAL_SPCONV_WGMMA_CFG=1, an A/B under measurement): no wgmma group in flight across
+// the barrier, deeper gathers or two blocks instead: BN = 256 4 stages, 3 ahead; BN = 128 3 stages
+// (96 KB), two blocks; BN = 64 4 stages (96 KB, 3 ahead), two blocks. Two blocks take
+// 2 × (96 + 1 + 13.5 (map slice, K = 27) + 0.6) KB of the 228 KB.
+// The map slice (nb) follows the stages in dynamic shared memory, K × 128 × 4 bytes.
+template <int BN_, int CFG = 0>
 struct WgTile {
   static constexpr int BM = kTileRows, BN = BN_, BK = 64, THREADS = 256;
-  static constexpr int STAGES = BN == 256 ? 4 : BN == 128 ? 5 : 3;
-  static constexpr int PENDING = BN == 64 ? 0 : 1;
+  static constexpr int STAGES = CFG ? (BN == 64 ? 4 : 3) : BN == 256 ? 4 : BN == 128 ? 5 : 3;
+  static constexpr int PENDING = CFG ? 0 : BN == 64 ? 0 : 1;
   static constexpr int AHEAD = STAGES - 1 - PENDING;
-  static constexpr int MIN_BLOCKS = BN == 64 ? 2 : 1;
+  static constexpr int MIN_BLOCKS = BN == 64 || (CFG && BN == 128) ? 2 : 1;
   static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
-  static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB
+  static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB; + nb
   static constexpr int LDC = BN + 8;
   static constexpr int A_COPIES = BM * BK / 8 / THREADS, B_COPIES = BK * BN / 8 / THREADS;
   static_assert(BK * 2 == 128, "one A row is one 128-byte swizzle row");
@@ -253,7 +259,6 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, THREADS = Tile::THREADS;
   constexpr int GROUPS = BM / kGroupRows, AHEAD = Tile::AHEAD, PENDING = Tile::PENDING, R = BN / 2;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ int32_t nb_s[kMaxOffsets][BM];  // neighbor row of each (offset, tile row); -1: none
   __shared__ int32_t row_s[BM];              // output row of each tile row; -1: past the end
   __shared__ uint32_t group_s[GROUPS];       // offsets present in each 16-row group
   __shared__ int8_t act_s[kMaxOffsets];      // offsets present in the tile, ascending
@@ -261,6 +266,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
   const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  // neighbor row of each (offset k, tile row r) at nb_s[k · BM + r]; -1: none
+  int32_t* nb_s = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
   const T* feats = static_cast<const T*>(p.feats);
   const T* w = static_cast<const T*>(p.weight);
   const int64_t t0 = static_cast<int64_t>(blockIdx.x / col_tiles) * BM;  // within this launch's rows
@@ -295,7 +302,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
         else if (v[j] != p.n && p.bad)
           atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
       }
-      nb_s[k][r] = m;
+      nb_s[k * BM + r] = m;
       const unsigned hits = __ballot_sync(0xffffffffu, m >= 0);
       if (lane == 0) {  // this warp's rows r .. r + 31 are groups r/16 and r/16 + 1
         if (hits & 0xffffu) atomicOr(&group_s[r / kGroupRows], 1u << k);
@@ -336,7 +343,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
     const bool a_ok = c0 + a_c * 8 < p.ci;
 #pragma unroll
     for (int q = 0; q < Tile::A_COPIES; ++q) {
-      const int32_t m = nb_s[k][a_r + 32 * q];
+      const int32_t m = nb_s[k * BM + a_r + 32 * q];
       const bool ok = a_ok && m >= 0;
       cp_async16(st + a_dst + q * 4096, ok ? feats + static_cast<int64_t>(m) * p.ci + c0 + a_c * 8 : feats,
                  ok ? 16 : 0);
@@ -484,16 +491,32 @@ bool wgmma_available(int device) {
   return known[device] == 1;
 }
 
+template <typename T, typename Tile, bool SKIP>
+void launch_tile(const Params& p, int splits, cudaStream_t s) {
+  const int col_tiles = ceil_div(p.co, Tile::BN);
+  const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
+  auto* fn = kernel_conv_wgmma<T, Tile, SKIP>;
+  const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
+  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
+  fn<<<grid, Tile::THREADS, smem, s>>>(p, col_tiles);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+
+// FRUGAL_SPCONV_WGMMA_CFG=1 selects WgTile's CFG 1 (read once; an A/B).
+bool cfg1_from_env() {
+  static const bool on = [] {
+    const char* v = std::getenv("FRUGAL_SPCONV_WGMMA_CFG");
+    return v && v[0] == '1';
+  }();
+  return on;
+}
+
 template <typename T, int BN>
 void launch_wgmma(const Params& p, bool skip, int splits, cudaStream_t s) {
-  using Tile = WgTile<BN>;
-  const int col_tiles = ceil_div(p.co, BN);
-  const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
-  auto* fn = skip ? kernel_conv_wgmma<T, Tile, true> : kernel_conv_wgmma<T, Tile, false>;
-  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::SMEM));
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
-  fn<<<grid, Tile::THREADS, Tile::SMEM, s>>>(p, col_tiles);
-  FRUGAL_CUDA_CHECK_LAUNCH();
+  if (skip) return launch_tile<T, WgTile<BN>, true>(p, splits, s);
+  if (cfg1_from_env()) return launch_tile<T, WgTile<BN, 1>, false>(p, splits, s);
+  launch_tile<T, WgTile<BN>, false>(p, splits, s);
 }
 
 template <typename T>
