@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
     spconv::backend::ConvArgs d = a;
     d.kernel = wg ? K::wgmma : K::mma;
     d.tile_co = 0;
-    d.sort_rows = true;
+    d.sort_rows = -1;
     d.wgmma_skip = false;
     d.splits = 0;
     const size_t conv_alloc = 256 + (cuda::spconv_mma::supports(d) ? cuda::spconv_mma::workspace_bytes(d) : 0);

@@ -408,6 +408,12 @@ int64_t chunk_rows(const sb::ConvArgs& a) {
   return std::min<int64_t>(rows, a.n);
 }
 
+bool sorts(const sb::ConvArgs& a) {
+  if (a.sort_rows >= 0) return a.sort_rows != 0;
+  if (a.kernel != sb::ConvKernel::wgmma) return true;
+  return static_cast<double>(a.n) * a.ci * a.co >= kSortWork;
+}
+
 int splits(const sb::ConvArgs& a) {
   if (a.kernel != sb::ConvKernel::wgmma) return 1;
   const int k_max = std::max(1, std::min(a.k, 8));
@@ -424,7 +430,7 @@ int splits(const sb::ConvArgs& a) {
 
 // The row order first (4 bytes a row, a multiple of 16 bytes rounded up), then the partials.
 size_t order_bytes(const sb::ConvArgs& a) {
-  return a.sort_rows ? (static_cast<size_t>(chunk_rows(a)) * sizeof(int32_t) + 15) / 16 * 16 : 0;
+  return sorts(a) ? (static_cast<size_t>(chunk_rows(a)) * sizeof(int32_t) + 15) / 16 * 16 : 0;
 }
 
 size_t workspace_bytes(const sb::ConvArgs& a) {
@@ -441,12 +447,13 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
   const int64_t chunk = chunk_rows(a);
   auto* perm = static_cast<int32_t*>(workspace);
   const int nsplit = splits(a);
+  const bool sorted = sorts(a);
   float* part = nsplit > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + order_bytes(a)) : nullptr;
   Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0};
   for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
     p.row_begin = r0;
     p.rows = std::min(chunk, a.n - r0);
-    if (a.sort_rows) {
+    if (sorted) {
       const auto windows = static_cast<unsigned>(ceil_div<int64_t>(p.rows, kWindow));
       kernel_sort_rows<<<windows, kSortThreads, 0, s>>>(a.nbr, a.n, a.k, r0, p.rows, perm);
       FRUGAL_CUDA_CHECK_LAUNCH();

@@ -56,6 +56,15 @@ int64_t chunk_rows(const spconv::backend::ConvArgs& a);
 // and at most what kMaxSplitBytes of f32 partials hold); 1 for the mma kernel.
 constexpr size_t kMaxSplitBytes = size_t{64} << 20;
 int splits(const spconv::backend::ConvArgs& a);
+// Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma
+// kernel when N·Ci·Co ≥ kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
+// own order was faster for the wgmma kernel, or within 1%, on every shape below that (0.23 vs
+// 0.31 ms at N = 8.4K, C = 512; 1.04 vs 1.12 at N = 1.2M, C = 64), and sorted rows faster, or
+// within 0.5%, on every shape above it (27.3 vs 32.4 ms at N = 4.6M, C = 256; 2.79 vs 3.08 at
+// N = 1.2M, C = 128; 1.14 vs 1.19 at N = 169K, 128 → 512): sorting trades gather locality for
+// fewer products, which pays only where the tensor-core work is large.
+constexpr double kSortWork = 1e10;
+bool sorts(const spconv::backend::ConvArgs& a);
 // Workspace bytes run() needs: the row order (when rows are sorted), then the f32 partials of a
 // split launch (splits × rows of a launch × Co × 4 bytes, when splits > 1).
 size_t workspace_bytes(const spconv::backend::ConvArgs& a);

@@ -1,32 +1,35 @@
 // Tensor-core implicit-GEMM submanifold conv through Hopper's warpgroup MMA (wgmma.mma_async,
-// sm_90a), over the same neighbor-sorted row order as the mma.sync kernel (sparse_conv_mma.cu,
-// which sorts the rows and calls launch_wgmma per launch).
+// sm_90a), over the row order of the mma.sync kernel (sparse_conv_mma.cu sorts the rows, or not,
+// and calls launch_wgmma per launch).
 //
 // Why: the mma.sync kernel is latency-bound at one block of 8 warps per SM (Nsight Compute, R =
 // 1024, C = 256: 6.2 cycles between two instructions of a warp, half of them fixed-latency
 // dependency stalls, tensor pipe 37%; bench/results/2026-11-29-spconv-tc.md). wgmma reads both
 // operands from shared memory and runs asynchronously, so the threads that issue it spend no
-// issue slots on ldmatrix or per-fragment mmas and can compute the next gathers meanwhile.
+// issue slots on ldmatrix or per-fragment mmas and compute the next gathers meanwhile: 2.0× the
+// mma kernel at R = 1024, C = 256 on the H200 (27.1 vs 54.4 ms; results file tc3).
 //
-// A block owns 128 sorted rows × BN output channels (BN = 64, 128, 256) as two warpgroups of 64
-// rows; each warpgroup issues one m64nBNk16 wgmma per 16-deep slice. The prologue reads the tile's
-// map slice into shared memory (and checks it). The main loop runs over the offsets some row of
-// the tile has × Ci in chunks of 64: a cp.async pipeline (zero fill for absent neighbors) gathers
-// the neighbor rows into a 128-byte-swizzled K-major A tile and the weight slice into a 128-byte-
-// swizzled N-major B tile (the weight's own layout: [K, Ci, Co], Co contiguous). A warpgroup skips
-// an offset none of its 64 rows has (the zero-filled rows would add exact zeros). STAGES - 1 -
-// PENDING steps of gathers are in flight ahead of the wgmma, and PENDING wgmma groups stay in flight
-// across the next step's barrier. The epilogue adds the bias, stages the tile in shared memory and
-// writes each output row once with 16-byte stores; no atomics touch the output, and each element's
-// sum runs in a fixed order (offsets ascending, then Ci), so results are bitwise reproducible.
+// A block owns 128 rows × BN output channels (BN = 64, 128, 256) as two warpgroups of 64 rows;
+// each warpgroup issues one m64nBNk16 wgmma per 16-deep slice. The prologue reads the tile's map
+// slice into shared memory (and checks it). The main loop runs over the offsets some row of the
+// tile has × Ci in chunks of 64: a cp.async pipeline (zero fill for absent neighbors) gathers the
+// neighbor rows into a 128-byte-swizzled K-major A tile and the weight slice into a 128-byte-
+// swizzled N-major B tile (the weight's own layout: [K, Ci, Co], Co contiguous). AHEAD steps of
+// gathers are in flight ahead of the wgmma, and PENDING wgmma groups stay in flight across the next
+// step's barrier. The epilogue adds the bias, stages the tile in shared memory and writes each
+// output row once with 16-byte stores; no atomics touch the output, and each element's sum runs in
+// a fixed order (offsets ascending, then Ci), so results are bitwise reproducible (and, measured,
+// bitwise equal to the mma kernel's).
+//
+// Split launches (small grids): blockIdx.y = j of S sums only the offsets [K·j/S, K·(j+1)/S) and
+// writes f32 partials; kernel_finish_split adds them in split order, plus the bias.
 //
 // The sm_90 (non-"a") build compiles the kernel to a trap; wgmma_available() probes, once per
-// device, which code the driver loaded, and the dispatcher refuses the kernel where it is absent.
+// device, which code the driver loaded, and the dispatcher never picks the kernel where it is absent.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <type_traits>
 
@@ -221,24 +224,23 @@ __device__ __forceinline__ void store_pair(T* dst, float x, float y) {
 // 128 rows × BN channels × 64 input channels a step. The A stage is 128 rows of 128 bytes, 16-byte
 // chunk c of row r at chunk c ^ (r % 8) (the 128-byte swizzle: 8-row atoms of 1 KB, consecutive);
 // the B stage is (BN / 64) × 8 atoms of 8 Ci-rows × 64 channels, atom (n, k) at (8n + k) KB, chunk
-// c of row r at chunk c ^ (r % 8). Pipeline depth per width (shared memory, one or two blocks/SM):
-//   BN = 256: 48 KB a stage, 4 stages (192 KB), one block; 2 gather steps ahead, 1 wgmma group
-//             in flight past the barrier;
-//   BN = 128: 32 KB, 5 stages (160 KB), one block; 3 ahead, 1 in flight;
-//   BN =  64: 24 KB, 3 stages (72 KB), two blocks; 2 ahead, none in flight (the other block fills
-//             the tensor pipe while one waits).
-// CFG 1 (FRUGAL_SPCONV_WGMMA_CFG=1, an A/B under measurement): no wgmma group in flight across
-// the barrier, deeper gathers or two blocks instead: BN = 256 4 stages, 3 ahead; BN = 128 3 stages
-// (96 KB), two blocks; BN = 64 4 stages (96 KB, 3 ahead), two blocks. Two blocks take
-// 2 × (96 + 1 + 13.5 (map slice, K = 27) + 0.6) KB of the 228 KB.
-// The map slice (nb) follows the stages in dynamic shared memory, K × 128 × 4 bytes.
-template <int BN_, int CFG = 0>
+// c of row r at chunk c ^ (r % 8). The map slice (nb) follows the stages in dynamic shared memory,
+// K × 128 × 4 bytes. Pipeline per width, each the fastest of those measured on the H200
+// (2026-11-29, results file tc3; R = 1024):
+//   BN = 256: 48 KB a stage, 4 stages (192 KB), one block; 2 gather steps ahead, 1 wgmma group in
+//             flight past the barrier (27.3 ms at C = 256; none in flight, 3 ahead: 32.2);
+//   BN = 128: 32 KB, 3 stages (96 KB), two blocks (2 × (96 + 1 + 13.5 (nb, K = 27) + 0.6) KB of
+//             the 228 KB); 2 ahead, none in flight (9.16 ms at C = 128; one block of 5 stages,
+//             3 ahead, 1 in flight: 10.90);
+//   BN =  64: 24 KB, 3 stages (72 KB), two blocks; 2 ahead, none in flight (4.14 ms at C = 64;
+//             4 stages, 3 ahead: 4.48).
+template <int BN_>
 struct WgTile {
   static constexpr int BM = kTileRows, BN = BN_, BK = 64, THREADS = 256;
-  static constexpr int STAGES = CFG ? (BN == 64 ? 4 : 3) : BN == 256 ? 4 : BN == 128 ? 5 : 3;
-  static constexpr int PENDING = CFG ? 0 : BN == 64 ? 0 : 1;
+  static constexpr int STAGES = BN == 256 ? 4 : 3;
+  static constexpr int PENDING = BN == 256 ? 1 : 0;
   static constexpr int AHEAD = STAGES - 1 - PENDING;
-  static constexpr int MIN_BLOCKS = BN == 64 || (CFG && BN == 128) ? 2 : 1;
+  static constexpr int MIN_BLOCKS = BN == 256 ? 1 : 2;
   static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
   static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB; + nb
   static constexpr int LDC = BN + 8;
@@ -503,19 +505,9 @@ void launch_tile(const Params& p, int splits, cudaStream_t s) {
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-// FRUGAL_SPCONV_WGMMA_CFG=1 selects WgTile's CFG 1 (read once; an A/B).
-bool cfg1_from_env() {
-  static const bool on = [] {
-    const char* v = std::getenv("FRUGAL_SPCONV_WGMMA_CFG");
-    return v && v[0] == '1';
-  }();
-  return on;
-}
-
 template <typename T, int BN>
 void launch_wgmma(const Params& p, bool skip, int splits, cudaStream_t s) {
   if (skip) return launch_tile<T, WgTile<BN>, true>(p, splits, s);
-  if (cfg1_from_env()) return launch_tile<T, WgTile<BN, 1>, false>(p, splits, s);
   launch_tile<T, WgTile<BN>, false>(p, splits, s);
 }
 
