@@ -6,7 +6,8 @@
 //   * build_kernel_map into a preallocated map (and the allocating form),
 //   * submanifold_conv (checked: includes the one 8-byte readback; unchecked: kernel only) for the
 //     default kernel and the variants (WMMA with 64/128-wide channel tiles, CUDA cores, mma.sync on
-//     sorted rows with 64/128/256-wide tiles, mma on unsorted rows, and the default in bf16),
+//     sorted rows with 64/128/256-wide tiles, mma on unsorted rows, the wgmma kernel with 64/128/256
+//     wide tiles, unsorted, with the per-warpgroup skip and unsplit, and the default in bf16),
 //   * the share of useful products of the mma kernel (its row order replicated on the host),
 // and writes PREFIX.nbr (nbr[:, samples] int32) and PREFIX.out (out[samples, :] fp16) for the
 // sampled rows r_i = i·(N−1)/(S−1), and one JSON line on stdout.
@@ -50,6 +51,31 @@ __global__ void kernel_gen(__half* p, int64_t count, int64_t salt, int shift) {
     const int v = static_cast<int>((h >> 16) & 1023) - 512;
     p[i] = __float2half(ldexpf(static_cast<float>(v), -(10 + shift)));
   }
+}
+
+__global__ void kernel_diff(const __half* a, const __half* b, int64_t count, unsigned* num, unsigned* den) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float x = __half2float(a[i]), y = __half2float(b[i]);
+    const float d = fabsf(x - y) == fabsf(x - y) ? fabsf(x - y) : 1e30f;  // NaN (unwritten): huge
+    atomicMax(num, __float_as_uint(d));
+    atomicMax(den, __float_as_uint(fabsf(x)));
+  }
+}
+
+// max |a - b| / max |a| over all elements (a NaN in b counts as 1e30).
+double max_rel_diff(const Tensor& a, const Tensor& b, int64_t count) {
+  unsigned* d = nullptr;
+  check(cudaMalloc(&d, 8), "diff");
+  check(cudaMemset(d, 0, 8), "diff");
+  kernel_diff<<<4096, 256>>>(a.data_as<__half>(), b.data_as<__half>(), count, d, d + 1);
+  unsigned h[2];
+  check(cudaMemcpy(h, d, 8, cudaMemcpyDeviceToHost), "diff");
+  cudaFree(d);
+  float num, den;
+  std::memcpy(&num, &h[0], 4);
+  std::memcpy(&den, &h[1], 4);
+  return den > 0 ? num / den : num;
 }
 
 template <typename F>
@@ -101,9 +127,11 @@ __global__ void kernel_to_bf16(const __half* src, __nv_bfloat16* dst, int64_t co
 //   tile   every row of a tile for every offset some row has (what WMMA-style tiles compute, and
 //          what the mma kernel's loads cover);
 //   group  16-row groups that have the offset (the tensor-core work of the mma kernel);
-//   warp   per offset, twice the busier of the two row-warps' groups (its time on a tile).
+//   warp   per offset, twice the busier of the two row-warps' groups (its time on a tile);
+//   wg     64-row halves that have the offset (the wgmma kernel's work with its per-warpgroup skip;
+//          without it, the wgmma kernel computes what "tile" counts).
 struct Share {
-  double tile = 0, group = 0, warp = 0;
+  double tile = 0, group = 0, warp = 0, wg = 0;
 };
 Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
   namespace sm = cuda::spconv_mma;
@@ -113,7 +141,7 @@ Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
       const int32_t m = nbr[k * n + i];
       if (m >= 0 && m < n) mask[i] |= 1u << k;
     }
-  double useful = 0, tile = 0, group = 0, warp = 0;
+  double useful = 0, tile = 0, group = 0, warp = 0, wg = 0;
   for (uint32_t m : mask) useful += std::popcount(m);
   for (int64_t c0 = 0; c0 < n; c0 += sm::kChunkRows) {
     const int64_t c1 = std::min(n, c0 + sm::kChunkRows);
@@ -125,6 +153,10 @@ Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
       for (int64_t r = t0; r < std::min(c1, t0 + sm::kTileRows); ++r) g[(r - t0) / sm::kGroupRows] |= mask[r];
       for (uint32_t x : g) any |= x, group += sm::kGroupRows * std::popcount(x);
       tile += sm::kTileRows * std::popcount(any);
+      constexpr int kHalf = sm::kTileRows / sm::kGroupRows / 2;
+      uint32_t h[2] = {};
+      for (int i = 0; i < 2 * kHalf; ++i) h[i / kHalf] |= g[i];
+      wg += sm::kTileRows / 2 * (std::popcount(h[0]) + std::popcount(h[1]));
       for (int k = 0; k < 27; ++k) {
         int per_warp[2] = {0, 0};
         for (int i = 0; i < sm::kTileRows / sm::kGroupRows; ++i) per_warp[i % 2] += g[i] >> k & 1u;
@@ -132,7 +164,7 @@ Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
       }
     }
   }
-  return {useful / tile, useful / group, useful / warp};
+  return {useful / tile, useful / group, useful / warp, useful / wg};
 }
 
 size_t pool_reserved_high() {
@@ -237,15 +269,25 @@ int main(int argc, char** argv) {
       int tile;
       bool sorted;
       const char* name;
+      bool skip = false;
+      int splits = 0;
     };
+    const bool wg = cuda::spconv_mma::wgmma_available(0);
     for (const Variant v : {Variant{K::wmma, 64, true, "wmma64"}, Variant{K::wmma, 128, true, "wmma128"},
                             Variant{K::simt, 0, true, "simt"}, Variant{K::mma, 64, true, "mma64"},
                             Variant{K::mma, 128, true, "mma128"}, Variant{K::mma, 256, true, "mma256"},
-                            Variant{K::mma, 0, false, "mma_unsorted"}}) {
-      if (mma_only && v.kernel != K::mma) continue;
+                            Variant{K::mma, 0, false, "mma_unsorted"}, Variant{K::mma, 0, true, "mma_default"},
+                            Variant{K::wgmma, 64, true, "wgmma64"}, Variant{K::wgmma, 128, true, "wgmma128"},
+                            Variant{K::wgmma, 256, true, "wgmma256"}, Variant{K::wgmma, 0, false, "wgmma_unsorted"},
+                            Variant{K::wgmma, 0, true, "wgmma_skip", true},
+                            Variant{K::wgmma, 0, true, "wgmma_nosplit", false, 1}}) {
+      if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
+      if (v.kernel == K::wgmma && !wg) continue;
       a.kernel = v.kernel;
       a.tile_co = v.tile;
       a.sort_rows = v.sorted;
+      a.wgmma_skip = v.skip;
+      a.splits = v.splits;
       const int r = v.kernel == K::simt ? std::max(3, reps / 4) : reps;
       const double ms = median_event_ms(r, [&] { cuda::spconv_conv(a, nullptr); });
       variants += std::string(variants.empty() ? "" : ", ") + "\"" + v.name + "_ms\": " + std::to_string(ms);
@@ -261,6 +303,31 @@ int main(int argc, char** argv) {
       variants += ", \"bf16_default_ms\": " + std::to_string(ms);
     }
     spconv::submanifold_conv(feats, nbr, w, nullptr, out);  // the default kernel's output, checked
+    if (wg) {  // other kernels and variants against the default (checked) output, on every element
+      Tensor o2 = Tensor::empty({n, co}, DType::f16, gpu);
+      a.out = o2.data();
+      a.sort_rows = true;
+      a.wgmma_skip = false;
+      a.splits = 0;
+      auto diff = [&](K kernel, int tile, bool skip, int splits) {
+        a.kernel = kernel;
+        a.tile_co = tile;
+        a.wgmma_skip = skip;
+        a.splits = splits;
+        check(cudaMemset(o2.data(), 0xff, n * co * 2), "poison");  // NaN
+        cuda::spconv_conv(a, nullptr);
+        return max_rel_diff(out, o2, n * co);
+      };
+      const double mma = diff(K::mma, 0, false, 0);
+      double worst = 0;
+      for (int t : {64, 128, 256}) worst = std::max(worst, diff(K::wgmma, t, false, 0));
+      worst = std::max(worst, diff(K::wgmma, 0, true, 0));
+      const double nosplit = diff(K::wgmma, 0, false, 1), split3 = diff(K::wgmma, 0, false, 3);
+      variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +
+                  std::to_string(worst) + ", \"wgmma_nosplit_vs_default_rel\": " + std::to_string(nosplit) +
+                  ", \"wgmma_split3_vs_default_rel\": " + std::to_string(split3);
+      a.out = out.data();
+    }
 
     // ---- sampled rows out
     const int64_t s = std::min<int64_t>(samples, n);
@@ -281,18 +348,22 @@ int main(int argc, char** argv) {
     std::ofstream(out_prefix + ".out", std::ios::binary)
         .write(reinterpret_cast<const char*>(out_s.data()), out_s.size() * 2);
 
-    // What the default (checked) call allocates: the flag's 256 bytes, plus the mma kernel's row order.
+    // What the default (checked) call allocates: the flag's 256 bytes, plus the sorted-row kernel's
+    // row order (and the wgmma kernel's f32 partials when it splits).
     spconv::backend::ConvArgs d = a;
-    d.kernel = K::mma;
+    d.kernel = wg ? K::wgmma : K::mma;
     d.tile_co = 0;
-    d.sort_rows = true;
+    d.sort_rows = -1;
+    d.wgmma_skip = false;
+    d.splits = 0;
     const size_t conv_alloc = 256 + (cuda::spconv_mma::supports(d) ? cuda::spconv_mma::workspace_bytes(d) : 0);
     const Share sorted = useful_share(nbr_all, n, true), unsorted = useful_share(nbr_all, n, false);
     char share[512];
     std::snprintf(share, sizeof share,
-                  "\"share_sorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f}, "
-                  "\"share_unsorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f}",
-                  sorted.tile, sorted.group, sorted.warp, unsorted.tile, unsorted.group, unsorted.warp);
+                  "\"share_sorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f, \"wg\": %.4f}, "
+                  "\"share_unsorted\": {\"tile\": %.4f, \"group\": %.4f, \"warp\": %.4f, \"wg\": %.4f}",
+                  sorted.tile, sorted.group, sorted.warp, sorted.wg, unsorted.tile, unsorted.group, unsorted.warp,
+                  unsorted.wg);
     // Bytes one conv holds: feats + weight (inputs), out, the map, and what the call allocates.
     const double inputs = static_cast<double>(n) * c * 2 + 27.0 * c * co * 2;
     std::printf(

@@ -21,6 +21,7 @@ p.add_argument("--bench", default=os.path.join(os.path.dirname(os.path.abspath(_
 p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:256,"
                "20:1024,43:512,92:256,196:128,426:64,20:1024:4096,43:512:2048,92:256:1024,196:128:512")
 p.add_argument("--samples", type=int, default=2048)
+p.add_argument("--mma-only", action="store_true", help="ours: only the mma/wgmma variants (no WMMA/SIMT)")
 p.add_argument("--stock-limit-gb", type=float, default=80.0,
                help="skip the materialized path when its gather + bmm output exceed this (cite the anchor)")
 args = p.parse_args()
@@ -105,21 +106,26 @@ def read_raw(path, dtype, shape):
         return torch.frombuffer(bytearray(f.read()), dtype=dtype).view(*shape).clone()
 
 
-HEADER = ("   R    C   Co        N |  stock*   g-s | wmma  simt | mma64 mma128 mma256 unsort |"
-          " default(chk)  bf16 | TF/s  | useful: tile grp warp (unsorted grp) | err ours stock | map==")
+HEADER = ("   R    C   Co        N |  stock*   g-s | wmma  simt | mma64 mma128 mma256 unsort  mmadef |"
+          "  wg64  wg128  wg256 unsort   skip nosplit | mma-vs-def |"
+          " default(chk)  bf16 | TF/s  | useful: tile grp warp wg (unsorted grp) | err ours stock | map==")
 
 
 def line(r):
     if "ours" not in r:
         return f"{r['R']:4d} {r['C']:4d} {r['Co']:4d} {r['N']:8d} | ours failed: {r.get('ours_error', '?')}"
     o = r["ours"]
-    wm = min(o["wmma64_ms"], o["wmma128_ms"])
+    nan = float("nan")
+    wm = min(o.get("wmma64_ms", nan), o.get("wmma128_ms", nan))
+    wg = lambda k: o.get(k + "_ms", nan)
     st = "*" if r["stock_source"] == "anchor" else " "
     ss, su = o["share_sorted"], o["share_unsorted"]
     return (f"{r['R']:4d} {r['C']:4d} {r['Co']:4d} {r['N']:8d} | {r['stock_ms']:7.2f}{st}{r['gather_scatter_ms']:6.1f} |"
-            f" {wm:6.2f} {o['simt_ms']:6.1f} | {o['mma64_ms']:6.2f} {o['mma128_ms']:6.2f} {o['mma256_ms']:6.2f} {o['mma_unsorted_ms']:6.2f} |"
+            f" {wm:6.2f} {o.get('simt_ms', nan):6.1f} | {o['mma64_ms']:6.2f} {o['mma128_ms']:6.2f} {o['mma256_ms']:6.2f} {o['mma_unsorted_ms']:6.2f} {wg('mma_default'):6.2f} |"
+            f" {wg('wgmma64'):6.2f} {wg('wgmma128'):6.2f} {wg('wgmma256'):6.2f} {wg('wgmma_unsorted'):6.2f} {wg('wgmma_skip'):6.2f} {wg('wgmma_nosplit'):6.2f} |"
+            f" {o.get('mma_vs_default_rel', nan):.1e} |"
             f" {o['conv_ms']:6.2f}({o['conv_checked_ms']:6.2f}) {o['bf16_default_ms']:6.2f} | {r['gflop'] / o['conv_ms']:5.0f} |"
-            f" {ss['tile']:.2f} {ss['group']:.2f} {ss['warp']:.2f} ({su['group']:.2f}) |"
+            f" {ss['tile']:.2f} {ss['group']:.2f} {ss['warp']:.2f} {ss.get('wg', nan):.2f} ({su['group']:.2f}) |"
             f" {r['ours_err']:.1e} {r.get('stock_err', float('nan')):.1e} | {r['map_equal_at_samples'] and r['pairs_equal']}")
 
 
@@ -191,7 +197,8 @@ for spec in args.rows.split(","):
     prefix = os.path.join(TMP, f"ours_{R}_{C}_{Co}")
     t = time.time()
     res = subprocess.run([args.bench, "--coords", cpath, "--channels", str(C), "--co", str(Co), "--out", prefix,
-                          "--samples", str(S), "--reps", "20" if N * max(C, Co) < 3e8 else "10"],
+                          "--samples", str(S), "--reps", "20" if N * max(C, Co) < 3e8 else "10"]
+                         + (["--mma-only", "1"] if args.mma_only else []),
                          capture_output=True, text=True)
     if res.returncode != 0:
         print(res.stdout, res.stderr, file=sys.stderr)

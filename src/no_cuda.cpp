@@ -54,3 +54,8 @@ void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
   FRUGAL_NO_CUDA("attention::decode_attention");
 }
 }  // namespace frugal::cuda
+
+// ---- sparse conv: wgmma availability (src/cuda/sparse_conv.cu) ----
+namespace frugal::cuda {
+bool spconv_wgmma_available(int) { return false; }
+}  // namespace frugal::cuda

@@ -554,9 +554,12 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
       using K = spconv::backend::ConvKernel;
       for (auto [kernel, tile] :
            {std::pair{K::automatic, 0}, std::pair{K::simt, 0}, std::pair{K::wmma, 64}, std::pair{K::wmma, 128},
-            std::pair{K::mma, 0}, std::pair{K::mma, 64}, std::pair{K::mma, 128}, std::pair{K::mma, 256}}) {
+            std::pair{K::mma, 0}, std::pair{K::mma, 64}, std::pair{K::mma, 128}, std::pair{K::mma, 256},
+            std::pair{K::wgmma, 0}, std::pair{K::wgmma, 64}, std::pair{K::wgmma, 256}}) {
         if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
-        if (kernel == K::mma && (s.ci % 8 || s.co % 8)) continue;  // the mma kernel's 16-byte copies
+        const bool sorted = kernel == K::mma || kernel == K::wgmma;
+        if (sorted && (s.ci % 8 || s.co % 8)) continue;  // the sorted-row kernels' 16-byte copies
+        if (kernel == K::wgmma && !cuda::spconv_wgmma_available(0)) continue;
         SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
                      " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile));
         Tensor out = poisoned(n, s.co, dt, kGpu);
@@ -661,11 +664,16 @@ struct MmaVariant {
   int tile_co;
   bool sort_rows;
   int64_t chunk_rows;
+  spconv::backend::ConvKernel kernel = spconv::backend::ConvKernel::mma;
+  bool wgmma_skip = false;
+  int splits = 1;  // wgmma: 0 = by grid size
 };
 
 std::string describe(const MmaVariant& v) {
-  return "tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
-         " chunk_rows=" + std::to_string(v.chunk_rows);
+  return std::string(v.kernel == spconv::backend::ConvKernel::wgmma ? (v.wgmma_skip ? "wgmma" : "wgmma noskip")
+                                                                    : "mma") +
+         " tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
+         " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits);
 }
 
 // Runs the mma kernel through the backend (checked map) into a poisoned output; returns its bytes.
@@ -683,10 +691,12 @@ std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tenso
   a.k = static_cast<int>(w.size(0));
   a.ci = static_cast<int>(w.size(1));
   a.co = static_cast<int>(w.size(2));
-  a.kernel = spconv::backend::ConvKernel::mma;
+  a.kernel = v.kernel;
   a.tile_co = v.tile_co;
   a.sort_rows = v.sort_rows;
   a.chunk_rows = v.chunk_rows;
+  a.wgmma_skip = v.wgmma_skip;
+  a.splits = v.splits;
   EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
   return read_bytes(out);
 }
@@ -703,11 +713,31 @@ std::vector<double> to_doubles(const std::vector<uint8_t>& bytes, DType dt) {
 
 const MmaVariant kMmaVariants[] = {{0, true, 0},   {64, true, 0},   {128, true, 0},
                                    {256, true, 0}, {0, false, 0},   {128, true, 256}};
+constexpr auto kWg = spconv::backend::ConvKernel::wgmma;
+// The wgmma kernel, unsplit: every width, with and without the per-warpgroup skip, unsorted rows,
+// 256-row launches. Bitwise equal among themselves (skipping omits exact zeros).
+const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kWg},         {128, true, 0, kWg},
+                                     {256, true, 0, kWg},       {0, false, 0, kWg},         {128, true, 256, kWg},
+                                     {64, true, 0, kWg, true},  {256, true, 0, kWg, true},  {256, false, 256, kWg, true}};
+// Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
+// output is again independent of width, row order, launch size and skipping.
+const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, false, 3},   {64, true, 0, kWg, false, 3},
+                                          {256, true, 0, kWg, false, 3}, {0, false, 0, kWg, false, 3},
+                                          {128, true, 256, kWg, false, 3}, {128, true, 0, kWg, true, 3}};
+// The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
+const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, false, 0}, {64, false, 0, kWg, false, 0},
+                                         {256, true, 256, kWg, true, 0}, {128, true, 0, kWg, false, 27}};
+
+template <size_t... N>
+std::vector<MmaVariant> variants_of(const MmaVariant (&... v)[N]) {
+  std::vector<MmaVariant> all;
+  (all.insert(all.end(), v, v + N), ...);
+  return all;
+}
 
 // Every tile width, sorted and unsorted rows, and launches of 256 rows, against the CPU on the
 // TRELLIS.2 widths (64 .. 256, 1024 in), an upsampling C -> 8C shape, and narrow or ragged ones.
-TEST(SpconvCudaMma, MatchesTheCpu) {
-  FRUGAL_SKIP_WITHOUT_GPU();
+void check_sorted_kernel_against_cpu(const std::vector<MmaVariant>& variants) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
   const auto c = random_voxels(rng, 2, 12, 0.35, -6);  // ~1200 rows: several tiles and windows of work
@@ -723,7 +753,7 @@ TEST(SpconvCudaMma, MatchesTheCpu) {
       const Tensor fh = make(f, {n, sh.ci}, dt), wh = make(w, {27, sh.ci, sh.co}, dt), bh = make(b, {sh.co}, dt);
       const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
-      for (const auto& v : kMmaVariants) {
+      for (const auto& v : variants) {
         SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(sh.ci) + " co=" + std::to_string(sh.co) +
                      " " + describe(v));
         const auto got = to_doubles(run_mma(fd, nbr_d, wd, &bd, n, v), dt);
@@ -733,10 +763,15 @@ TEST(SpconvCudaMma, MatchesTheCpu) {
     }
 }
 
-// Absent neighbors contribute exact zeros, so neither the row order, the tile width nor the launch
-// size changes a bit of the output; and two runs agree bit for bit.
-TEST(SpconvCudaMma, OutputDoesNotDependOnTilingOrRowOrder) {
+TEST(SpconvCudaMma, MatchesTheCpu) {
   FRUGAL_SKIP_WITHOUT_GPU();
+  check_sorted_kernel_against_cpu(variants_of(kMmaVariants));
+}
+
+// Absent neighbors contribute exact zeros, so neither the row order, the tile width nor the launch
+// size changes a bit of the output; and two runs agree bit for bit. (Each kernel against itself:
+// the mma.sync and wgmma kernels may round differently inside the tensor core.)
+void check_tiling_invariance(const std::vector<MmaVariant>& variants) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
   const auto c = random_voxels(rng, 2, 14, 0.3, -7);
@@ -746,16 +781,20 @@ TEST(SpconvCudaMma, OutputDoesNotDependOnTilingOrRowOrder) {
     const Tensor feats = make(testing::randn(n * 64, rng), {n, 64}, dt, kGpu);
     const Tensor w = make(testing::randn(27 * 64 * 128, rng, 0.02f), {27, 64, 128}, dt, kGpu);
     const Tensor b = make(testing::randn(128, rng), {128}, dt, kGpu);
-    const auto first = run_mma(feats, nbr, w, &b, n, kMmaVariants[0]);
-    EXPECT_EQ(run_mma(feats, nbr, w, &b, n, kMmaVariants[0]), first) << "run to run, " << to_string(dt);
-    for (const auto& v : kMmaVariants) EXPECT_EQ(run_mma(feats, nbr, w, &b, n, v), first) << describe(v);
+    const auto first = run_mma(feats, nbr, w, &b, n, variants[0]);
+    EXPECT_EQ(run_mma(feats, nbr, w, &b, n, variants[0]), first) << "run to run, " << to_string(dt);
+    for (const auto& v : variants) EXPECT_EQ(run_mma(feats, nbr, w, &b, n, v), first) << describe(v);
   }
+}
+
+TEST(SpconvCudaMma, OutputDoesNotDependOnTilingOrRowOrder) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  check_tiling_invariance(variants_of(kMmaVariants));
 }
 
 // N not a multiple of anything (1, 7, 129 rows) and tiles whose rows have no neighbor at all (not
 // even the centre; a hand-made map): those rows get exactly the bias.
-TEST(SpconvCudaMma, OddSizesAndRowsWithoutNeighbors) {
-  FRUGAL_SKIP_WITHOUT_GPU();
+void check_odd_sizes(const std::vector<MmaVariant>& variants) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
   const int ci = 16, co = 24;
@@ -777,7 +816,7 @@ TEST(SpconvCudaMma, OddSizesAndRowsWithoutNeighbors) {
       const Tensor wh = make(testing::randn(27 * ci * co, rng, 0.05f), {27, ci, co}, dt), bh = make(b, {co}, dt);
       const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
-      for (const auto& v : kMmaVariants) {
+      for (const auto& v : variants) {
         SCOPED_TRACE(std::string(to_string(dt)) + " " + describe(v));
         const auto got = to_doubles(run_mma(fd, nbr_d, wd, &bd, n, v), dt);
         for (int64_t i = 0; i < n / 2; ++i)
@@ -786,6 +825,69 @@ TEST(SpconvCudaMma, OddSizesAndRowsWithoutNeighbors) {
       }
     }
   }
+}
+
+TEST(SpconvCudaMma, OddSizesAndRowsWithoutNeighbors) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  check_odd_sizes(variants_of(kMmaVariants));
+}
+
+// ---- CUDA: the wgmma kernel (sm_90a), the same checks -------------------------------------------
+
+#define FRUGAL_SKIP_WITHOUT_WGMMA()                                                    \
+  FRUGAL_SKIP_WITHOUT_GPU();                                                           \
+  if (!cuda::spconv_wgmma_available(0)) GTEST_SKIP() << "no sm_90a code for this device"
+
+TEST(SpconvCudaWgmma, MatchesTheCpu) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  check_sorted_kernel_against_cpu(variants_of(kWgmmaVariants, kWgmmaSplitVariants, kWgmmaAutoVariants));
+}
+
+TEST(SpconvCudaWgmma, OutputDoesNotDependOnTilingOrRowOrder) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  {
+    SCOPED_TRACE("unsplit");
+    check_tiling_invariance(variants_of(kWgmmaVariants));
+  }
+  SCOPED_TRACE("3 splits");
+  check_tiling_invariance(variants_of(kWgmmaSplitVariants));
+}
+
+TEST(SpconvCudaWgmma, OddSizesAndRowsWithoutNeighbors) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  check_odd_sizes(variants_of(kWgmmaVariants, kWgmmaSplitVariants, kWgmmaAutoVariants));
+}
+
+// A bad map entry is reported through the wgmma kernel's prologue too.
+TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  const int64_t n = 300;
+  std::vector<int32_t> m(27 * n, static_cast<int32_t>(n));
+  for (int64_t i = 0; i < n; ++i) m[13 * n + i] = static_cast<int32_t>(i);
+  m[20 * n + 257] = -5;
+  m[26 * n + 299] = static_cast<int32_t>(n + 1);
+  Tensor nbr = Tensor::empty({27, n}, DType::i32);
+  std::memcpy(nbr.data(), m.data(), m.size() * 4);
+  nbr = nbr.to(kGpu);
+  const Tensor feats = Tensor::zeros({n, 16}, DType::f16, kGpu), w = Tensor::zeros({27, 16, 64}, DType::f16, kGpu);
+  Tensor out = Tensor::empty({n, 64}, DType::f16, kGpu);
+  spconv::backend::ConvArgs a;
+  a.feats = feats.data();
+  a.nbr = nbr.data_as<int32_t>();
+  a.weight = w.data();
+  a.out = out.data();
+  a.dtype = DType::f16;
+  a.n = n;
+  a.k = 27;
+  a.ci = 16;
+  a.co = 64;
+  a.kernel = kWg;
+  for (int splits : {1, 3})
+    for (bool skip : {true, false}) {
+      a.wgmma_skip = skip;
+      a.splits = splits;
+      EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257);  // the smaller linear index of the two
+    }
 }
 
 // The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported
@@ -869,11 +971,31 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
   const Tensor coords = coords_tensor(flat, kGpu);
   const Tensor nbr = build_kernel_map(coords, 3, 1);
   const Tensor feats = fh.to(kGpu);
-  const Tensor out = submanifold_conv(feats, nbr, make(w, {27, c, c}, DType::f16, kGpu));
+  const Tensor wd = make(w, {27, c, c}, DType::f16, kGpu);
+  const Tensor out = submanifold_conv(feats, nbr, wd);
+  // The public call takes the wgmma kernel where the device runs it; the mma kernel on the same
+  // input then, checked the same way.
+  const bool wg = cuda::spconv_wgmma_available(0);
+  Tensor out_wg = Tensor::empty({wg ? n : 0, c}, DType::f16, kGpu);
+  if (wg) {
+    spconv::backend::ConvArgs a;
+    a.feats = feats.data();
+    a.nbr = nbr.data_as<int32_t>();
+    a.weight = wd.data();
+    a.out = out_wg.data();
+    a.dtype = DType::f16;
+    a.n = n;
+    a.k = 27;
+    a.ci = a.co = static_cast<int>(c);
+    a.kernel = spconv::backend::ConvKernel::mma;
+    EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
+  }
   const int64_t first_big = (int64_t{1} << 31) / c;
   for (int64_t row : {first_big, first_big + 12345, n - 257, n - 1}) {
     const TensorView got_row(static_cast<uint16_t*>(out.data()) + row * c, DType::f16, {c}, kGpu);
     const auto got = read(got_row);
+    std::vector<double> got_wg;
+    if (wg) got_wg = read(TensorView(static_cast<uint16_t*>(out_wg.data()) + row * c, DType::f16, {c}, kGpu));
     std::vector<double> ref(c, 0.0);
     const int64_t x = row / (ny * nz), y = row / nz % ny, z = row % nz;
     for (int k = 0; k < 27; ++k) {
@@ -888,6 +1010,7 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
         for (int64_t o = 0; o < c; ++o) ref[o] += static_cast<double>(feat(m * c + q)) * w[(k * c + q) * c + o];
     }
     EXPECT_LE(testing::rel_error(got, ref), 1e-2) << "row " << row;
+    if (wg) EXPECT_LE(testing::rel_error(got_wg, ref), 1e-2) << "mma, row " << row;
   }
 }
 

@@ -83,9 +83,13 @@ struct MapStatus {
 //   mma   tensor cores through mma.sync m16n8k16 over rows sorted by neighbor mask within windows,
 //         skipping, per 16-row group, the offsets none of its rows has (src/cuda/sparse_conv_mma.cu);
 //         f16/bf16 with K ≤ 32, Ci and Co multiples of 8, 16-byte aligned tensors.
-// automatic: simt for f32; for f16/bf16 the kernel FRUGAL_SPCONV_KERNEL names (simt | wmma | mma)
-// when set, else mma where it applies and wmma otherwise.
-enum class ConvKernel : uint8_t { automatic, simt, wmma, mma };
+//   wgmma the same row orders and tiles through Hopper's asynchronous warpgroup MMA (wgmma,
+//         sm_90a; src/cuda/sparse_conv_wgmma.cu), skipping per tile (or per 64-row warpgroup:
+//         wgmma_skip), split over offset ranges on small grids; what mma takes, on a device whose
+//         loaded code was compiled for sm_90a.
+// automatic: simt for f32; for f16/bf16 the kernel FRUGAL_SPCONV_KERNEL names (simt | wmma | mma |
+// wgmma) when set, else wgmma where it applies and the device runs it, then mma, then wmma.
+enum class ConvKernel : uint8_t { automatic, simt, wmma, mma, wgmma };
 
 struct ConvArgs {
   const void* feats = nullptr;   // [≥ n, ci] row-major; the sentinel row (if any) is never read
@@ -98,9 +102,11 @@ struct ConvArgs {
   int k = 27, ci = 0, co = 0;
   bool check = true;  // report the first nbr entry outside [0, n]
   ConvKernel kernel = ConvKernel::automatic;
-  int tile_co = 0;          // output-channel tile: WMMA 64 or 128, mma 64, 128 or 256; 0 picks by co
-  bool sort_rows = true;    // mma: reorder rows by neighbor mask (false: the map's own order)
-  int64_t chunk_rows = 0;   // mma: rows per launch, a multiple of 128 (0: the default, 2^22)
+  int tile_co = 0;          // output-channel tile: WMMA 64 or 128, (w)gmma 64, 128 or 256; 0 picks by co
+  int8_t sort_rows = -1;    // (w)gmma: 1 rows sorted by neighbor mask, 0 the map's order, -1 by size
+  int64_t chunk_rows = 0;   // (w)gmma: rows per launch, a multiple of 128 (0: the default, 2^22)
+  bool wgmma_skip = false;  // wgmma: each 64-row warpgroup skips the offsets its rows lack (slower, measured)
+  int splits = 0;           // wgmma: offset ranges summed apart, then reduced in order (0: by grid size)
   int device = 0;   // CUDA device index
 };
 
@@ -120,4 +126,6 @@ spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs& a, S
 // When a.check: waits for the stream and returns the smallest linear index k·n + row of an nbr
 // entry outside [0, n] (-1 when none); otherwise returns -1 at once, without waiting.
 int64_t spconv_conv(const spconv::backend::ConvArgs& a, Stream stream);
+// Whether ConvKernel::wgmma runs on this device (sm_90a code loaded for it; false without CUDA).
+bool spconv_wgmma_available(int device);
 }  // namespace frugal::cuda

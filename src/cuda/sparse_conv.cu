@@ -420,7 +420,7 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
 
 namespace {
 
-// FRUGAL_SPCONV_KERNEL (simt | wmma | mma) overrides the automatic choice for f16/bf16; read once.
+// FRUGAL_SPCONV_KERNEL (simt | wmma | mma | wgmma) overrides the automatic choice for f16/bf16; read once.
 sb::ConvKernel kernel_from_env() {
   static const sb::ConvKernel k = [] {
     const char* v = std::getenv("FRUGAL_SPCONV_KERNEL");
@@ -428,8 +428,9 @@ sb::ConvKernel kernel_from_env() {
     if (!std::strcmp(v, "simt")) return sb::ConvKernel::simt;
     if (!std::strcmp(v, "wmma")) return sb::ConvKernel::wmma;
     if (!std::strcmp(v, "mma")) return sb::ConvKernel::mma;
+    if (!std::strcmp(v, "wgmma")) return sb::ConvKernel::wgmma;
     FRUGAL_FAIL(invalid_argument, "spconv::submanifold_conv",
-                "FRUGAL_SPCONV_KERNEL must be simt, wmma or mma, got '" << v << "'");
+                "FRUGAL_SPCONV_KERNEL must be simt, wmma, mma or wgmma, got '" << v << "'");
     return sb::ConvKernel::automatic;
   }();
   return k;
@@ -439,11 +440,18 @@ sb::ConvKernel choose_kernel(const sb::ConvArgs& a) {
   if (a.kernel != sb::ConvKernel::automatic) return a.kernel;
   if (a.dtype == DType::f32) return sb::ConvKernel::simt;
   const sb::ConvKernel env = kernel_from_env();
-  if (env != sb::ConvKernel::automatic && (env != sb::ConvKernel::mma || spconv_mma::supports(a))) return env;
-  return spconv_mma::supports(a) ? sb::ConvKernel::mma : sb::ConvKernel::wmma;
+  const bool sorted = env == sb::ConvKernel::mma || env == sb::ConvKernel::wgmma;
+  if (env == sb::ConvKernel::wgmma && !spconv_mma::wgmma_available(a.device)) return sb::ConvKernel::mma;
+  if (env != sb::ConvKernel::automatic && (!sorted || spconv_mma::supports(a))) return env;
+  if (!spconv_mma::supports(a)) return sb::ConvKernel::wmma;
+  // wgmma where the device runs it: 2.0× the mma kernel at R = 1024, C = 256 on the H200 and
+  // faster on every shape measured (bench/results/2026-11-29-spconv-tc3.md).
+  return spconv_mma::wgmma_available(a.device) ? sb::ConvKernel::wgmma : sb::ConvKernel::mma;
 }
 
 }  // namespace
+
+bool spconv_wgmma_available(int device) { return spconv_mma::wgmma_available(device); }
 
 int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
   DeviceGuard guard(a.device);
@@ -453,14 +461,19 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
   constexpr const char* op = "spconv::submanifold_conv";
   FRUGAL_CHECK(kernel == sb::ConvKernel::simt || a.dtype != DType::f32, unsupported, op,
                "the tensor-core kernels take f16 or bf16, got f32");
-  FRUGAL_CHECK(kernel != sb::ConvKernel::mma || spconv_mma::supports(a), unsupported, op,
+  const bool sorted = kernel == sb::ConvKernel::mma || kernel == sb::ConvKernel::wgmma;
+  FRUGAL_CHECK(kernel != sb::ConvKernel::wgmma || spconv_mma::wgmma_available(a.device), unsupported, op,
+               "the wgmma kernel needs a device of compute capability 9.0 and a build for sm_90a");
+  FRUGAL_CHECK(!sorted || spconv_mma::supports(a), unsupported, op,
                "the mma kernel needs K <= " << spconv_mma::kMaxOffsets
                                             << ", Ci and Co multiples of 8 and 16-byte aligned tensors, got K = "
                                             << a.k << ", Ci = " << a.ci << ", Co = " << a.co);
-  // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the mma kernel's row
-  // order (4 bytes a row of one chunk).
+  // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the sorted-row kernels'
+  // row order (4 bytes a row of one chunk) and, for a split wgmma launch, its f32 partials.
   constexpr size_t kFlagBytes = 256;
-  const size_t order_bytes = kernel == sb::ConvKernel::mma ? spconv_mma::workspace_bytes(a) : 0;
+  sb::ConvArgs b = a;  // what the sorted-row kernels see: the chosen kernel
+  b.kernel = kernel;
+  const size_t order_bytes = sorted ? spconv_mma::workspace_bytes(b) : 0;
   const size_t ws_bytes = (a.check ? kFlagBytes : 0) + order_bytes;
   unsigned long long host_bad = kNone;
   {
@@ -470,8 +483,8 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
       p.bad = ws->as<unsigned long long>();
       FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.bad, 0xff, sizeof(unsigned long long), s));
     }
-    if (kernel == sb::ConvKernel::mma) {
-      spconv_mma::run(a, p.bad, order_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
+    if (sorted) {
+      spconv_mma::run(b, p.bad, order_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
     } else {
       const bool vec =
           a.ci % 8 == 0 && a.co % 8 == 0 && aligned16(a.feats) && aligned16(a.weight) && aligned16(a.out);

@@ -89,11 +89,6 @@ __global__ void __launch_bounds__(kSortThreads)
 
 // ================================ conv =========================================================
 
-struct Params : ConvParams {
-  const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
-  int64_t row_begin, rows;  // this launch's rows
-};
-
 // 128 rows × BN channels × BK input channels per stage, 8 warps as 2 × 4; each warp computes 64 rows
 // (4 m16 groups) × BN/4 channels. Shared rows are padded by 8 elements (16 bytes), so the 8 row
 // addresses of one ldmatrix phase fall in distinct bank quads (A rows 2·BK + 16 bytes apart, B rows
@@ -400,6 +395,7 @@ int tile_co(const sb::ConvArgs& a) {
   // beat 256 (0.91 vs 1.13 ms) and 64 (0.96); a first rule, "at least two blocks per
   // multiprocessor", picked 64 or 128 on three TRELLIS.2 shapes where a wider tile was faster.
   int bn = a.co <= 64 ? 64 : a.co <= 128 ? 128 : 256;
+  if (a.kernel == sb::ConvKernel::wgmma) return bn;  // its split over offsets fills a small grid instead
   const int64_t row_tiles = ceil_div<int64_t>(a.n, kTileRows), want = multiprocessor_count(a.device) / 2;
   while (bn > 64 && row_tiles * ceil_div<int64_t>(a.co, bn) < want) bn /= 2;
   return bn;
@@ -412,8 +408,34 @@ int64_t chunk_rows(const sb::ConvArgs& a) {
   return std::min<int64_t>(rows, a.n);
 }
 
+bool sorts(const sb::ConvArgs& a) {
+  if (a.sort_rows >= 0) return a.sort_rows != 0;
+  if (a.kernel != sb::ConvKernel::wgmma) return true;
+  return static_cast<double>(a.n) * a.ci * a.co >= kSortWork;
+}
+
+int splits(const sb::ConvArgs& a) {
+  if (a.kernel != sb::ConvKernel::wgmma) return 1;
+  const int k_max = std::max(1, std::min(a.k, 8));
+  if (a.splits > 0) return std::min(a.splits, std::max(1, a.k));
+  const int64_t rows = chunk_rows(a);
+  const int64_t blocks = ceil_div<int64_t>(rows, kTileRows) * ceil_div<int64_t>(a.co, tile_co(a));
+  const int64_t sms = multiprocessor_count(a.device);
+  if (blocks <= 0 || blocks >= sms) return 1;
+  int s = static_cast<int>(std::min<int64_t>(k_max, ceil_div<int64_t>(sms, blocks)));
+  const size_t per_split = static_cast<size_t>(rows) * a.co * sizeof(float);
+  while (s > 1 && s * per_split > kMaxSplitBytes) --s;
+  return s;
+}
+
+// The row order first (4 bytes a row, a multiple of 16 bytes rounded up), then the partials.
+size_t order_bytes(const sb::ConvArgs& a) {
+  return sorts(a) ? (static_cast<size_t>(chunk_rows(a)) * sizeof(int32_t) + 15) / 16 * 16 : 0;
+}
+
 size_t workspace_bytes(const sb::ConvArgs& a) {
-  return a.sort_rows ? static_cast<size_t>(chunk_rows(a)) * sizeof(int32_t) : 0;
+  const int s = splits(a);
+  return order_bytes(a) + (s > 1 ? static_cast<size_t>(s) * chunk_rows(a) * a.co * sizeof(float) : 0);
 }
 
 void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s) {
@@ -424,11 +446,14 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
                "chunk_rows must be a multiple of " << kTileRows << ", got " << a.chunk_rows);
   const int64_t chunk = chunk_rows(a);
   auto* perm = static_cast<int32_t*>(workspace);
+  const int nsplit = splits(a);
+  const bool sorted = sorts(a);
+  float* part = nsplit > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + order_bytes(a)) : nullptr;
   Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0};
   for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
     p.row_begin = r0;
     p.rows = std::min(chunk, a.n - r0);
-    if (a.sort_rows) {
+    if (sorted) {
       const auto windows = static_cast<unsigned>(ceil_div<int64_t>(p.rows, kWindow));
       kernel_sort_rows<<<windows, kSortThreads, 0, s>>>(a.nbr, a.n, a.k, r0, p.rows, perm);
       FRUGAL_CUDA_CHECK_LAUNCH();
@@ -436,6 +461,14 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
     }
     dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() {
       if constexpr (!std::is_same_v<T, float>) {
+        if (a.kernel == sb::ConvKernel::wgmma) {
+          p.part = part;
+          if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, nsplit, s);
+          else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, nsplit, s);
+          else launch_wgmma<T, 256>(p, a.wgmma_skip, nsplit, s);
+          if (part) finish_split<T>(p, nsplit, s);
+          return;
+        }
         if (bn == 64) return launch_conv<T, 64>(p, s);
         if (bn == 128) return launch_conv<T, 128>(p, s);
         return launch_conv<T, 256>(p, s);

@@ -51,9 +51,43 @@ int tile_co(const spconv::backend::ConvArgs& a);
 // Rows per launch (≤ kChunkRows, or a.chunk_rows when set; smaller when Co needs many column tiles,
 // so that one launch's grid fits 2^31 - 1 blocks).
 int64_t chunk_rows(const spconv::backend::ConvArgs& a);
-// Workspace bytes run() needs for the row order (0 when rows are not sorted).
+// The wgmma kernel's split over offsets: a.splits when set, else, when one launch's grid would
+// cover fewer blocks than the device has multiprocessors, enough splits to cover them (at most 8,
+// and at most what kMaxSplitBytes of f32 partials hold); 1 for the mma kernel.
+constexpr size_t kMaxSplitBytes = size_t{64} << 20;
+int splits(const spconv::backend::ConvArgs& a);
+// Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma
+// kernel when N·Ci·Co ≥ kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
+// own order was faster for the wgmma kernel, or within 1%, on every shape below that (0.23 vs
+// 0.31 ms at N = 8.4K, C = 512; 1.04 vs 1.12 at N = 1.2M, C = 64), and sorted rows faster, or
+// within 0.5%, on every shape above it (27.3 vs 32.4 ms at N = 4.6M, C = 256; 2.79 vs 3.08 at
+// N = 1.2M, C = 128; 1.14 vs 1.19 at N = 169K, 128 → 512): sorting trades gather locality for
+// fewer products, which pays only where the tensor-core work is large.
+constexpr double kSortWork = 1e10;
+bool sorts(const spconv::backend::ConvArgs& a);
+// Workspace bytes run() needs: the row order (when rows are sorted), then the f32 partials of a
+// split launch (splits × rows of a launch × Co × 4 bytes, when splits > 1).
 size_t workspace_bytes(const spconv::backend::ConvArgs& a);
-// Runs the conv (a must be supported). bad: the checked-map flag or nullptr; workspace: at least
+// Whether the wgmma kernel (sparse_conv_wgmma.cu) runs on this device: the code the driver loads
+// for it was compiled for sm_90a (a one-time probe per device; false on builds without sm_90a).
+bool wgmma_available(int device);
+
+// One launch's arguments (both tensor-core kernels): the conv's, plus the row order of the launch.
+struct Params : ConvParams {
+  const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
+  int64_t row_begin, rows;  // this launch's rows
+  float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
+};
+// The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256;
+// skip: each 64-row warpgroup skips the offsets none of its rows has (else only the tile's).
+// With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
+// writing f32 partials without bias; finish_split() then sums them in split order into p.out.
+template <typename T, int BN>
+void launch_wgmma(const Params& p, bool skip, int splits, cudaStream_t s);
+template <typename T>
+void finish_split(const Params& p, int splits, cudaStream_t s);
+
+// Runs the conv (a must be supported; for ConvKernel::wgmma also wgmma_available). bad: the checked-map flag or nullptr; workspace: at least
 // workspace_bytes(a) bytes, 16-byte aligned (unused when it is 0).
 void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s);
 

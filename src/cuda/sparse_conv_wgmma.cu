@@ -1,0 +1,531 @@
+// Tensor-core implicit-GEMM submanifold conv through Hopper's warpgroup MMA (wgmma.mma_async,
+// sm_90a), over the row order of the mma.sync kernel (sparse_conv_mma.cu sorts the rows, or not,
+// and calls launch_wgmma per launch).
+//
+// Why: the mma.sync kernel is latency-bound at one block of 8 warps per SM (Nsight Compute, R =
+// 1024, C = 256: 6.2 cycles between two instructions of a warp, half of them fixed-latency
+// dependency stalls, tensor pipe 37%; bench/results/2026-11-29-spconv-tc.md). wgmma reads both
+// operands from shared memory and runs asynchronously, so the threads that issue it spend no
+// issue slots on ldmatrix or per-fragment mmas and compute the next gathers meanwhile: 2.0× the
+// mma kernel at R = 1024, C = 256 on the H200 (27.1 vs 54.4 ms; results file tc3).
+//
+// A block owns 128 rows × BN output channels (BN = 64, 128, 256) as two warpgroups of 64 rows;
+// each warpgroup issues one m64nBNk16 wgmma per 16-deep slice. The prologue reads the tile's map
+// slice into shared memory (and checks it). The main loop runs over the offsets some row of the
+// tile has × Ci in chunks of 64: a cp.async pipeline (zero fill for absent neighbors) gathers the
+// neighbor rows into a 128-byte-swizzled K-major A tile and the weight slice into a 128-byte-
+// swizzled N-major B tile (the weight's own layout: [K, Ci, Co], Co contiguous). AHEAD steps of
+// gathers are in flight ahead of the wgmma, and PENDING wgmma groups stay in flight across the next
+// step's barrier. The epilogue adds the bias, stages the tile in shared memory and writes each
+// output row once with 16-byte stores; no atomics touch the output, and each element's sum runs in
+// a fixed order (offsets ascending, then Ci), so results are bitwise reproducible (and, measured,
+// bitwise equal to the mma kernel's).
+//
+// Split launches (small grids): blockIdx.y = j of S sums only the offsets [K·j/S, K·(j+1)/S) and
+// writes f32 partials; kernel_finish_split adds them in split order, plus the bias.
+//
+// The sm_90 (non-"a") build compiles the kernel to a trap; wgmma_available() probes, once per
+// device, which code the driver loaded, and the dispatcher never picks the kernel where it is absent.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <mutex>
+#include <type_traits>
+
+#include "cuda/common.cuh"
+#include "cuda/sparse_conv_mma.cuh"
+
+namespace frugal::cuda::spconv_mma {
+
+namespace {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FRUGAL_WGMMA 1
+#endif
+
+// ---- wgmma PTX wrappers --------------------------------------------------------------------------
+
+// Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma): start address,
+// leading- and stride-dimension byte offsets (each >> 4, 14 bits) and the swizzle mode in bits
+// 62-63 (1: 128-byte swizzle). Every tile below starts at a multiple of 1024 bytes, so the base
+// offset (bits 49-51) is 0.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((addr >> 4) & 0x3fff) | static_cast<uint64_t>((lbo >> 4) & 0x3fff) << 16 |
+         static_cast<uint64_t>((sbo >> 4) & 0x3fff) << 32 | uint64_t{1} << 62;
+}
+
+#ifdef FRUGAL_WGMMA
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// cp.async writes through the generic proxy; wgmma reads through the async proxy.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Keeps the compiler from moving accumulator registers across an in-flight wgmma.
+template <int R>
+__device__ __forceinline__ void fence_acc(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d (64 × N f32 over the warpgroup) += A (64 × 16, K-major, descriptor da) · B (16 × N, N-major
+// ("transposed"), descriptor db). Scale-d 1 (accumulate), scales +1, A not transposed, B transposed.
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db);
+
+template <>
+__device__ __forceinline__ void wgmma_ss<__half, 64>(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__nv_bfloat16, 64>(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__half, 128>(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__nv_bfloat16, 128>(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__half, 256>(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db));
+}
+template <>
+__device__ __forceinline__ void wgmma_ss<__nv_bfloat16, 256>(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db));
+}
+#endif  // FRUGAL_WGMMA
+
+// ---- the conv ------------------------------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float x, float y) {
+  if constexpr (std::is_same_v<T, __half>) {
+    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+  }
+}
+
+// 128 rows × BN channels × 64 input channels a step. The A stage is 128 rows of 128 bytes, 16-byte
+// chunk c of row r at chunk c ^ (r % 8) (the 128-byte swizzle: 8-row atoms of 1 KB, consecutive);
+// the B stage is (BN / 64) × 8 atoms of 8 Ci-rows × 64 channels, atom (n, k) at (8n + k) KB, chunk
+// c of row r at chunk c ^ (r % 8). The map slice (nb) follows the stages in dynamic shared memory,
+// K × 128 × 4 bytes. Pipeline per width, each the fastest of those measured on the H200
+// (2026-11-29, results file tc3; R = 1024):
+//   BN = 256: 48 KB a stage, 4 stages (192 KB), one block; 2 gather steps ahead, 1 wgmma group in
+//             flight past the barrier (27.3 ms at C = 256; none in flight, 3 ahead: 32.2);
+//   BN = 128: 32 KB, 3 stages (96 KB), two blocks (2 × (96 + 1 + 13.5 (nb, K = 27) + 0.6) KB of
+//             the 228 KB); 2 ahead, none in flight (9.16 ms at C = 128; one block of 5 stages,
+//             3 ahead, 1 in flight: 10.90);
+//   BN =  64: 24 KB, 3 stages (72 KB), two blocks; 2 ahead, none in flight (4.14 ms at C = 64;
+//             4 stages, 3 ahead: 4.48).
+template <int BN_>
+struct WgTile {
+  static constexpr int BM = kTileRows, BN = BN_, BK = 64, THREADS = 256;
+  static constexpr int STAGES = BN == 256 ? 4 : 3;
+  static constexpr int PENDING = BN == 256 ? 1 : 0;
+  static constexpr int AHEAD = STAGES - 1 - PENDING;
+  static constexpr int MIN_BLOCKS = BN == 256 ? 1 : 2;
+  static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
+  static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB; + nb
+  static constexpr int LDC = BN + 8;
+  static constexpr int A_COPIES = BM * BK / 8 / THREADS, B_COPIES = BK * BN / 8 / THREADS;
+  static_assert(BK * 2 == 128, "one A row is one 128-byte swizzle row");
+  static_assert(A_STAGE % 1024 == 0 && B_STAGE % 1024 == 0, "every stage starts on a 1 KB swizzle atom");
+  static_assert(THREADS % (BN / 8) == 0 && (THREADS / (BN / 8)) % 8 == 0, "fixed B chunk and row phase per thread");
+  static_assert(size_t(BM) * LDC * 2 <= size_t(STAGES) * STAGE, "the epilogue staging reuses the stages");
+};
+
+// SKIP: a warpgroup skips the offsets none of its 64 rows has. ptxas cannot prove that branch
+// uniform per warpgroup, so it serializes the wgmmas of such kernels (warning C7520: each waits for
+// the previous); without SKIP only the offsets no row of the tile has are skipped (act_s), and the
+// wgmmas of a step pipeline. Which costs less is measured (results file).
+template <typename T, typename Tile, bool SKIP>
+__global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_wgmma(Params p, int col_tiles) {
+#ifdef FRUGAL_WGMMA
+  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, THREADS = Tile::THREADS;
+  constexpr int GROUPS = BM / kGroupRows, AHEAD = Tile::AHEAD, PENDING = Tile::PENDING, R = BN / 2;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ int32_t row_s[BM];              // output row of each tile row; -1: past the end
+  __shared__ uint32_t group_s[GROUPS];       // offsets present in each 16-row group
+  __shared__ int8_t act_s[kMaxOffsets];      // offsets present in the tile, ascending
+  __shared__ int act_count;
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
+  const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  // neighbor row of each (offset k, tile row r) at nb_s[k · BM + r]; -1: none
+  int32_t* nb_s = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
+  const T* feats = static_cast<const T*>(p.feats);
+  const T* w = static_cast<const T*>(p.weight);
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x / col_tiles) * BM;  // within this launch's rows
+  const int co0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = tid / 128;
+
+  // ---- prologue: the tile's map slice, checked, and the offsets of each 16-row group. Each
+  // thread owns one row and every other offset; its map entries are loaded before any is used,
+  // so their latencies overlap.
+  if (tid < GROUPS) group_s[tid] = 0;
+  {
+    constexpr int KH = THREADS / BM;  // threads per row
+    const int r = tid % BM, kh = tid / BM;
+    int64_t row = -1;
+    if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
+    if (kh == 0) row_s[r] = static_cast<int32_t>(row);
+    int32_t v[kMaxOffsets / KH];
+#pragma unroll
+    for (int j = 0; j < kMaxOffsets / KH; ++j) {
+      const int k = kh + KH * j;
+      v[j] = row >= 0 && k < p.k ? __ldg(&p.nbr[k * p.n + row]) : -1;
+    }
+    __syncthreads();  // group_s is zero
+#pragma unroll
+    for (int j = 0; j < kMaxOffsets / KH; ++j) {
+      const int k = kh + KH * j;  // uniform per warp
+      if (k >= p.k) break;
+      int32_t m = -1;
+      if (row >= 0) {
+        if (v[j] >= 0 && v[j] < p.n)
+          m = v[j];
+        else if (v[j] != p.n && p.bad)
+          atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
+      }
+      nb_s[k * BM + r] = m;
+      const unsigned hits = __ballot_sync(0xffffffffu, m >= 0);
+      if (lane == 0) {  // this warp's rows r .. r + 31 are groups r/16 and r/16 + 1
+        if (hits & 0xffffu) atomicOr(&group_s[r / kGroupRows], 1u << k);
+        if (hits >> 16) atomicOr(&group_s[r / kGroupRows + 1], 1u << k);
+      }
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    uint32_t any = 0;
+    for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
+    // A split launch (gridDim.y > 1): this block sums offsets [k·j/S, k·(j+1)/S) only.
+    const int j = blockIdx.y, S = gridDim.y;
+    const int k_lo = p.k * j / S, k_hi = p.k * (j + 1) / S;
+    int c = 0;
+    for (int k = k_lo; k < k_hi; ++k)
+      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
+    act_count = c;
+  }
+  __syncthreads();
+  const int chunks = (p.ci + BK - 1) / BK;
+  const int steps = act_count * chunks;
+  uint32_t wg_mask = 0;  // offsets present in this warpgroup's 64 rows
+#pragma unroll
+  for (int g = 0; g < GROUPS / 2; ++g) wg_mask |= group_s[wg * (GROUPS / 2) + g];
+
+  // Each thread's copies: A rows tid/8 + 32q, chunk tid % 8; B chunk tid % (BN/8) of rows
+  // tid / (BN/8) + q · THREADS / (BN/8). The swizzled destinations are fixed per thread.
+  const int a_c = tid % 8, a_r = tid / 8;
+  const int a_dst = a_r * 128 + ((a_c ^ (a_r & 7)) << 4);
+  constexpr int B_CH = BN / 8, B_RSTEP = THREADS / B_CH;
+  const int b_c = tid % B_CH, b_r = tid / B_CH;
+  const int b_dst = ((b_c / 8) * 8 + b_r / 8) * 1024 + (b_r & 7) * 128 + (((b_c & 7) ^ (b_r & 7)) << 4);
+  const bool b_col_ok = co0 + b_c * 8 < p.co;
+  auto load = [&](int s) {
+    const int a = s / chunks, c0 = (s - a * chunks) * BK, k = act_s[a];
+    unsigned char* st = smem + (s % STAGES) * Tile::STAGE;
+    const bool a_ok = c0 + a_c * 8 < p.ci;
+#pragma unroll
+    for (int q = 0; q < Tile::A_COPIES; ++q) {
+      const int32_t m = nb_s[k * BM + a_r + 32 * q];
+      const bool ok = a_ok && m >= 0;
+      cp_async16(st + a_dst + q * 4096, ok ? feats + static_cast<int64_t>(m) * p.ci + c0 + a_c * 8 : feats,
+                 ok ? 16 : 0);
+    }
+    const T* wk = w + (static_cast<int64_t>(k) * p.ci + c0 + b_r) * p.co + co0 + b_c * 8;
+#pragma unroll
+    for (int q = 0; q < Tile::B_COPIES; ++q) {
+      const bool ok = b_col_ok && c0 + b_r + q * B_RSTEP < p.ci;
+      cp_async16(st + Tile::A_STAGE + b_dst + q * (B_RSTEP / 8) * 1024,
+                 ok ? wk + static_cast<int64_t>(q) * B_RSTEP * p.co : w, ok ? 16 : 0);
+    }
+  };
+
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < AHEAD; ++s) {
+    if (s < steps) load(s);
+    cp_async_commit();
+  }
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<AHEAD - 1>();  // this thread's copies of step s have landed ...
+    fence_proxy_async();         // ... are visible to wgmma's async proxy ...
+    __syncthreads();             // ... everyone's are; the stage refilled next was last read by a
+                                 // wgmma group every warpgroup has waited for
+    if (s + AHEAD < steps) load(s + AHEAD);
+    cp_async_commit();
+    wgmma_fence();
+    fence_acc(acc);
+    if (!SKIP || (wg_mask >> act_s[s / chunks] & 1u)) {  // uniform per warpgroup
+      const uint32_t st = sbase + (s % STAGES) * Tile::STAGE;
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const uint64_t da = smem_desc(st + wg * 64 * 128 + kk * 32, 16, 1024);
+        const uint64_t db = smem_desc(st + Tile::A_STAGE + kk * 2048, 8192, 1024);
+        wgmma_ss<T, BN>(acc, da, db);
+      }
+    }
+    fence_acc(acc);
+    wgmma_commit();  // an empty group when skipped: wait_group counts stay step-aligned
+    wgmma_wait<PENDING>();
+    fence_acc(acc);
+  }
+  wgmma_wait<0>();
+  fence_acc(acc);
+  cp_async_wait<0>();
+  __syncthreads();  // the stages become the epilogue's staging
+
+  // ---- epilogue. Accumulator j of a thread: row 16·(warp % 4) + lane/4 + 8·(j/2 % 2) of its
+  // warpgroup's 64, column 8·(j/4) + 2·(lane % 4) + j % 2.
+  const int r0 = wg * 64 + (warp % 4) * 16 + lane / 4;
+  if (p.part) {  // split: this block's f32 partial, no bias, at [split, row - row_begin, channel]
+    const int32_t rows2[2] = {row_s[r0], row_s[r0 + 8]};
+    float* part = p.part + static_cast<int64_t>(blockIdx.y) * p.rows * p.co;
+#pragma unroll
+    for (int j = 0; j < R; j += 4) {
+      const int col = (j / 4) * 8 + (lane % 4) * 2;
+      if (co0 + col >= p.co) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (rows2[h] >= 0)
+          *reinterpret_cast<float2*>(part + (rows2[h] - p.row_begin) * p.co + co0 + col) =
+              make_float2(acc[j + 2 * h], acc[j + 2 * h + 1]);
+    }
+    return;
+  }
+  // Not split: bias, round, stage the tile, then one 16-byte store per 8 channels of a row.
+  constexpr int LDC = Tile::LDC;
+  T* cs = reinterpret_cast<T*>(smem);
+  const T* bias = static_cast<const T*>(p.bias);
+#pragma unroll
+  for (int j = 0; j < R; j += 4) {
+    const int col = (j / 4) * 8 + (lane % 4) * 2;
+    float b0 = 0.0f, b1 = 0.0f;
+    if (bias && co0 + col < p.co) b0 = to_f32(bias[co0 + col]), b1 = to_f32(bias[co0 + col + 1]);  // co % 8 == 0
+    store_pair(cs + r0 * LDC + col, acc[j] + b0, acc[j + 1] + b1);
+    store_pair(cs + (r0 + 8) * LDC + col, acc[j + 2] + b0, acc[j + 3] + b1);
+  }
+  __syncthreads();
+  T* out = static_cast<T*>(p.out);
+  for (int i = tid; i < BM * (BN / 8); i += THREADS) {
+    const int r = i / (BN / 8), c = i % (BN / 8) * 8;
+    const int32_t row = row_s[r];
+    if (row < 0 || co0 + c >= p.co) continue;
+    *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.co + co0 + c) =
+        *reinterpret_cast<const uint4*>(cs + r * LDC + c);
+  }
+#else
+  __trap();  // never launched: wgmma_available() is false where this code is loaded
+#endif
+}
+
+// out[row_begin + r, c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
+template <typename T>
+__global__ void kernel_finish_split(Params p, int splits) {
+  const int64_t count = p.rows * p.co / 4;  // co % 8 == 0
+  const T* bias = static_cast<const T*>(p.bias);
+  T* out = static_cast<T*>(p.out) + p.row_begin * p.co;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float4 v = reinterpret_cast<const float4*>(p.part)[i];
+    for (int j = 1; j < splits; ++j) {
+      const float4 w = reinterpret_cast<const float4*>(p.part + j * p.rows * p.co)[i];
+      v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
+    }
+    const int c = static_cast<int>(i * 4 % p.co);
+    if (bias) v.x += to_f32(bias[c]), v.y += to_f32(bias[c + 1]), v.z += to_f32(bias[c + 2]), v.w += to_f32(bias[c + 3]);
+    store_pair(out + i * 4, v.x, v.y);
+    store_pair(out + i * 4 + 2, v.z, v.w);
+  }
+}
+
+__device__ int probe_result;
+__global__ void kernel_probe_wgmma() {
+#ifdef FRUGAL_WGMMA
+  probe_result = 1;
+#else
+  probe_result = 0;
+#endif
+}
+
+}  // namespace
+
+bool wgmma_available(int device) {
+  constexpr int kMaxDevices = 64;
+  static std::mutex mu;
+  static int8_t known[kMaxDevices] = {};  // 0: not probed yet, 1: yes, 2: no
+  if (device < 0 || device >= kMaxDevices) return false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!known[device]) {
+    DeviceGuard guard(device);
+    int major = 0, minor = 0;
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    int got = 0;
+    if (major == 9 && minor == 0) {
+      kernel_probe_wgmma<<<1, 1>>>();
+      FRUGAL_CUDA_CHECK_LAUNCH();
+      FRUGAL_CUDA_CHECK(cudaMemcpyFromSymbol(&got, probe_result, sizeof(int)));
+    }
+    known[device] = got == 1 ? 1 : 2;
+  }
+  return known[device] == 1;
+}
+
+template <typename T, typename Tile, bool SKIP>
+void launch_tile(const Params& p, int splits, cudaStream_t s) {
+  const int col_tiles = ceil_div(p.co, Tile::BN);
+  const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
+  auto* fn = kernel_conv_wgmma<T, Tile, SKIP>;
+  const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
+  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
+  fn<<<grid, Tile::THREADS, smem, s>>>(p, col_tiles);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T, int BN>
+void launch_wgmma(const Params& p, bool skip, int splits, cudaStream_t s) {
+  if (skip) return launch_tile<T, WgTile<BN>, true>(p, splits, s);
+  launch_tile<T, WgTile<BN>, false>(p, splits, s);
+}
+
+template <typename T>
+void finish_split(const Params& p, int splits, cudaStream_t s) {
+  const int64_t count = p.rows * p.co / 4;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(count, 256), 4096));
+  kernel_finish_split<T><<<blocks, 256, 0, s>>>(p, splits);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+template void finish_split<__half>(const Params&, int, cudaStream_t);
+template void finish_split<__nv_bfloat16>(const Params&, int, cudaStream_t);
+
+template void launch_wgmma<__half, 64>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__half, 128>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__half, 256>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, cudaStream_t);
+
+}  // namespace frugal::cuda::spconv_mma
