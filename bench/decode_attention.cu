@@ -9,8 +9,9 @@
 // write positions are set through const_cast — a benchmark-only shortcut around appending
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
-// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L]
-//   --quick: only the target rows, no sweeps or variants; --shape: that one shape only (for profilers)
+// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep]
+//   --quick: only the target rows and the short rows, no sweeps or variants; --shape: that one shape
+//   only (for profilers); --sweep: with either, the slice sweep of those rows too
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -142,11 +143,12 @@ struct Row {
 
 int main(int argc, char** argv) {
   std::string json;
-  bool quick = false;
+  bool quick = false, sweep = false;
   int one[5] = {0, 0, 0, 0, 0};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
       quick = true;
@@ -174,7 +176,9 @@ int main(int argc, char** argv) {
       for (int64_t L : {4096, 32768, 131072}) shapes.push_back({B, 32, 8, D, L});
   shapes.push_back({32, 32, 8, 128, 8192});  // anchor row
   shapes.push_back({1, 16, 8, 256, 32768});  // anchor row
-  if (quick) shapes = {{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {8, 32, 8, 256, 32768}};
+  if (quick)
+    shapes = {{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {8, 32, 8, 256, 32768},
+              {1, 32, 8, 128, 4096},  {1, 32, 8, 256, 4096},   {8, 32, 8, 128, 4096}};
   if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
 
   std::vector<Row> rows;
@@ -208,7 +212,7 @@ int main(int argc, char** argv) {
   };
   for (const Shape& s : shapes) {
     run(s, 4, 4, attention::Math::f16, DType::f16, 0);
-    if (quick) continue;
+    if (quick && !sweep) continue;
     // The slice count around the automatic pick, for the split heuristic: one block per (sequence,
     // K/V head) times s, up to ~4 blocks per SM.
     const int pairs = s.B * s.Hkv;

@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -69,7 +68,6 @@ struct Params {
   int sliding;
   int64_t tokens_per_split;
   float score_scale;          // softmax_scale · log2(e) / D (the two transforms' 1/√D each)
-  int prefetch;               // f16 kernel: L2 prefetch of upcoming K/V (1) or not (0)
   const int64_t* ranges_dev;  // [B][2] in the workspace when B > kInlineBatch, else nullptr
   int64_t ranges[2 * kInlineBatch];
 };
@@ -179,19 +177,6 @@ __device__ __forceinline__ int64_t advance_slot(int64_t base_slot, int64_t delta
   if (s >= capacity) s -= capacity;
   if (s >= capacity) s %= capacity;
   return s;
-}
-
-// Prefetches bytes [0, n) of a global range into L2 with the threads `i0, i0 + step, ...` (one
-// 128-byte line each; the range's last byte is fetched too, so an unaligned start is covered).
-// Meant to turn the f16 kernel's DRAM waits into L2 hits without registers; measured slower on an
-// H200, so off unless FRUGAL_ATTN_PREFETCH asks for it (see prefetch_distance).
-__device__ __forceinline__ void prefetch_l2(const void* base, int64_t n, int i0, int step) {
-  if (n <= 0) return;
-  const int lines = static_cast<int>(n / 128) + 1;
-  for (int i = i0; i < lines; i += step) {
-    const int64_t off = min(static_cast<int64_t>(i) * 128, n - 1);
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(static_cast<const char*>(base) + off));
-  }
 }
 
 // ---- block-level pieces shared by the kernels -------------------------------------------------
@@ -451,6 +436,12 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
 #ifndef FRUGAL_ATTN_MINB128
 #define FRUGAL_ATTN_MINB128 4
 #endif
+// Independent accumulators the k-steps of each 16-token S tile alternate between (1: one chain of
+// D/16 dependent mma, as measured in rounds 1-2; 2: two chains of half the length, summed after).
+#ifndef FRUGAL_ATTN_SCHAINS
+#define FRUGAL_ATTN_SCHAINS 2
+#endif
+constexpr int kSChains = FRUGAL_ATTN_SCHAINS;
 
 template <int D, int KB, int VB>
 struct F16Shape {
@@ -464,7 +455,7 @@ struct F16Shape {
   static constexpr int kCombineFloats = kWarps * kHeadsPerBlock * (D + 2);
   static constexpr int kLutRegionWords = (kLuts * kLutWords > kCombineFloats) ? kLuts * kLutWords : kCombineFloats;
   static constexpr int kSmemBytes =
-      4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock) +
+      4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock + 512) +
       (kQInSmem ? KS * 32 * 8 : 0);
 };
 
@@ -488,7 +479,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);     // [8][D], later the merged rows
   float* sig = qs + kHeadsPerBlock * D;                                  // [8] per-head power-of-two query scale
   float* fin_ml = sig + 2 * kHeadsPerBlock;                              // [8][2]
-  uint2* qfrag = reinterpret_cast<uint2*>(fin_ml + 2 * kHeadsPerBlock);  // [KS][32] when kQInSmem
+  float* cbs = fin_ml + 2 * kHeadsPerBlock;                              // [2][256] K's and V's codebook
+  uint2* qfrag = reinterpret_cast<uint2*>(cbs + 512);                    // [KS][32] when kQInSmem
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -497,25 +489,86 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
   const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const int64_t cap = p.capacity;
-  // L2 prefetch of the rows (codes and scales) of tokens [t, t + n) from slot `sl` on, up to the
-  // ring's end, by the threads i0, i0 + step, ...
-  auto prefetch_tokens = [&](int64_t sl, int64_t n, int i0, int step) {
-    n = min(n, cap - sl);
-    const int64_t row0 = head * cap + sl;
-    prefetch_l2(p.kp + row0 * KROW, n * KROW, i0, step);
-    prefetch_l2(p.vp + row0 * VROW, n * VROW, i0, step);
-    prefetch_l2(p.ks + row0, n * 4, i0, step);
-    prefetch_l2(p.vs + row0, n * 4, i0, step);
-  };
-  // The warps' first p.prefetch + 1 chunks start their way from DRAM while the tables and the queries
-  // are prepared (the prologue short slices cannot amortize).
-  if (p.prefetch > 0 && w.t1 > w.t0)
-    prefetch_tokens(p.sliding ? w.t0 % cap : w.t0,
-                    min(w.t1 - w.t0, static_cast<int64_t>(p.prefetch + 1) * kWarps * S::CH), threadIdx.x, kThreads);
 
+  // Per-lane sources. K rows and both scales: tokens g and g + 8 of each 16-token tile (bytes of
+  // dims [D/4·t4, D/4·(t4+1))); V rows: tokens 2t4, 2t4 + 1, 2t4 + 8, 2t4 + 9 (dims piece g).
+  const uint8_t* kbase = p.kp + head * cap * KROW + t4 * S::KCB;
+  const uint8_t* vbase = p.vp + head * cap * VROW + g * S::VCB;
+  const float* ksb = p.ks + head * cap;
+  const float* vsb = p.vs + head * cap;
+  const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
+
+  // The codes and scales of one chunk, loaded one phase ahead of their use (a rotating register
+  // pipeline; see the loop below).
+  uint32_t kw[S::NSUB][2][S::KCB / 4];
+  uint32_t vw[S::NSUB][4][S::VCB / 4];
+  float ksc[S::NSUB][2], vsc[S::NSUB][2];
+  // A chunk is full when every token is valid and its slots are contiguous (no ring wrap): each
+  // lane's addresses are then one base pointer plus compile-time offsets. Otherwise per-token slots;
+  // tokens past the slice read the slice's first token and are masked later.
+  auto is_full = [&](int64_t st, int64_t sl) { return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap); };
+  auto slot_of = [&](int64_t st, int64_t sl, int i) -> int64_t {
+    if (st + i >= w.t1) return slot_t0;
+    return p.sliding ? advance_slot(sl, i, cap) : st + i;
+  };
+  auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+  auto load_k = [&](int64_t st, int64_t sl) {
+    if (is_full(st, sl)) {
+      const uint8_t* k_lane = kbase + (sl + g) * KROW;
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+          ksc[j][n] = __ldg(ksb + sl + g + 16 * j + 8 * n);
+          vsc[j][n] = __ldg(vsb + sl + g + 16 * j + 8 * n);
+        }
+    } else {
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          const int64_t s = slot_of(st, sl, 16 * j + 8 * n + g);
+          load_words<S::KCB>(kbase + s * KROW, kw[j][n]);
+          ksc[j][n] = __ldg(ksb + s);
+          vsc[j][n] = __ldg(vsb + s);
+        }
+    }
+  };
+  auto load_v = [&](int64_t st, int64_t sl) {
+    if (is_full(st, sl)) {
+      const uint8_t* v_lane = vbase + (sl + 2 * t4) * VROW;
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) load_words<S::VCB>(vbase + slot_of(st, sl, 2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+    }
+  };
+  // V is loaded a chunk ahead up to D = 256 (its registers are then live during the scores too);
+  // at D = 512 after the scores, as the accumulators need the registers.
+  constexpr bool kVAhead = D <= 256;
+
+  // This warp's first chunk starts its way from DRAM before the prologue (tables, query rotation),
+  // which short slices cannot otherwise amortize.
+  int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
+  int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
+  if (start < w.t1) {
+    load_k(start, start_slot);
+    if constexpr (kVAhead) load_v(start, start_slot);
+  }
+
+  // The codebooks are staged in shared memory by the same threads, right before the query loads, so
+  // the prologue waits for one round trip to global memory instead of two (tables, then queries).
+  for (int i = threadIdx.x; i < (1 << KB); i += blockDim.x) cbs[i] = p.kcb[i];
+  for (int i = threadIdx.x; i < (1 << VB); i += blockDim.x) cbs[256 + i] = p.vcb[i];
+  load_rotated_queries(p, w, qs);  // its first barrier publishes cbs; ends with a barrier
   build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
-             KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
-  load_rotated_queries(p, w, qs);  // ends with a barrier
+             KB == 4 ? cbs : cbs + 256, KB == 8 ? cbs : cbs + 256);  // published by the barrier after sig
 
   // Per-head power-of-two scale σ ≥ max|q_rot| so the fp16 query cannot overflow (bf16 inputs).
   for (int h = warp; h < kHeadsPerBlock; h += kWarps) {
@@ -552,11 +605,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
   __syncthreads();  // tables and q fragments ready
 
-  const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
-  const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
-  const float* ksb = p.ks + head * p.capacity;
-  const float* vsb = p.vs + head * p.capacity;
-  const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
 
@@ -567,63 +615,23 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
 #pragma unroll
   for (int i = 0; i < S::KS; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
 
-  int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
-  int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
-  // One chunk of CH tokens. kFull: every token valid and the slots contiguous (no ring wrap), so
-  // each lane's addresses are one base pointer plus compile-time offsets; otherwise per-token slots,
-  // tokens past the slice read the slice's first token and are masked.
-  auto chunk = [&](auto full_tag) {
-    constexpr bool kFull = decltype(full_tag)::value;
-    const int64_t cs = p.sliding ? start_slot : start;  // slot of the chunk's first token
-    auto slot_of = [&](int i) -> int64_t {
-      if (start + i >= w.t1) return slot_t0;
-      return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
-    };
-    // K rows and both scales: tokens g and g + 8 of each 16-token tile; V rows: tokens 2t4, 2t4 + 1,
-    // 2t4 + 8, 2t4 + 9.
-    const uint8_t* k_lane = kbase + (cs + g) * KROW;
-    const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;
-    const float* ks_lane = ksb + cs + g;
-    const float* vs_lane = vsb + cs + g;
-    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
-    // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
-    // the V rows only after the scores, to keep the registers for the accumulators.
-    uint32_t kw[S::NSUB][2][S::KCB / 4];
-    uint32_t vw[S::NSUB][4][S::VCB / 4];
-    float ksc[S::NSUB][2], vsc[S::NSUB][2];
-    auto load_v = [&] {
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if constexpr (kFull)
-            load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
-          else
-            load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
-        }
-    };
-#pragma unroll
-    for (int j = 0; j < S::NSUB; ++j) {
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        if constexpr (kFull) {
-          load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-          ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
-          vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
-        } else {
-          const int64_t sl = slot_of(16 * j + 8 * n + g);
-          load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
-          ksc[j][n] = __ldg(ksb + sl);
-          vsc[j][n] = __ldg(vsb + sl);
-        }
-      }
-    }
-    if constexpr (D <= 128) load_v();
-    // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
+  // One chunk of CH tokens a warp per iteration. The rotation: the next chunk's K rows (and both
+  // scales) are requested as soon as the scores have consumed this chunk's, and its V rows as soon
+  // as the Oᵀ products have consumed this chunk's, so each load has about half an iteration of
+  // independent work to hide behind instead of none (the chunk's chain was measured at ~2.4 µs a
+  // warp on an idle SM, DRAM latency included).
+  while (start < w.t1) {
+    const int64_t next = start + kWarps * S::CH;
+    const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
+    const bool more = next < w.t1;
+    // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1). The
+    // k-steps alternate between FRUGAL_ATTN_SCHAINS accumulators (shorter dependent mma chains).
     float sc[S::NSUB][4];
 #pragma unroll
     for (int j = 0; j < S::NSUB; ++j) {
-      float c[4] = {0, 0, 0, 0};
+      float c[kSChains][4];
+#pragma unroll
+      for (int r = 0; r < kSChains; ++r) c[r][0] = c[r][1] = c[r][2] = c[r][3] = 0;
 #pragma unroll
       for (int s = 0; s < S::KS; ++s) {
         uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
@@ -650,26 +658,41 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
           b0 = qb0[s];
           b1 = qb1[s];
         }
-        mma_16816(c, a0, a1, a2, a3, b0, b1);
+        mma_16816(c[s % kSChains], a0, a1, a2, a3, b0, b1);
       }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
+      for (int e = 0; e < 4; ++e) {
+        float x = c[0][e];
+#pragma unroll
+        for (int r = 1; r < kSChains; ++r) x += c[r][e];
+        sc[j][e] = x;
+      }
     }
-    if constexpr (D > 128) load_v();
+    // This chunk's scales move aside; the next chunk's K rows and scales are requested.
+    float ks_c[S::NSUB][2], vs_c[S::NSUB][2];
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        ks_c[j][n] = ksc[j][n];
+        vs_c[j][n] = vsc[j][n];
+      }
+    if constexpr (!kVAhead) load_v(start, start_slot);
+    if (more) load_k(next, next_slot);
     // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
     float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
 #pragma unroll
     for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
-        const bool valid = kFull || start + 16 * j + 8 * n + g < w.t1;
-        const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
+        const bool valid = start + 16 * j + 8 * n + g < w.t1;
+        const float k0 = ks_c[j][n] * hf0, k1 = ks_c[j][n] * hf1;
         sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
         sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
-        vsc[j][n] = valid ? vsc[j][n] : 0.0f;
+        vs_c[j][n] = valid ? vs_c[j][n] : 0.0f;
         cmax0 = fmaxf(cmax0, sc[j][2 * n]);
         cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
-        vmax = fmaxf(vmax, vsc[j][n]);
+        vmax = fmaxf(vmax, vs_c[j][n]);
       }
 #pragma unroll
     for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
@@ -705,7 +728,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
           l1 += pe;
         else
           l0 += pe;
-        pt[e] = pe * (vsc[j][e >> 1] * inv_u);
+        pt[e] = pe * (vs_c[j][e >> 1] * inv_u);
       }
       // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
       // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
@@ -745,21 +768,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
         }
       }
     }
-  };
-
-  for (; start < w.t1; start += kWarps * S::CH) {
-    if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
-      const int64_t ahead = static_cast<int64_t>(p.prefetch) * kWarps * S::CH;
-      if (start + ahead < w.t1)
-        prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
-                        min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
-    }
-    const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
-    if (full)
-      chunk(std::true_type{});
-    else
-      chunk(std::false_type{});
-    start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
+    if constexpr (kVAhead)
+      if (more) load_v(next, next_slot);
+    start = next;
+    start_slot = next_slot;
   }
 
 #pragma unroll
@@ -965,19 +977,6 @@ int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap
   return best;
 }
 
-// L2 prefetch distance of the f16 kernel, in chunks of a warp: 0 (off) by default, because the H200
-// run of 2026-11-29 measured it slower at distances 1 and 2 (B=8 L=32K D=128: 0.119 ms off, 0.135
-// at 1, 0.140 at 2; bench/results/2026-11-29-decode-attention.md, round 2). FRUGAL_ATTN_PREFETCH=1|2
-// turns it on for benchmarks that compare.
-int prefetch_distance() {
-  static const int d = [] {
-    const char* e = std::getenv("FRUGAL_ATTN_PREFETCH");
-    if (e == nullptr || *e == 0) return 0;
-    return std::clamp(std::atoi(e), 0, 4);
-  }();
-  return d;
-}
-
 }  // namespace
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
@@ -1029,7 +1028,6 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   p.sliding = a.sliding ? 1 : 0;
   p.tokens_per_split = per_split;
   p.score_scale = a.softmax_scale * kLog2e / static_cast<float>(a.dim);
-  p.prefetch = prefetch_distance();
 
   // Workspace: partials when split, ranges when the batch is too large for the parameters.
   const size_t partial_bytes =
