@@ -111,6 +111,32 @@ __device__ __forceinline__ uint32_t lut_load(uint32_t lane_addr, uint32_t e) {
   return v;
 }
 
+// prmt.b32 with the selector's bit 3 honoured (sign-replicate mode), which __byte_perm does not promise.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+// A 16-entry fp16 table in registers: byte planes lo[i] (low bytes of entries 4i..4i+3) and hi[i].
+struct RegTable16 {
+  uint32_t lo[4], hi[4];
+};
+
+// Looks up the four 4-bit codes in the low 16 bits of s (nibbles n0..n3) and returns the half2s
+// (c[n0], c[n1]) and (c[n2], c[n3]). Each plane: two prmt over entries 0–7 and 8–15 with the codes'
+// low three bits, then a byte select by bit 3; the select mask comes from one prmt in sign mode
+// (selector nibble 0xC for codes ≥ 8 replicates the sign of the 0x80 byte, 0x0 picks a zero byte).
+__device__ __forceinline__ void reg_lookup4(const RegTable16& t, uint32_t s, uint32_t& out01, uint32_t& out23) {
+  const uint32_t s7 = s & 0x7777u;
+  const uint32_t msel = (s & 0x8888u) | ((s >> 1) & 0x4444u);
+  const uint32_t m = prmt(0u, 0x80u, msel);
+  const uint32_t lo = (prmt(t.lo[0], t.lo[1], s7) & ~m) | (prmt(t.lo[2], t.lo[3], s7) & m);
+  const uint32_t hi = (prmt(t.hi[0], t.hi[1], s7) & ~m) | (prmt(t.hi[2], t.hi[3], s7) & m);
+  out01 = prmt(lo, hi, 0x5140u);  // lo.0 hi.0 lo.1 hi.1: (c[n0], c[n1])
+  out23 = prmt(lo, hi, 0x7362u);  // (c[n2], c[n3])
+}
+
 // Transpose of the 8×8 b16 matrix whose row lane/4, columns 2(lane%4) and +1, each lane holds.
 __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
   uint32_t y;
@@ -437,11 +463,20 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
 #define FRUGAL_ATTN_MINB128 4
 #endif
 // Independent accumulators the k-steps of each 16-token S tile alternate between (1: one chain of
-// D/16 dependent mma, as measured in rounds 1-2; 2: two chains of half the length, summed after).
+// D/16 dependent mma; 2: two chains of half the length, summed after). Round 3 measured no
+// difference (B=8 L=32K D=128: 0.1397 vs 0.1404 ms), so the default keeps the shorter code.
 #ifndef FRUGAL_ATTN_SCHAINS
-#define FRUGAL_ATTN_SCHAINS 2
+#define FRUGAL_ATTN_SCHAINS 1
 #endif
 constexpr int kSChains = FRUGAL_ATTN_SCHAINS;
+// 4-bit V codes to fp16 (a benchmark knob; bench/results/2026-11-29-decode-attention-r3.md):
+// 0: every m-tile through the shared-memory table (PRMT + IMAD + LDS per two codes);
+// 1: every m-tile through a register table (prmt byte-plane lookups, no LDS; ~6.5 ALU ops per two
+//    codes); 2: half the m-tiles each way — trading the busy L1/shared pipe for ALU issue slots.
+#ifndef FRUGAL_ATTN_VREG
+#define FRUGAL_ATTN_VREG 0
+#endif
+constexpr int kVReg = FRUGAL_ATTN_VREG;
 
 template <int D, int KB, int VB>
 struct F16Shape {
@@ -549,9 +584,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
         for (int e = 0; e < 4; ++e) load_words<S::VCB>(vbase + slot_of(st, sl, 2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
     }
   };
-  // V is loaded a chunk ahead up to D = 256 (its registers are then live during the scores too);
-  // at D = 512 after the scores, as the accumulators need the registers.
-  constexpr bool kVAhead = D <= 256;
+  // The rotating pipeline (below) only at D = 256. Round 3 measured it at D = 128 17% slower at the
+  // 128-register cap (spills) and 5% slower at 168 registers (3 blocks/SM instead of 4: fewer warps
+  // to issue from costs more than the overlap gains), and 4.5% faster at D = 256 (no cap there).
+  // Without it, each chunk requests its loads when it starts: K, the scales and (D ≤ 128) V, or V
+  // after the scores (D ≥ 256), as rounds 1–2 measured.
+  constexpr bool kRotate = D == 256;
+  constexpr bool kVAhead = kRotate || D <= 128;  // V requested with K rather than after the scores
 
   // This warp's first chunk starts its way from DRAM before the prologue (tables, query rotation),
   // which short slices cannot otherwise amortize.
@@ -561,6 +600,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
     load_k(start, start_slot);
     if constexpr (kVAhead) load_v(start, start_slot);
   }
+  bool first = true;  // the first chunk's loads are already in flight
 
   // The codebooks are staged in shared memory by the same threads, right before the query loads, so
   // the prologue waits for one round trip to global memory instead of two (tables, then queries).
@@ -607,6 +647,21 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
 
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
+  RegTable16 vtab{};  // V's codebook in registers (kVReg, 4-bit V)
+  if constexpr (VB == 4 && kVReg != 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t h = half_bits(cbs[256 + 4 * i + b]);
+        lo |= (h & 0xFFu) << (8 * b);
+        hi |= (h >> 8) << (8 * b);
+      }
+      vtab.lo[i] = lo;
+      vtab.hi[i] = hi;
+    }
+  }
 
   // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
   // and the V-scale reference u the fp16 weights are normalized by.
@@ -615,15 +670,19 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
 #pragma unroll
   for (int i = 0; i < S::KS; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
 
-  // One chunk of CH tokens a warp per iteration. The rotation: the next chunk's K rows (and both
-  // scales) are requested as soon as the scores have consumed this chunk's, and its V rows as soon
-  // as the Oᵀ products have consumed this chunk's, so each load has about half an iteration of
-  // independent work to hide behind instead of none (the chunk's chain was measured at ~2.4 µs a
-  // warp on an idle SM, DRAM latency included).
+  // One chunk of CH tokens a warp per iteration. The rotation (kRotate): the next chunk's K rows (and
+  // both scales) are requested as soon as the scores have consumed this chunk's, and its V rows as
+  // soon as the Oᵀ products have consumed this chunk's, so each load has about half an iteration of
+  // independent work to hide behind without a second register buffer.
   while (start < w.t1) {
     const int64_t next = start + kWarps * S::CH;
     const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
     const bool more = next < w.t1;
+    if (!kRotate && !first) {
+      load_k(start, start_slot);
+      if constexpr (kVAhead) load_v(start, start_slot);
+    }
+    first = false;
     // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1). The
     // k-steps alternate between FRUGAL_ATTN_SCHAINS accumulators (shorter dependent mma chains).
     float sc[S::NSUB][4];
@@ -678,7 +737,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
         vs_c[j][n] = vsc[j][n];
       }
     if constexpr (!kVAhead) load_v(start, start_slot);
-    if (more) load_k(next, next_slot);
+    if (kRotate && more) load_k(next, next_slot);
     // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
     float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
 #pragma unroll
@@ -747,8 +806,16 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const int mt = 4 * wi + k;
-            mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
-                      lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+            if (kVReg == 1 || (kVReg == 2 && (k & 1))) {
+              // Nibbles (token 2t4, 2t4 + 1) of the low dim, then of the high dim, for a0/a1 and a2/a3.
+              uint32_t a0, a1, a2, a3;
+              reg_lookup4(vtab, prmt(lo01, hi01, k | ((k + 4) << 4)), a0, a1);
+              reg_lookup4(vtab, prmt(lo23, hi23, k | ((k + 4) << 4)), a2, a3);
+              mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+            } else {
+              mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
+                        lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+            }
           }
         }
       } else {
@@ -768,7 +835,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
         }
       }
     }
-    if constexpr (kVAhead)
+    if constexpr (kRotate)
       if (more) load_v(next, next_slot);
     start = next;
     start_slot = next_slot;
