@@ -17,12 +17,16 @@
 //     per bank) so a warp's 32 random lookups never conflict: PRMT + IMAD + LDS per two 4-bit
 //     codes. The head dimension is permuted (identically in q and K, and undone when O is stored)
 //     so each lane's fragments come from one contiguous piece of its token's row (16-byte loads).
-//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md.
+//     At D = 256 the main loop is a rotating register pipeline (each warp's next chunk is requested
+//     phase by phase while the current one is computed); every other D requests a chunk's loads
+//     when the chunk starts (the pipeline measured slower there: register cap, fewer warps).
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md and -r3.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -68,6 +72,7 @@ struct Params {
   int sliding;
   int64_t tokens_per_split;
   float score_scale;          // softmax_scale · log2(e) / D (the two transforms' 1/√D each)
+  int prefetch;               // f16 kernel: L2 prefetch of upcoming K/V (1) or not (0)
   const int64_t* ranges_dev;  // [B][2] in the workspace when B > kInlineBatch, else nullptr
   int64_t ranges[2 * kInlineBatch];
 };
@@ -109,32 +114,6 @@ __device__ __forceinline__ uint32_t lut_load(uint32_t lane_addr, uint32_t e) {
   uint32_t v;
   asm("{\n .reg .u32 a;\n mad.lo.u32 a, %1, 128, %2;\n ld.shared.u32 %0, [a];\n}\n" : "=r"(v) : "r"(e), "r"(lane_addr));
   return v;
-}
-
-// prmt.b32 with the selector's bit 3 honoured (sign-replicate mode), which __byte_perm does not promise.
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-// A 16-entry fp16 table in registers: byte planes lo[i] (low bytes of entries 4i..4i+3) and hi[i].
-struct RegTable16 {
-  uint32_t lo[4], hi[4];
-};
-
-// Looks up the four 4-bit codes in the low 16 bits of s (nibbles n0..n3) and returns the half2s
-// (c[n0], c[n1]) and (c[n2], c[n3]). Each plane: two prmt over entries 0–7 and 8–15 with the codes'
-// low three bits, then a byte select by bit 3; the select mask comes from one prmt in sign mode
-// (selector nibble 0xC for codes ≥ 8 replicates the sign of the 0x80 byte, 0x0 picks a zero byte).
-__device__ __forceinline__ void reg_lookup4(const RegTable16& t, uint32_t s, uint32_t& out01, uint32_t& out23) {
-  const uint32_t s7 = s & 0x7777u;
-  const uint32_t msel = (s & 0x8888u) | ((s >> 1) & 0x4444u);
-  const uint32_t m = prmt(0u, 0x80u, msel);
-  const uint32_t lo = (prmt(t.lo[0], t.lo[1], s7) & ~m) | (prmt(t.lo[2], t.lo[3], s7) & m);
-  const uint32_t hi = (prmt(t.hi[0], t.hi[1], s7) & ~m) | (prmt(t.hi[2], t.hi[3], s7) & m);
-  out01 = prmt(lo, hi, 0x5140u);  // lo.0 hi.0 lo.1 hi.1: (c[n0], c[n1])
-  out23 = prmt(lo, hi, 0x7362u);  // (c[n2], c[n3])
 }
 
 // Transpose of the 8×8 b16 matrix whose row lane/4, columns 2(lane%4) and +1, each lane holds.
@@ -205,6 +184,19 @@ __device__ __forceinline__ int64_t advance_slot(int64_t base_slot, int64_t delta
   return s;
 }
 
+// Prefetches bytes [0, n) of a global range into L2 with the threads `i0, i0 + step, ...` (one
+// 128-byte line each; the range's last byte is fetched too, so an unaligned start is covered).
+// Meant to turn the f16 kernel's DRAM waits into L2 hits without registers; measured slower on an
+// H200, so off unless FRUGAL_ATTN_PREFETCH asks for it (see prefetch_distance).
+__device__ __forceinline__ void prefetch_l2(const void* base, int64_t n, int i0, int step) {
+  if (n <= 0) return;
+  const int lines = static_cast<int>(n / 128) + 1;
+  for (int i = i0; i < lines; i += step) {
+    const int64_t off = min(static_cast<int64_t>(i) * 128, n - 1);
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(static_cast<const char*>(base) + off));
+  }
+}
+
 // ---- block-level pieces shared by the kernels -------------------------------------------------
 
 struct BlockWork {
@@ -245,13 +237,58 @@ __device__ void fwht_rows(float* x, int rows, int D) {
 }
 
 // qs[h][d] = FWHT(s_K ⊙ q[b, hq0 + h])[d] for the block's heads (unnormalized). Ends with a barrier.
+//
+// FRUGAL_ATTN_QBATCH=1 (off by default, NOT MEASURED yet): each thread issues up to 8 query loads
+// (and their signs) before its first shared-memory store. The plain loop below is one dependent
+// round trip to global memory per iteration (its dtype branch and the generic store keep the
+// compiler from batching the loads): 8 iterations at 8 heads × D = 128, 16 at D = 256. Round 3
+// measured a fixed cost of 21.7 µs (D = 128) and 35.3 µs (D = 256) for a call attending 16 tokens
+// (B = 1, one slice), growing with D as this loop's trip count does; see
+// bench/results/2026-11-29-decode-attention-r3.md. Turn it on by default only after a measurement.
+#ifndef FRUGAL_ATTN_QBATCH
+#define FRUGAL_ATTN_QBATCH 0
+#endif
 __device__ void load_rotated_queries(const Params& p, const BlockWork& w, float* qs) {
   const int D = p.dim;
-  for (int i = threadIdx.x; i < w.heads * D; i += blockDim.x) {
-    const int h = i / D, d = i - h * D;
-    const int64_t idx = w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
-    const float x = load_elem(p.q, p.q_dtype, idx);
-    qs[i] = p.ksign ? x * p.ksign[d] : x;
+  const int n = w.heads * D;
+  if constexpr (FRUGAL_ATTN_QBATCH != 0) {
+    constexpr int kBatch = 8;
+    auto batch = [&](auto tag) {
+      using T = decltype(tag);
+      const T* q = static_cast<const T*>(p.q);
+      for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * blockDim.x) {
+        float x[kBatch], sg[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int i = i0 + k * static_cast<int>(blockDim.x);
+          x[k] = 0.0f;
+          sg[k] = 1.0f;
+          if (i < n) {
+            const int h = i / D, d = i - h * D;
+            x[k] = to_f32(q[w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d]);
+            if (p.ksign) sg[k] = p.ksign[d];
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int i = i0 + k * static_cast<int>(blockDim.x);
+          if (i < n) qs[i] = p.ksign ? x[k] * sg[k] : x[k];
+        }
+      }
+    };
+    if (p.q_dtype == 0)
+      batch(float{});
+    else if (p.q_dtype == 1)
+      batch(__half{});
+    else
+      batch(__nv_bfloat16{});
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int h = i / D, d = i - h * D;
+      const int64_t idx = w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
+      const float x = load_elem(p.q, p.q_dtype, idx);
+      qs[i] = p.ksign ? x * p.ksign[d] : x;
+    }
   }
   __syncthreads();
   fwht_rows(qs, w.heads, D);
@@ -462,21 +499,6 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
 #ifndef FRUGAL_ATTN_MINB128
 #define FRUGAL_ATTN_MINB128 4
 #endif
-// Independent accumulators the k-steps of each 16-token S tile alternate between (1: one chain of
-// D/16 dependent mma; 2: two chains of half the length, summed after). Round 3 measured no
-// difference (B=8 L=32K D=128: 0.1397 vs 0.1404 ms), so the default keeps the shorter code.
-#ifndef FRUGAL_ATTN_SCHAINS
-#define FRUGAL_ATTN_SCHAINS 1
-#endif
-constexpr int kSChains = FRUGAL_ATTN_SCHAINS;
-// 4-bit V codes to fp16 (a benchmark knob; bench/results/2026-11-29-decode-attention-r3.md):
-// 0: every m-tile through the shared-memory table (PRMT + IMAD + LDS per two codes);
-// 1: every m-tile through a register table (prmt byte-plane lookups, no LDS; ~6.5 ALU ops per two
-//    codes); 2: half the m-tiles each way — trading the busy L1/shared pipe for ALU issue slots.
-#ifndef FRUGAL_ATTN_VREG
-#define FRUGAL_ATTN_VREG 0
-#endif
-constexpr int kVReg = FRUGAL_ATTN_VREG;
 
 template <int D, int KB, int VB>
 struct F16Shape {
@@ -489,8 +511,10 @@ struct F16Shape {
   static constexpr int kLuts = (KB == VB) ? 1 : 2;
   static constexpr int kCombineFloats = kWarps * kHeadsPerBlock * (D + 2);
   static constexpr int kLutRegionWords = (kLuts * kLutWords > kCombineFloats) ? kLuts * kLutWords : kCombineFloats;
+  // D = 256: the main loop is the rotating pipeline (see the kernel); every other D the per-chunk loop.
+  static constexpr bool kRotate = D == 256;
   static constexpr int kSmemBytes =
-      4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock + 512) +
+      4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock) +
       (kQInSmem ? KS * 32 * 8 : 0);
 };
 
@@ -514,8 +538,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);     // [8][D], later the merged rows
   float* sig = qs + kHeadsPerBlock * D;                                  // [8] per-head power-of-two query scale
   float* fin_ml = sig + 2 * kHeadsPerBlock;                              // [8][2]
-  float* cbs = fin_ml + 2 * kHeadsPerBlock;                              // [2][256] K's and V's codebook
-  uint2* qfrag = reinterpret_cast<uint2*>(cbs + 512);                    // [KS][32] when kQInSmem
+  uint2* qfrag = reinterpret_cast<uint2*>(fin_ml + 2 * kHeadsPerBlock);  // [KS][32] when kQInSmem
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -524,91 +547,25 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
   const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const int64_t cap = p.capacity;
-
-  // Per-lane sources. K rows and both scales: tokens g and g + 8 of each 16-token tile (bytes of
-  // dims [D/4·t4, D/4·(t4+1))); V rows: tokens 2t4, 2t4 + 1, 2t4 + 8, 2t4 + 9 (dims piece g).
-  const uint8_t* kbase = p.kp + head * cap * KROW + t4 * S::KCB;
-  const uint8_t* vbase = p.vp + head * cap * VROW + g * S::VCB;
-  const float* ksb = p.ks + head * cap;
-  const float* vsb = p.vs + head * cap;
-  const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
-
-  // The codes and scales of one chunk, loaded one phase ahead of their use (a rotating register
-  // pipeline; see the loop below).
-  uint32_t kw[S::NSUB][2][S::KCB / 4];
-  uint32_t vw[S::NSUB][4][S::VCB / 4];
-  float ksc[S::NSUB][2], vsc[S::NSUB][2];
-  // A chunk is full when every token is valid and its slots are contiguous (no ring wrap): each
-  // lane's addresses are then one base pointer plus compile-time offsets. Otherwise per-token slots;
-  // tokens past the slice read the slice's first token and are masked later.
-  auto is_full = [&](int64_t st, int64_t sl) { return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap); };
-  auto slot_of = [&](int64_t st, int64_t sl, int i) -> int64_t {
-    if (st + i >= w.t1) return slot_t0;
-    return p.sliding ? advance_slot(sl, i, cap) : st + i;
+  // L2 prefetch of the rows (codes and scales) of tokens [t, t + n) from slot `sl` on, up to the
+  // ring's end, by the threads i0, i0 + step, ...
+  auto prefetch_tokens = [&](int64_t sl, int64_t n, int i0, int step) {
+    n = min(n, cap - sl);
+    const int64_t row0 = head * cap + sl;
+    prefetch_l2(p.kp + row0 * KROW, n * KROW, i0, step);
+    prefetch_l2(p.vp + row0 * VROW, n * VROW, i0, step);
+    prefetch_l2(p.ks + row0, n * 4, i0, step);
+    prefetch_l2(p.vs + row0, n * 4, i0, step);
   };
-  auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
-  auto load_k = [&](int64_t st, int64_t sl) {
-    if (is_full(st, sl)) {
-      const uint8_t* k_lane = kbase + (sl + g) * KROW;
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-          ksc[j][n] = __ldg(ksb + sl + g + 16 * j + 8 * n);
-          vsc[j][n] = __ldg(vsb + sl + g + 16 * j + 8 * n);
-        }
-    } else {
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          const int64_t s = slot_of(st, sl, 16 * j + 8 * n + g);
-          load_words<S::KCB>(kbase + s * KROW, kw[j][n]);
-          ksc[j][n] = __ldg(ksb + s);
-          vsc[j][n] = __ldg(vsb + s);
-        }
-    }
-  };
-  auto load_v = [&](int64_t st, int64_t sl) {
-    if (is_full(st, sl)) {
-      const uint8_t* v_lane = vbase + (sl + 2 * t4) * VROW;
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) load_words<S::VCB>(vbase + slot_of(st, sl, 2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
-    }
-  };
-  // The rotating pipeline (below) only at D = 256. Round 3 measured it at D = 128 17% slower at the
-  // 128-register cap (spills) and 5% slower at 168 registers (3 blocks/SM instead of 4: fewer warps
-  // to issue from costs more than the overlap gains), and 4.5% faster at D = 256 (no cap there).
-  // Without it, each chunk requests its loads when it starts: K, the scales and (D ≤ 128) V, or V
-  // after the scores (D ≥ 256), as rounds 1–2 measured.
-  constexpr bool kRotate = D == 256;
-  constexpr bool kVAhead = kRotate || D <= 128;  // V requested with K rather than after the scores
+  // The warps' first p.prefetch + 1 chunks start their way from DRAM while the tables and the queries
+  // are prepared (the prologue short slices cannot amortize).
+  if (p.prefetch > 0 && w.t1 > w.t0)
+    prefetch_tokens(p.sliding ? w.t0 % cap : w.t0,
+                    min(w.t1 - w.t0, static_cast<int64_t>(p.prefetch + 1) * kWarps * S::CH), threadIdx.x, kThreads);
 
-  // This warp's first chunk starts its way from DRAM before the prologue (tables, query rotation),
-  // which short slices cannot otherwise amortize.
-  int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
-  int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
-  if (start < w.t1) {
-    load_k(start, start_slot);
-    if constexpr (kVAhead) load_v(start, start_slot);
-  }
-  bool first = true;  // the first chunk's loads are already in flight
-
-  // The codebooks are staged in shared memory by the same threads, right before the query loads, so
-  // the prologue waits for one round trip to global memory instead of two (tables, then queries).
-  for (int i = threadIdx.x; i < (1 << KB); i += blockDim.x) cbs[i] = p.kcb[i];
-  for (int i = threadIdx.x; i < (1 << VB); i += blockDim.x) cbs[256 + i] = p.vcb[i];
-  load_rotated_queries(p, w, qs);  // its first barrier publishes cbs; ends with a barrier
   build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
-             KB == 4 ? cbs : cbs + 256, KB == 8 ? cbs : cbs + 256);  // published by the barrier after sig
+             KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
+  load_rotated_queries(p, w, qs);  // ends with a barrier
 
   // Per-head power-of-two scale σ ≥ max|q_rot| so the fp16 query cannot overflow (bf16 inputs).
   for (int h = warp; h < kHeadsPerBlock; h += kWarps) {
@@ -645,23 +602,13 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
   __syncthreads();  // tables and q fragments ready
 
+  const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
+  const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
+  const float* ksb = p.ks + head * p.capacity;
+  const float* vsb = p.vs + head * p.capacity;
+  const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
-  RegTable16 vtab{};  // V's codebook in registers (kVReg, 4-bit V)
-  if constexpr (VB == 4 && kVReg != 0) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t lo = 0, hi = 0;
-#pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        const uint32_t h = half_bits(cbs[256 + 4 * i + b]);
-        lo |= (h & 0xFFu) << (8 * b);
-        hi |= (h >> 8) << (8 * b);
-      }
-      vtab.lo[i] = lo;
-      vtab.hi[i] = hi;
-    }
-  }
 
   // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
   // and the V-scale reference u the fp16 weights are normalized by.
@@ -670,175 +617,391 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
 #pragma unroll
   for (int i = 0; i < S::KS; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
 
-  // One chunk of CH tokens a warp per iteration. The rotation (kRotate): the next chunk's K rows (and
-  // both scales) are requested as soon as the scores have consumed this chunk's, and its V rows as
-  // soon as the Oᵀ products have consumed this chunk's, so each load has about half an iteration of
-  // independent work to hide behind without a second register buffer.
-  while (start < w.t1) {
-    const int64_t next = start + kWarps * S::CH;
-    const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
-    const bool more = next < w.t1;
-    if (!kRotate && !first) {
+  int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
+  int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
+  if constexpr (S::kRotate) {
+    // The rotating register pipeline (D = 256): the next chunk's K rows and both scales are
+    // requested as soon as the scores have consumed this chunk's, its V rows as soon as the Oᵀ
+    // products have consumed this chunk's, so each load has about half an iteration of independent
+    // work to hide behind, without a second register buffer. Measured 4–6% faster than the loop
+    // below at D = 256 (no register cap there); at D = 128 it was 17% slower at the 128-register cap
+    // (spills) and 5% slower at 168 registers, 3 blocks/SM (bench/results/2026-11-29-decode-attention-r3.md).
+    // The in-loop L2 prefetch (p.prefetch, off by default) is not applied on this path.
+    static_assert(!S::kQInSmem, "the rotating loop takes the q fragments from registers");
+    uint32_t kw[S::NSUB][2][S::KCB / 4];
+    uint32_t vw[S::NSUB][4][S::VCB / 4];
+    float ksc[S::NSUB][2], vsc[S::NSUB][2];
+    // Full chunk: every token valid and the slots contiguous (no ring wrap); otherwise per-token
+    // slots, tokens past the slice reading the slice's first token (masked below).
+    auto is_full = [&](int64_t st, int64_t sl) { return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap); };
+    auto slot_of = [&](int64_t st, int64_t sl, int i) -> int64_t {
+      if (st + i >= w.t1) return slot_t0;
+      return p.sliding ? advance_slot(sl, i, cap) : st + i;
+    };
+    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+    auto load_k = [&](int64_t st, int64_t sl) {
+      if (is_full(st, sl)) {
+        const uint8_t* k_lane = kbase + (sl + g) * KROW;
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + sl + g + 16 * j + 8 * n);
+            vsc[j][n] = __ldg(vsb + sl + g + 16 * j + 8 * n);
+          }
+      } else {
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            const int64_t s = slot_of(st, sl, 16 * j + 8 * n + g);
+            load_words<S::KCB>(kbase + s * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + s);
+            vsc[j][n] = __ldg(vsb + s);
+          }
+      }
+    };
+    auto load_v = [&](int64_t st, int64_t sl) {
+      if (is_full(st, sl)) {
+        const uint8_t* v_lane = vbase + (sl + 2 * t4) * VROW;
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            load_words<S::VCB>(vbase + slot_of(st, sl, 2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+      }
+    };
+    if (start < w.t1) {
       load_k(start, start_slot);
-      if constexpr (kVAhead) load_v(start, start_slot);
+      load_v(start, start_slot);
     }
-    first = false;
-    // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1). The
-    // k-steps alternate between FRUGAL_ATTN_SCHAINS accumulators (shorter dependent mma chains).
-    float sc[S::NSUB][4];
+    while (start < w.t1) {
+      const int64_t next = start + kWarps * S::CH;
+      const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
+      const bool more = next < w.t1;
+      // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
+      float sc[S::NSUB][4];
 #pragma unroll
-    for (int j = 0; j < S::NSUB; ++j) {
-      float c[kSChains][4];
+      for (int j = 0; j < S::NSUB; ++j) {
+        float c[4] = {0, 0, 0, 0};
 #pragma unroll
-      for (int r = 0; r < kSChains; ++r) c[r][0] = c[r][1] = c[r][2] = c[r][3] = 0;
-#pragma unroll
-      for (int s = 0; s < S::KS; ++s) {
-        uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
-        if constexpr (KB == 4) {
-          const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
-          const int k = 2 * (s & 1);
-          a0 = lut_load(lutK_addr, byte_of(x0, k));
-          a1 = lut_load(lutK_addr, byte_of(x1, k));
-          a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
-          a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
-        } else {
-          const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
-          a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
-          a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
-          a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
-          a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
+        for (int s = 0; s < S::KS; ++s) {
+          uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
+          if constexpr (KB == 4) {
+            const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
+            const int k = 2 * (s & 1);
+            a0 = lut_load(lutK_addr, byte_of(x0, k));
+            a1 = lut_load(lutK_addr, byte_of(x1, k));
+            a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
+            a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+          } else {
+            const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
+            a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
+            a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
+            a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
+            a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
+          }
+          mma_16816(c, a0, a1, a2, a3, qb0[s], qb1[s]);  // D = 256: q fragments in registers
         }
-        uint32_t b0, b1;
-        if constexpr (S::kQInSmem) {
-          const uint2 f = qfrag[s * 32 + lane];
-          b0 = f.x;
-          b1 = f.y;
-        } else {
-          b0 = qb0[s];
-          b1 = qb1[s];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
+      }
+      // This chunk's scales move aside; the next chunk's K rows and scales are requested.
+      float ks_c[S::NSUB][2], vs_c[S::NSUB][2];
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          ks_c[j][n] = ksc[j][n];
+          vs_c[j][n] = vsc[j][n];
         }
-        mma_16816(c[s % kSChains], a0, a1, a2, a3, b0, b1);
-      }
+      if (more) load_k(next, next_slot);
+      // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
+      float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = c[0][e];
+      for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
-        for (int r = 1; r < kSChains; ++r) x += c[r][e];
-        sc[j][e] = x;
+        for (int n = 0; n < 2; ++n) {
+          const bool valid = start + 16 * j + 8 * n + g < w.t1;
+          const float k0 = ks_c[j][n] * hf0, k1 = ks_c[j][n] * hf1;
+          sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
+          sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
+          vs_c[j][n] = valid ? vs_c[j][n] : 0.0f;
+          cmax0 = fmaxf(cmax0, sc[j][2 * n]);
+          cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
+          vmax = fmaxf(vmax, vs_c[j][n]);
+        }
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
+        cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+        cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+        vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
       }
+      const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
+      if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
+        const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+        l0 *= a0;
+        l1 *= a1;
+        const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
+#pragma unroll
+        for (int i = 0; i < S::KS; ++i) {
+          acc[i][0] *= f0;
+          acc[i][1] *= f1;
+          acc[i][2] *= f0;
+          acc[i][3] *= f1;
+        }
+        m0 = n0;
+        m1 = n1;
+        u = u_new;
+      }
+      const float inv_u = 1.0f / u;
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j) {
+        float pt[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+          if (e & 1)
+            l1 += pe;
+          else
+            l0 += pe;
+          pt[e] = pe * (vs_c[j][e >> 1] * inv_u);
+        }
+        const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
+        const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
+        if constexpr (VB == 4) {
+#pragma unroll
+          for (int wi = 0; wi < S::VCB / 4; ++wi) {
+            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+            const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
+            const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
+            const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
+            const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+              mma_16816(acc[4 * wi + k], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
+                        lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+          }
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < S::KS; ++mt) {
+            const int wi = mt >> 1, k = 2 * (mt & 1);
+            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+            const uint32_t a0 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
+            const uint32_t a1 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
+            const uint32_t a2 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
+            const uint32_t a3 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
+            mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+          }
+        }
+      }
+      if (more) load_v(next, next_slot);
+      start = next;
+      start_slot = next_slot;
     }
-    // This chunk's scales move aside; the next chunk's K rows and scales are requested.
-    float ks_c[S::NSUB][2], vs_c[S::NSUB][2];
+  } else {
+    // One chunk of CH tokens. kFull: every token valid and the slots contiguous (no ring wrap), so
+    // each lane's addresses are one base pointer plus compile-time offsets; otherwise per-token slots,
+    // tokens past the slice read the slice's first token and are masked.
+    auto chunk = [&](auto full_tag) {
+      constexpr bool kFull = decltype(full_tag)::value;
+      const int64_t cs = p.sliding ? start_slot : start;  // slot of the chunk's first token
+      auto slot_of = [&](int i) -> int64_t {
+        if (start + i >= w.t1) return slot_t0;
+        return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
+      };
+      // K rows and both scales: tokens g and g + 8 of each 16-token tile; V rows: tokens 2t4, 2t4 + 1,
+      // 2t4 + 8, 2t4 + 9.
+      const uint8_t* k_lane = kbase + (cs + g) * KROW;
+      const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;
+      const float* ks_lane = ksb + cs + g;
+      const float* vs_lane = vsb + cs + g;
+      auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+      // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
+      // the V rows only after the scores, to keep the registers for the accumulators.
+      uint32_t kw[S::NSUB][2][S::KCB / 4];
+      uint32_t vw[S::NSUB][4][S::VCB / 4];
+      float ksc[S::NSUB][2], vsc[S::NSUB][2];
+      auto load_v = [&] {
 #pragma unroll
-    for (int j = 0; j < S::NSUB; ++j)
+        for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        ks_c[j][n] = ksc[j][n];
-        vs_c[j][n] = vsc[j][n];
+          for (int e = 0; e < 4; ++e) {
+            if constexpr (kFull)
+              load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+            else
+              load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+          }
+      };
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j) {
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          if constexpr (kFull) {
+            load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
+            vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
+          } else {
+            const int64_t sl = slot_of(16 * j + 8 * n + g);
+            load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + sl);
+            vsc[j][n] = __ldg(vsb + sl);
+          }
+        }
       }
-    if constexpr (!kVAhead) load_v(start, start_slot);
-    if (kRotate && more) load_k(next, next_slot);
-    // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
-    float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
+      if constexpr (D <= 128) load_v();
+      // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
+      float sc[S::NSUB][4];
 #pragma unroll
-    for (int j = 0; j < S::NSUB; ++j)
+      for (int j = 0; j < S::NSUB; ++j) {
+        float c[4] = {0, 0, 0, 0};
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        const bool valid = start + 16 * j + 8 * n + g < w.t1;
-        const float k0 = ks_c[j][n] * hf0, k1 = ks_c[j][n] * hf1;
-        sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
-        sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
-        vs_c[j][n] = valid ? vs_c[j][n] : 0.0f;
-        cmax0 = fmaxf(cmax0, sc[j][2 * n]);
-        cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
-        vmax = fmaxf(vmax, vs_c[j][n]);
+        for (int s = 0; s < S::KS; ++s) {
+          uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
+          if constexpr (KB == 4) {
+            const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
+            const int k = 2 * (s & 1);
+            a0 = lut_load(lutK_addr, byte_of(x0, k));
+            a1 = lut_load(lutK_addr, byte_of(x1, k));
+            a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
+            a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+          } else {
+            const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
+            a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
+            a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
+            a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
+            a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
+          }
+          uint32_t b0, b1;
+          if constexpr (S::kQInSmem) {
+            const uint2 f = qfrag[s * 32 + lane];
+            b0 = f.x;
+            b1 = f.y;
+          } else {
+            b0 = qb0[s];
+            b1 = qb1[s];
+          }
+          mma_16816(c, a0, a1, a2, a3, b0, b1);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
       }
+      if constexpr (D > 128) load_v();
+      // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
+      float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
 #pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
-      cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
-      cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
-      vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
-    }
-    const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
-    if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
-      const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
-      l0 *= a0;
-      l1 *= a1;
-      const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
+      for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
-      for (int i = 0; i < S::KS; ++i) {
-        acc[i][0] *= f0;
-        acc[i][1] *= f1;
-        acc[i][2] *= f0;
-        acc[i][3] *= f1;
+        for (int n = 0; n < 2; ++n) {
+          const bool valid = kFull || start + 16 * j + 8 * n + g < w.t1;
+          const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
+          sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
+          sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
+          vsc[j][n] = valid ? vsc[j][n] : 0.0f;
+          cmax0 = fmaxf(cmax0, sc[j][2 * n]);
+          cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
+          vmax = fmaxf(vmax, vsc[j][n]);
+        }
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
+        cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+        cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+        vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
       }
-      m0 = n0;
-      m1 = n1;
-      u = u_new;
-    }
-    const float inv_u = 1.0f / u;
+      const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
+      if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
+        const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+        l0 *= a0;
+        l1 *= a1;
+        const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
 #pragma unroll
-    for (int j = 0; j < S::NSUB; ++j) {
-      float pt[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
-        if (e & 1)
-          l1 += pe;
-        else
-          l0 += pe;
-        pt[e] = pe * (vs_c[j][e >> 1] * inv_u);
+        for (int i = 0; i < S::KS; ++i) {
+          acc[i][0] *= f0;
+          acc[i][1] *= f1;
+          acc[i][2] *= f0;
+          acc[i][3] *= f1;
+        }
+        m0 = n0;
+        m1 = n1;
+        u = u_new;
       }
-      // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
-      // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
-      const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
-      const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
-      // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
-      if constexpr (VB == 4) {
+      const float inv_u = 1.0f / u;
 #pragma unroll
-        for (int wi = 0; wi < S::VCB / 4; ++wi) {
-          const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-          // Bytes pairing the same dim of two tokens: low nibble token 2t4 (+8), high nibble 2t4+1 (+9).
-          const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
-          const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
-          const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
-          const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
+      for (int j = 0; j < S::NSUB; ++j) {
+        float pt[4];
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int mt = 4 * wi + k;
-            if (kVReg == 1 || (kVReg == 2 && (k & 1))) {
-              // Nibbles (token 2t4, 2t4 + 1) of the low dim, then of the high dim, for a0/a1 and a2/a3.
-              uint32_t a0, a1, a2, a3;
-              reg_lookup4(vtab, prmt(lo01, hi01, k | ((k + 4) << 4)), a0, a1);
-              reg_lookup4(vtab, prmt(lo23, hi23, k | ((k + 4) << 4)), a2, a3);
-              mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
-            } else {
+        for (int e = 0; e < 4; ++e) {
+          const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+          if (e & 1)
+            l1 += pe;
+          else
+            l0 += pe;
+          pt[e] = pe * (vsc[j][e >> 1] * inv_u);
+        }
+        // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
+        // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
+        const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
+        const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
+        // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
+        if constexpr (VB == 4) {
+#pragma unroll
+          for (int wi = 0; wi < S::VCB / 4; ++wi) {
+            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+            // Bytes pairing the same dim of two tokens: low nibble token 2t4 (+8), high nibble 2t4+1 (+9).
+            const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
+            const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
+            const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
+            const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              const int mt = 4 * wi + k;
               mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
                         lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
             }
           }
-        }
-      } else {
+        } else {
 #pragma unroll
-        for (int mt = 0; mt < S::KS; ++mt) {
-          const int wi = mt >> 1, k = 2 * (mt & 1);
-          const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-          const uint32_t a0 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
-          const uint32_t a1 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
-          const uint32_t a2 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
-          const uint32_t a3 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
-          mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+          for (int mt = 0; mt < S::KS; ++mt) {
+            const int wi = mt >> 1, k = 2 * (mt & 1);
+            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+            const uint32_t a0 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
+            const uint32_t a1 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
+            const uint32_t a2 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
+            const uint32_t a3 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
+            mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+          }
         }
       }
+    };
+
+    for (; start < w.t1; start += kWarps * S::CH) {
+      if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
+        const int64_t ahead = static_cast<int64_t>(p.prefetch) * kWarps * S::CH;
+        if (start + ahead < w.t1)
+          prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
+                          min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
+      }
+      const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
+      if (full)
+        chunk(std::true_type{});
+      else
+        chunk(std::false_type{});
+      start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
     }
-    if constexpr (kRotate)
-      if (more) load_v(next, next_slot);
-    start = next;
-    start_slot = next_slot;
   }
 
 #pragma unroll
@@ -1044,6 +1207,19 @@ int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap
   return best;
 }
 
+// L2 prefetch distance of the f16 kernel, in chunks of a warp: 0 (off) by default, because the H200
+// run of 2026-11-29 measured it slower at distances 1 and 2 (B=8 L=32K D=128: 0.119 ms off, 0.135
+// at 1, 0.140 at 2; bench/results/2026-11-29-decode-attention.md, round 2). FRUGAL_ATTN_PREFETCH=1|2
+// turns it on for benchmarks that compare.
+int prefetch_distance() {
+  static const int d = [] {
+    const char* e = std::getenv("FRUGAL_ATTN_PREFETCH");
+    if (e == nullptr || *e == 0) return 0;
+    return std::clamp(std::atoi(e), 0, 4);
+  }();
+  return d;
+}
+
 }  // namespace
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
@@ -1095,6 +1271,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   p.sliding = a.sliding ? 1 : 0;
   p.tokens_per_split = per_split;
   p.score_scale = a.softmax_scale * kLog2e / static_cast<float>(a.dim);
+  p.prefetch = prefetch_distance();
 
   // Workspace: partials when split, ranges when the batch is too large for the parameters.
   const size_t partial_bytes =
