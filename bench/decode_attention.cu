@@ -9,8 +9,9 @@
 // write positions are set through const_cast — a benchmark-only shortcut around appending
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
-// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L]
-//   --quick: only the target rows, no sweeps or variants; --shape: that one shape only (for profilers)
+// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep]
+//   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
+//   profilers); --sweep: the slice sweep of every row too (the split heuristic's data)
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -68,6 +69,8 @@ __global__ void kernel_fill_float(float* p, size_t n, uint64_t seed) {
     p[i] = static_cast<float>(z >> 40) / 8388608.0f - 1.0f;
   }
 }
+
+__global__ void kernel_empty() {}
 
 // Reads the whole buffer (evicting L2), writes one word per block.
 __global__ void kernel_flush(const int4* p, size_t n, int* sink) {
@@ -142,11 +145,12 @@ struct Row {
 
 int main(int argc, char** argv) {
   std::string json;
-  bool quick = false;
+  bool quick = false, sweep = false;
   int one[5] = {0, 0, 0, 0, 0};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
       quick = true;
@@ -163,6 +167,17 @@ int main(int argc, char** argv) {
       flush, [&] { flush(); }, 3, 20);
   const double read_tbps = flush.n * sizeof(int4) / flush_ms / 1e9;
   std::printf("read bandwidth (512 MB streamed read): %.2f TB/s\n", read_tbps);
+  // The floor of this timing method for short calls: one and two empty kernels between the events.
+  const double empty1 = time_median_ms(
+      flush, [&] { kernel_empty<<<1, 32>>>(); }, 3, 40);
+  const double empty2 = time_median_ms(
+      flush,
+      [&] {
+        kernel_empty<<<1, 32>>>();
+        kernel_empty<<<1, 32>>>();
+      },
+      3, 40);
+  std::printf("timing floor: one empty kernel %.4f ms, two %.4f ms\n", empty1, empty2);
 
   struct Shape {
     int B, Hq, Hkv, D;
@@ -174,11 +189,13 @@ int main(int argc, char** argv) {
       for (int64_t L : {4096, 32768, 131072}) shapes.push_back({B, 32, 8, D, L});
   shapes.push_back({32, 32, 8, 128, 8192});  // anchor row
   shapes.push_back({1, 16, 8, 256, 32768});  // anchor row
-  if (quick) shapes = {{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {8, 32, 8, 256, 32768}};
+  if (quick)
+    shapes = {{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {8, 32, 8, 256, 32768},
+              {1, 32, 8, 128, 4096},  {1, 32, 8, 256, 4096},   {8, 32, 8, 128, 4096}};
   if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
 
   std::vector<Row> rows;
-  auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits) {
+  auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits, int64_t len = 0) {
     kv::Cache k = random_cache(s.B, s.Hkv, s.D, s.L, kb, 1000 + s.D + kb);
     kv::Cache v = random_cache(s.B, s.Hkv, s.D, s.L, vb, 2000 + s.D + vb);
     Tensor q = Tensor::empty({s.B, s.Hq, s.D}, qd, Device::cuda());
@@ -193,6 +210,15 @@ int main(int argc, char** argv) {
     opt.math = math;
     opt.workspace = ws.view();
     opt.num_splits = splits;
+    const std::vector<int64_t> lens(s.B, len);  // len > 0: attend only the first len tokens
+    if (len > 0) {
+      opt.lengths = lens;
+      const double ms = time_median_ms(
+          flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, 40);
+      std::printf("B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost): %9.4f ms\n", s.B, s.Hq, s.Hkv,
+                  s.D, (long long)len, ms);
+      return;
+    }
     const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
     const int reps = big > 5e8 ? 15 : 40;
     const double ms = time_median_ms(
@@ -208,13 +234,17 @@ int main(int argc, char** argv) {
   };
   for (const Shape& s : shapes) {
     run(s, 4, 4, attention::Math::f16, DType::f16, 0);
-    if (quick) continue;
+    if (!sweep) continue;
     // The slice count around the automatic pick, for the split heuristic: one block per (sequence,
     // K/V head) times s, up to ~4 blocks per SM.
     const int pairs = s.B * s.Hkv;
     for (int sp : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 96})
       if (pairs * sp <= 4 * 132 && sp * 128 <= s.L) run(s, 4, 4, attention::Math::f16, DType::f16, sp);
   }
+  // The fixed cost of a call on the short rows: 16 tokens attended (one slice, one tile a block).
+  if (quick && one[0] == 0)
+    for (const Shape& s : std::vector<Shape>{{1, 32, 8, 128, 4096}, {1, 32, 8, 256, 4096}})
+      run(s, 4, 4, attention::Math::f16, DType::f16, 0, 16);
   // Variants on the two target rows: K8/V4, and the exact f32 path.
   for (const Shape& s :
        quick ? std::vector<Shape>{} : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}}) {

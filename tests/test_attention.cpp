@@ -691,6 +691,40 @@ TEST(DecodeAttentionCuda, RingWrapMixedLengthsAndEmptySequences) {
   }
 }
 
+// The f16 kernel loads each warp's next chunk (K rows and scales after the scores, V rows after the
+// Oᵀ products) while it computes the current one. Whole slices on one block (splits 1 and 3) give
+// every warp many chunks; a ring of 777 slots wrapped at irregular points makes chunks that wrap,
+// and lengths that are no multiple of any chunk (16..64 tokens) or tile make ragged last chunks,
+// next to full ones; at every head dimension (chunk widths differ) and K/V width mix, and GQA 1/4/8.
+TEST(DecodeAttentionCuda, F16ChunkPipelineAcrossRingWrapsAndRaggedEnds) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  for (int d : {64, 128, 256, 512}) {
+    for (auto [kb, vb] : {std::pair{4, 4}, {8, 4}}) {
+      for (int g : {1, 4, 8}) {
+        if (d == 512 && g != 4) continue;  // keeps the oracle time modest; D = 512 runs all bit mixes
+        for (int splits : {1, 3}) {
+          Shape s;
+          s.dim = d;
+          s.k_bits = kb;
+          s.v_bits = vb;
+          s.kv_heads = 2;
+          s.q_heads = 2 * g;
+          s.batch = 3;
+          s.sliding = true;
+          s.capacity = 777;
+          // 2000 tokens in pieces of 131 (the ring wraps inside chunks), 777 = the window exactly,
+          // 45 = under one chunk at every D.
+          const Result r = check_against_oracle(s, {2000, 777, 45}, Device::cuda(), DType::f16, Math::f16, splits, 131);
+          EXPECT_LE(r.rel, 1e-2) << describe(s) << " splits " << splits;
+          EXPECT_LE(r.cpu_rel, 1e-2) << describe(s) << " splits " << splits;
+          EXPECT_TRUE(all_finite(r.got)) << describe(s);
+        }
+      }
+    }
+  }
+}
+
 TEST(DecodeAttentionCuda, LargeBatchPassesRangesThroughTheWorkspace) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();

@@ -17,7 +17,10 @@
 //     per bank) so a warp's 32 random lookups never conflict: PRMT + IMAD + LDS per two 4-bit
 //     codes. The head dimension is permuted (identically in q and K, and undone when O is stored)
 //     so each lane's fragments come from one contiguous piece of its token's row (16-byte loads).
-//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md.
+//     At D = 256 the main loop is a rotating register pipeline (each warp's next chunk is requested
+//     phase by phase while the current one is computed); every other D requests a chunk's loads
+//     when the chunk starts (the pipeline measured slower there: register cap, fewer warps).
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md and -r3.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -234,13 +237,58 @@ __device__ void fwht_rows(float* x, int rows, int D) {
 }
 
 // qs[h][d] = FWHT(s_K ⊙ q[b, hq0 + h])[d] for the block's heads (unnormalized). Ends with a barrier.
+//
+// FRUGAL_ATTN_QBATCH=1 (off by default, NOT MEASURED yet): each thread issues up to 8 query loads
+// (and their signs) before its first shared-memory store. The plain loop below is one dependent
+// round trip to global memory per iteration (its dtype branch and the generic store keep the
+// compiler from batching the loads): 8 iterations at 8 heads × D = 128, 16 at D = 256. Round 3
+// measured a fixed cost of 21.7 µs (D = 128) and 35.3 µs (D = 256) for a call attending 16 tokens
+// (B = 1, one slice), growing with D as this loop's trip count does; see
+// bench/results/2026-11-29-decode-attention-r3.md. Turn it on by default only after a measurement.
+#ifndef FRUGAL_ATTN_QBATCH
+#define FRUGAL_ATTN_QBATCH 0
+#endif
 __device__ void load_rotated_queries(const Params& p, const BlockWork& w, float* qs) {
   const int D = p.dim;
-  for (int i = threadIdx.x; i < w.heads * D; i += blockDim.x) {
-    const int h = i / D, d = i - h * D;
-    const int64_t idx = w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
-    const float x = load_elem(p.q, p.q_dtype, idx);
-    qs[i] = p.ksign ? x * p.ksign[d] : x;
+  const int n = w.heads * D;
+  if constexpr (FRUGAL_ATTN_QBATCH != 0) {
+    constexpr int kBatch = 8;
+    auto batch = [&](auto tag) {
+      using T = decltype(tag);
+      const T* q = static_cast<const T*>(p.q);
+      for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * blockDim.x) {
+        float x[kBatch], sg[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int i = i0 + k * static_cast<int>(blockDim.x);
+          x[k] = 0.0f;
+          sg[k] = 1.0f;
+          if (i < n) {
+            const int h = i / D, d = i - h * D;
+            x[k] = to_f32(q[w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d]);
+            if (p.ksign) sg[k] = p.ksign[d];
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int i = i0 + k * static_cast<int>(blockDim.x);
+          if (i < n) qs[i] = p.ksign ? x[k] * sg[k] : x[k];
+        }
+      }
+    };
+    if (p.q_dtype == 0)
+      batch(float{});
+    else if (p.q_dtype == 1)
+      batch(__half{});
+    else
+      batch(__nv_bfloat16{});
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int h = i / D, d = i - h * D;
+      const int64_t idx = w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
+      const float x = load_elem(p.q, p.q_dtype, idx);
+      qs[i] = p.ksign ? x * p.ksign[d] : x;
+    }
   }
   __syncthreads();
   fwht_rows(qs, w.heads, D);
@@ -463,6 +511,8 @@ struct F16Shape {
   static constexpr int kLuts = (KB == VB) ? 1 : 2;
   static constexpr int kCombineFloats = kWarps * kHeadsPerBlock * (D + 2);
   static constexpr int kLutRegionWords = (kLuts * kLutWords > kCombineFloats) ? kLuts * kLutWords : kCombineFloats;
+  // D = 256: the main loop is the rotating pipeline (see the kernel); every other D the per-chunk loop.
+  static constexpr bool kRotate = D == 256;
   static constexpr int kSmemBytes =
       4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock) +
       (kQInSmem ? KS * 32 * 8 : 0);
@@ -569,197 +619,389 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
 
   int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
   int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
-  // One chunk of CH tokens. kFull: every token valid and the slots contiguous (no ring wrap), so
-  // each lane's addresses are one base pointer plus compile-time offsets; otherwise per-token slots,
-  // tokens past the slice read the slice's first token and are masked.
-  auto chunk = [&](auto full_tag) {
-    constexpr bool kFull = decltype(full_tag)::value;
-    const int64_t cs = p.sliding ? start_slot : start;  // slot of the chunk's first token
-    auto slot_of = [&](int i) -> int64_t {
-      if (start + i >= w.t1) return slot_t0;
-      return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
-    };
-    // K rows and both scales: tokens g and g + 8 of each 16-token tile; V rows: tokens 2t4, 2t4 + 1,
-    // 2t4 + 8, 2t4 + 9.
-    const uint8_t* k_lane = kbase + (cs + g) * KROW;
-    const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;
-    const float* ks_lane = ksb + cs + g;
-    const float* vs_lane = vsb + cs + g;
-    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
-    // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
-    // the V rows only after the scores, to keep the registers for the accumulators.
+  if constexpr (S::kRotate) {
+    // The rotating register pipeline (D = 256): the next chunk's K rows and both scales are
+    // requested as soon as the scores have consumed this chunk's, its V rows as soon as the Oᵀ
+    // products have consumed this chunk's, so each load has about half an iteration of independent
+    // work to hide behind, without a second register buffer. Measured 4–6% faster than the loop
+    // below at D = 256 (no register cap there); at D = 128 it was 17% slower at the 128-register cap
+    // (spills) and 5% slower at 168 registers, 3 blocks/SM (bench/results/2026-11-29-decode-attention-r3.md).
+    // The in-loop L2 prefetch (p.prefetch, off by default) is not applied on this path.
+    static_assert(!S::kQInSmem, "the rotating loop takes the q fragments from registers");
     uint32_t kw[S::NSUB][2][S::KCB / 4];
     uint32_t vw[S::NSUB][4][S::VCB / 4];
     float ksc[S::NSUB][2], vsc[S::NSUB][2];
-    auto load_v = [&] {
+    // Full chunk: every token valid and the slots contiguous (no ring wrap); otherwise per-token
+    // slots, tokens past the slice reading the slice's first token (masked below).
+    auto is_full = [&](int64_t st, int64_t sl) { return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap); };
+    auto slot_of = [&](int64_t st, int64_t sl, int i) -> int64_t {
+      if (st + i >= w.t1) return slot_t0;
+      return p.sliding ? advance_slot(sl, i, cap) : st + i;
+    };
+    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+    auto load_k = [&](int64_t st, int64_t sl) {
+      if (is_full(st, sl)) {
+        const uint8_t* k_lane = kbase + (sl + g) * KROW;
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + sl + g + 16 * j + 8 * n);
+            vsc[j][n] = __ldg(vsb + sl + g + 16 * j + 8 * n);
+          }
+      } else {
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            const int64_t s = slot_of(st, sl, 16 * j + 8 * n + g);
+            load_words<S::KCB>(kbase + s * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + s);
+            vsc[j][n] = __ldg(vsb + s);
+          }
+      }
+    };
+    auto load_v = [&](int64_t st, int64_t sl) {
+      if (is_full(st, sl)) {
+        const uint8_t* v_lane = vbase + (sl + 2 * t4) * VROW;
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            load_words<S::VCB>(vbase + slot_of(st, sl, 2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+      }
+    };
+    if (start < w.t1) {
+      load_k(start, start_slot);
+      load_v(start, start_slot);
+    }
+    while (start < w.t1) {
+      const int64_t next = start + kWarps * S::CH;
+      const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
+      const bool more = next < w.t1;
+      // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
+      float sc[S::NSUB][4];
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j) {
+        float c[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int s = 0; s < S::KS; ++s) {
+          uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
+          if constexpr (KB == 4) {
+            const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
+            const int k = 2 * (s & 1);
+            a0 = lut_load(lutK_addr, byte_of(x0, k));
+            a1 = lut_load(lutK_addr, byte_of(x1, k));
+            a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
+            a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+          } else {
+            const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
+            a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
+            a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
+            a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
+            a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
+          }
+          mma_16816(c, a0, a1, a2, a3, qb0[s], qb1[s]);  // D = 256: q fragments in registers
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
+      }
+      // This chunk's scales move aside; the next chunk's K rows and scales are requested.
+      float ks_c[S::NSUB][2], vs_c[S::NSUB][2];
 #pragma unroll
       for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          ks_c[j][n] = ksc[j][n];
+          vs_c[j][n] = vsc[j][n];
+        }
+      if (more) load_k(next, next_slot);
+      // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
+      float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          const bool valid = start + 16 * j + 8 * n + g < w.t1;
+          const float k0 = ks_c[j][n] * hf0, k1 = ks_c[j][n] * hf1;
+          sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
+          sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
+          vs_c[j][n] = valid ? vs_c[j][n] : 0.0f;
+          cmax0 = fmaxf(cmax0, sc[j][2 * n]);
+          cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
+          vmax = fmaxf(vmax, vs_c[j][n]);
+        }
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
+        cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+        cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+        vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
+      }
+      const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
+      if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
+        const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+        l0 *= a0;
+        l1 *= a1;
+        const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
+#pragma unroll
+        for (int i = 0; i < S::KS; ++i) {
+          acc[i][0] *= f0;
+          acc[i][1] *= f1;
+          acc[i][2] *= f0;
+          acc[i][3] *= f1;
+        }
+        m0 = n0;
+        m1 = n1;
+        u = u_new;
+      }
+      const float inv_u = 1.0f / u;
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j) {
+        float pt[4];
+#pragma unroll
         for (int e = 0; e < 4; ++e) {
-          if constexpr (kFull)
-            load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+          const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+          if (e & 1)
+            l1 += pe;
           else
-            load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+            l0 += pe;
+          pt[e] = pe * (vs_c[j][e >> 1] * inv_u);
         }
-    };
+        const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
+        const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
+        if constexpr (VB == 4) {
 #pragma unroll
-    for (int j = 0; j < S::NSUB; ++j) {
+          for (int wi = 0; wi < S::VCB / 4; ++wi) {
+            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+            const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
+            const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
+            const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
+            const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
 #pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        if constexpr (kFull) {
-          load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-          ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
-          vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
+            for (int k = 0; k < 4; ++k)
+              mma_16816(acc[4 * wi + k], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
+                        lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+          }
         } else {
-          const int64_t sl = slot_of(16 * j + 8 * n + g);
-          load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
-          ksc[j][n] = __ldg(ksb + sl);
-          vsc[j][n] = __ldg(vsb + sl);
-        }
-      }
-    }
-    if constexpr (D <= 128) load_v();
-    // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
-    float sc[S::NSUB][4];
 #pragma unroll
-    for (int j = 0; j < S::NSUB; ++j) {
-      float c[4] = {0, 0, 0, 0};
-#pragma unroll
-      for (int s = 0; s < S::KS; ++s) {
-        uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
-        if constexpr (KB == 4) {
-          const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
-          const int k = 2 * (s & 1);
-          a0 = lut_load(lutK_addr, byte_of(x0, k));
-          a1 = lut_load(lutK_addr, byte_of(x1, k));
-          a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
-          a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
-        } else {
-          const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
-          a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
-          a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
-          a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
-          a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
-        }
-        uint32_t b0, b1;
-        if constexpr (S::kQInSmem) {
-          const uint2 f = qfrag[s * 32 + lane];
-          b0 = f.x;
-          b1 = f.y;
-        } else {
-          b0 = qb0[s];
-          b1 = qb1[s];
-        }
-        mma_16816(c, a0, a1, a2, a3, b0, b1);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
-    }
-    if constexpr (D > 128) load_v();
-    // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
-    float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
-#pragma unroll
-    for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-      for (int n = 0; n < 2; ++n) {
-        const bool valid = kFull || start + 16 * j + 8 * n + g < w.t1;
-        const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
-        sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
-        sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
-        vsc[j][n] = valid ? vsc[j][n] : 0.0f;
-        cmax0 = fmaxf(cmax0, sc[j][2 * n]);
-        cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
-        vmax = fmaxf(vmax, vsc[j][n]);
-      }
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
-      cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
-      cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
-      vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
-    }
-    const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
-    if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
-      const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
-      l0 *= a0;
-      l1 *= a1;
-      const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
-#pragma unroll
-      for (int i = 0; i < S::KS; ++i) {
-        acc[i][0] *= f0;
-        acc[i][1] *= f1;
-        acc[i][2] *= f0;
-        acc[i][3] *= f1;
-      }
-      m0 = n0;
-      m1 = n1;
-      u = u_new;
-    }
-    const float inv_u = 1.0f / u;
-#pragma unroll
-    for (int j = 0; j < S::NSUB; ++j) {
-      float pt[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
-        if (e & 1)
-          l1 += pe;
-        else
-          l0 += pe;
-        pt[e] = pe * (vsc[j][e >> 1] * inv_u);
-      }
-      // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
-      // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
-      const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
-      const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
-      // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
-      if constexpr (VB == 4) {
-#pragma unroll
-        for (int wi = 0; wi < S::VCB / 4; ++wi) {
-          const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-          // Bytes pairing the same dim of two tokens: low nibble token 2t4 (+8), high nibble 2t4+1 (+9).
-          const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
-          const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
-          const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
-          const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int mt = 4 * wi + k;
-            mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
-                      lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+          for (int mt = 0; mt < S::KS; ++mt) {
+            const int wi = mt >> 1, k = 2 * (mt & 1);
+            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+            const uint32_t a0 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
+            const uint32_t a1 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
+            const uint32_t a2 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
+            const uint32_t a3 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
+            mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
           }
         }
-      } else {
+      }
+      if (more) load_v(next, next_slot);
+      start = next;
+      start_slot = next_slot;
+    }
+  } else {
+    // One chunk of CH tokens. kFull: every token valid and the slots contiguous (no ring wrap), so
+    // each lane's addresses are one base pointer plus compile-time offsets; otherwise per-token slots,
+    // tokens past the slice read the slice's first token and are masked.
+    auto chunk = [&](auto full_tag) {
+      constexpr bool kFull = decltype(full_tag)::value;
+      const int64_t cs = p.sliding ? start_slot : start;  // slot of the chunk's first token
+      auto slot_of = [&](int i) -> int64_t {
+        if (start + i >= w.t1) return slot_t0;
+        return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
+      };
+      // K rows and both scales: tokens g and g + 8 of each 16-token tile; V rows: tokens 2t4, 2t4 + 1,
+      // 2t4 + 8, 2t4 + 9.
+      const uint8_t* k_lane = kbase + (cs + g) * KROW;
+      const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;
+      const float* ks_lane = ksb + cs + g;
+      const float* vs_lane = vsb + cs + g;
+      auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+      // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
+      // the V rows only after the scores, to keep the registers for the accumulators.
+      uint32_t kw[S::NSUB][2][S::KCB / 4];
+      uint32_t vw[S::NSUB][4][S::VCB / 4];
+      float ksc[S::NSUB][2], vsc[S::NSUB][2];
+      auto load_v = [&] {
 #pragma unroll
-        for (int mt = 0; mt < S::KS; ++mt) {
-          const int wi = mt >> 1, k = 2 * (mt & 1);
-          const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-          const uint32_t a0 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
-          const uint32_t a1 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
-          const uint32_t a2 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
-          const uint32_t a3 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
-          mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if constexpr (kFull)
+              load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+            else
+              load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+          }
+      };
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j) {
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          if constexpr (kFull) {
+            load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
+            vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
+          } else {
+            const int64_t sl = slot_of(16 * j + 8 * n + g);
+            load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + sl);
+            vsc[j][n] = __ldg(vsb + sl);
+          }
         }
       }
-    }
-  };
+      if constexpr (D <= 128) load_v();
+      // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
+      float sc[S::NSUB][4];
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j) {
+        float c[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int s = 0; s < S::KS; ++s) {
+          uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
+          if constexpr (KB == 4) {
+            const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
+            const int k = 2 * (s & 1);
+            a0 = lut_load(lutK_addr, byte_of(x0, k));
+            a1 = lut_load(lutK_addr, byte_of(x1, k));
+            a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
+            a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+          } else {
+            const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
+            a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
+            a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
+            a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
+            a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
+          }
+          uint32_t b0, b1;
+          if constexpr (S::kQInSmem) {
+            const uint2 f = qfrag[s * 32 + lane];
+            b0 = f.x;
+            b1 = f.y;
+          } else {
+            b0 = qb0[s];
+            b1 = qb1[s];
+          }
+          mma_16816(c, a0, a1, a2, a3, b0, b1);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
+      }
+      if constexpr (D > 128) load_v();
+      // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
+      float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          const bool valid = kFull || start + 16 * j + 8 * n + g < w.t1;
+          const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
+          sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
+          sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
+          vsc[j][n] = valid ? vsc[j][n] : 0.0f;
+          cmax0 = fmaxf(cmax0, sc[j][2 * n]);
+          cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
+          vmax = fmaxf(vmax, vsc[j][n]);
+        }
+#pragma unroll
+      for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
+        cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+        cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+        vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
+      }
+      const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
+      if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
+        const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+        l0 *= a0;
+        l1 *= a1;
+        const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
+#pragma unroll
+        for (int i = 0; i < S::KS; ++i) {
+          acc[i][0] *= f0;
+          acc[i][1] *= f1;
+          acc[i][2] *= f0;
+          acc[i][3] *= f1;
+        }
+        m0 = n0;
+        m1 = n1;
+        u = u_new;
+      }
+      const float inv_u = 1.0f / u;
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j) {
+        float pt[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+          if (e & 1)
+            l1 += pe;
+          else
+            l0 += pe;
+          pt[e] = pe * (vsc[j][e >> 1] * inv_u);
+        }
+        // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
+        // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
+        const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
+        const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
+        // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
+        if constexpr (VB == 4) {
+#pragma unroll
+          for (int wi = 0; wi < S::VCB / 4; ++wi) {
+            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+            // Bytes pairing the same dim of two tokens: low nibble token 2t4 (+8), high nibble 2t4+1 (+9).
+            const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
+            const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
+            const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
+            const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              const int mt = 4 * wi + k;
+              mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
+                        lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < S::KS; ++mt) {
+            const int wi = mt >> 1, k = 2 * (mt & 1);
+            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+            const uint32_t a0 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
+            const uint32_t a1 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
+            const uint32_t a2 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
+            const uint32_t a3 =
+                __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
+            mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+          }
+        }
+      }
+    };
 
-  for (; start < w.t1; start += kWarps * S::CH) {
-    if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
-      const int64_t ahead = static_cast<int64_t>(p.prefetch) * kWarps * S::CH;
-      if (start + ahead < w.t1)
-        prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
-                        min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
+    for (; start < w.t1; start += kWarps * S::CH) {
+      if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
+        const int64_t ahead = static_cast<int64_t>(p.prefetch) * kWarps * S::CH;
+        if (start + ahead < w.t1)
+          prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
+                          min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
+      }
+      const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
+      if (full)
+        chunk(std::true_type{});
+      else
+        chunk(std::false_type{});
+      start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
     }
-    const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
-    if (full)
-      chunk(std::true_type{});
-    else
-      chunk(std::false_type{});
-    start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
   }
 
 #pragma unroll
