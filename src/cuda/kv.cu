@@ -98,7 +98,7 @@ struct AppendParams {
 // per-vector work (index math, the f64 square root and division, the stores) spread over more
 // elements.
 //
-// V picks the variant (see append_variant()):
+// V picks the variant (which case gets which: launch_fast_bits()):
 //   0  round 2's kernel, kept for the A/B run: the next tile is prefetched into registers
 //      (16 registers at 16-bit input), the table addressed through a generic pointer, one f64
 //      accumulator for the norm (a chain of 32 dependent DFMAs per lane).
@@ -469,8 +469,6 @@ bool aligned_to(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p
 // 8 bits); otherwise it ends one empty cell past the outermost boundary and lookups clamp.
 constexpr int kMaxCoverCells = 3072;
 
-constexpr int kDefaultAppendVariant = 3;
-
 TableGeometry table_geometry(int bits, int dim) {
   static std::array<TableGeometry, 9> base;
   static std::array<std::once_flag, 9> once;
@@ -532,33 +530,45 @@ void launch_append(const AppendParams& p, int device, cudaStream_t stream) {
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-// Which fast-path variant serves the append (see kernel_quantize_append): FRUGAL_KV_APPEND =
-// 0 (round 2's kernel), 1, 2 (staged, 2 blocks of 256 per SM) or 3 (staged, 5 blocks of 128 per SM);
-// read once. The A/B alternatives are instantiated for f16 input only (the benchmark's type).
-int append_variant() {
-  static const int v = [] {
+// FRUGAL_KV_APPEND=0 runs round 2's kernel (variant 0, f16 input only) instead of the choice
+// below, for A/B runs; read once.
+bool append_reference() {
+  static const bool r = [] {
     const char* e = std::getenv("FRUGAL_KV_APPEND");
-    return e && *e >= '0' && *e <= '3' && !e[1] ? *e - '0' : kDefaultAppendVariant;
+    return e && e[0] == '0' && !e[1];
   }();
-  return v;
+  return r;
 }
 
+// 8-bit appends of at least this many vectors take the staged kernel in blocks of 128 (enough to
+// fill 132 SMs × 5 blocks × 32 vectors at D = 128); smaller ones (decode) the 256-thread kernel,
+// whose one block builds the 1,451-cell table faster.
+constexpr int64_t kManyVectors = 16384;
+
 // Head dims 64..512 at 4 or 8 bits: K = 4 chunks of 8 per lane, G = D/32 lanes per vector.
+// The kernel per case is the fastest of round 3's A/B on the H200 (prefill, T = 1M × 8 heads,
+// bench/results/2026-11-29-kv-append-r3.md):
+//   4 bits, D ≤ 128: staged (V = 2), 2 blocks of 256 per SM;
+//   4 bits, D ≥ 256: register prefetch (V = 1), the staged kernel measured 1.5–2 % slower there;
+//   8 bits, D ≤ 256: staged in 5 blocks of 128 per SM (20 warps; the 8-bit table reads conflict
+//     more, ~4.4 shared-memory wavefronts per warp read against ~1.6 at 4 bits, and more warps
+//     hide them), V = 1 for small calls;
+//   8 bits, D = 512: V = 1 (the 20-warp shape measured 3 % slower).
 template <typename T, int K, int G, int BITS>
 void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
-  if constexpr (std::is_same_v<T, __half>) {
-    switch (append_variant()) {
-      case 0:
-        return launch_append<T, 8, K, G, BITS, 256, 2, 0>(p, device, stream);
-      case 1:
-        return launch_append<T, 8, K, G, BITS, 256, 2, 1>(p, device, stream);
-      case 2:
-        return launch_append<T, 8, K, G, BITS, 256, 2, 2>(p, device, stream);
-      default:
-        break;
-    }
+  constexpr int D = 8 * K * G;
+  if constexpr (std::is_same_v<T, __half>)
+    if (append_reference()) return launch_append<T, 8, K, G, BITS, 256, 2, 0>(p, device, stream);
+  if constexpr (BITS == 4) {
+    if constexpr (D <= 128)
+      launch_append<T, 8, K, G, BITS, 256, 2, 2>(p, device, stream);
+    else
+      launch_append<T, 8, K, G, BITS, 256, 2, 1>(p, device, stream);
+  } else {
+    if constexpr (D <= 256)
+      if (p.total >= kManyVectors) return launch_append<T, 8, K, G, BITS, 128, 5, 2>(p, device, stream);
+    launch_append<T, 8, K, G, BITS, 256, 2, 1>(p, device, stream);
   }
-  launch_append<T, 8, K, G, BITS, 128, 5, 2>(p, device, stream);
 }
 
 template <typename T, int K, int G>
