@@ -5,7 +5,9 @@
 // Which kernel serves a call: head_dim 64..512 at 4 or 8 bits have instantiations with the
 // group width and chunk count fixed at compile time (fully unrolled); every other case (D = 4..32
 // and 1024..4096, bits 2 and 3) goes to one generic kernel per dtype with one chunk per lane and
-// the group width and bits at run time. That keeps the instantiations to 24 + 6 for the append.
+// the group width and bits at run time. launch_fast_bits() picks, per head dim and width, the
+// variant measured fastest on the H200 (bench/results/2026-11-29-kv-append-r3.md): 33 fast
+// instantiations + 6 generic, plus round 2's kernel for f16 (8, kept for A/B runs).
 #include <algorithm>
 #include <array>
 #include <climits>
