@@ -785,6 +785,28 @@ TEST(KvCacheCuda, LongPrefillCoversManyTilesPerBlock) {
     }
 }
 
+// Calls of many vectors take other kernels than the small calls above (at 8 bits, blocks of 128
+// threads from kManyVectors = 16384 vectors on): every dtype and layout there too, with signs,
+// the least-squares scale and special values.
+TEST(KvCacheCuda, LargeAppendsMatchCpuForEveryDtypeAndLayout) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed() + 26);
+  int i = 0;
+  for (int d : {64, 128, 256, 512})
+    for (int bits : {4, 8}) {
+      SCOPED_TRACE("D = " + std::to_string(d) + ", bits = " + std::to_string(bits));
+      CacheConfig cfg{.num_kv_heads = 8, .head_dim = d, .capacity = 2200, .bits = bits};
+      if ((i / 2) % 2) cfg.scale_rule = ScaleRule::least_squares;
+      if (i % 3 != 2) cfg.sign_seed = test_seed() + 100 + i;
+      Twin tw(cfg, true);
+      tw.append(2100, kDtypes[i % 3], kLayouts[(i / 2) % 3], rng, -1, true);  // 16,800 vectors
+      tw.append(1, kDtypes[(i + 1) % 3], kLayouts[i % 3], rng, -1, true);
+      tw.expect_gpu_matches_cpu();
+      ++i;
+    }
+}
+
 TEST(KvCacheCuda, ManySequencesUseTheDeviceStartArray) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();

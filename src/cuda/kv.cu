@@ -5,12 +5,16 @@
 // Which kernel serves a call: head_dim 64..512 at 4 or 8 bits have instantiations with the
 // group width and chunk count fixed at compile time (fully unrolled); every other case (D = 4..32
 // and 1024..4096, bits 2 and 3) goes to one generic kernel per dtype with one chunk per lane and
-// the group width and bits at run time. That keeps the instantiations to 24 + 6 for the append.
+// the group width and bits at run time. launch_fast_bits() picks, per head dim and width, the
+// variant measured fastest on the H200 (bench/results/2026-11-29-kv-append-r3.md): 33 fast
+// instantiations + 6 generic, plus round 2's kernel for f16 (8, kept for A/B runs).
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "core/kv_backend.h"
@@ -34,13 +38,15 @@ __device__ __forceinline__ unsigned char* dynamic_smem() {
 
 // Byte offsets into the dynamic shared memory of one block; computed the same way on both sides.
 struct SmemLayout {
-  int table = 0, bounds = 0, centroids = 0, red = 0, xbuf = 0, total = 0;
+  int table = 0, bounds = 0, centroids = 0, red = 0, xbuf = 0, stage = 0, total = 0;
 };
 
 __host__ __device__ inline int align_up(int x, int a) { return (x + a - 1) / a * a; }
 
 // `wide`: the group spans several warps, so the transform and the sums go through shared memory.
-__host__ __device__ inline SmemLayout smem_layout(int cells, int bits, int nthreads, int elems, bool wide) {
+// `stage_bytes`: per thread, the append's input tiles in flight (staged variant), else 0.
+__host__ __device__ inline SmemLayout smem_layout(int cells, int bits, int nthreads, int elems, bool wide,
+                                                  int stage_bytes = 0) {
   SmemLayout s;
   int at = 0;
   s.table = at;
@@ -53,6 +59,9 @@ __host__ __device__ inline SmemLayout smem_layout(int cells, int bits, int nthre
   if (wide) at = align_up(at + (nthreads / 32) * 3 * 8, 16);
   s.xbuf = at;
   if (wide) at += nthreads * elems * 4;
+  at = align_up(at, 16);
+  s.stage = at;
+  at += nthreads * stage_bytes;
   s.total = at;
   return s;
 }
@@ -77,6 +86,7 @@ struct AppendParams {
   double sqrt_dim;
   TableGeometry geo;
   float magic;            // round_magic(geo.half)
+  uint32_t magic_x8;      // 8·kRoundMagicBits (mod 2^32), see table_window()
   const int64_t* starts;  // device [seqs] write positions, or null: first_slot holds them
   // Slot of each sequence's first token (already mod capacity). 32 bits keep the parameter block
   // small for the one-token decode launch; a capacity of 2^31 or more goes through `starts`.
@@ -88,11 +98,34 @@ struct AppendParams {
 // tile (idle groups compute on zeros) so shuffles and barriers see full warps and blocks.
 // The fast path (G, BITS fixed) holds 32 elements per lane: fewer shuffle stages, and the
 // per-vector work (index math, the f64 square root and division, the stores) spread over more
-// elements, at 128 registers (2 blocks of 256 per SM, 64 B of loads in flight per lane).
-template <typename T, int C, int K, int G, int BITS, int MAX_THREADS>
-__global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
+// elements.
+//
+// V picks the variant (which case gets which: launch_fast_bits()):
+//   0  round 2's kernel, kept for the A/B run: the next tile is prefetched into registers
+//      (16 registers at 16-bit input), the table addressed through a generic pointer, one f64
+//      accumulator for the norm (a chain of 32 dependent DFMAs per lane).
+//   1  0 + the lookup addressed through the shared window (one shift-add per element instead of
+//      a shift-add and a subtraction) + four partial f64 sums (chains of 8).
+//   2  1 + the input staged through shared memory by cp.async, kStages − 1 tiles ahead: the
+//      loads stay in flight without holding registers, so a block can keep more of them
+//      outstanding and the register cap can buy occupancy instead (MIN_BLOCKS).
+// Each lane copies (and later reads back) only its own 16-byte pieces, so the staging needs no
+// barrier, only cp.async.wait_group.
+template <typename T, int V>
+constexpr int append_stages() {
+  return V == 2 ? (sizeof(T) == 2 ? 3 : 2) : 0;
+}
+
+template <typename T, int C, int K, int G, int BITS, int MAX_THREADS, int MIN_BLOCKS, int V>
+__global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
     kernel_quantize_append(const __grid_constant__ AppendParams p) {
   constexpr int E = C * K;
+  constexpr bool kStaged = V == 2;
+  constexpr int kStages = append_stages<T, V>();
+  constexpr int kPieceElems = 16 / static_cast<int>(sizeof(T));  // elements of one 16-byte piece
+  constexpr int kPieces = kStaged ? C / kPieceElems : 1;           // pieces of one chunk
+  static_assert(!kStaged || (G != 0 && kPieces * kPieceElems == C), "staging is for the fast path");
+  constexpr bool kWindow = V >= 1 && G != 0;  // the fast path's tables never clamp
   const int g = G ? G : p.g;
   const int bits = BITS ? BITS : p.bits;
   const int dim = G ? C * K * G : p.dim;  // compile-time in the fast path: shifts, not multiplies
@@ -115,9 +148,32 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
       tok = r - s * p.tokens;
     }
   };
-  // Loads this lane's chunks of vector v into `raw` (zeros for a vector past the end) and finds
-  // the row it goes to.
-  RawChunk<T, C> raw[K];
+  auto row_of = [&](int s, int64_t tok, int h) {
+    int64_t slot;
+    if (p.starts) {
+      const int64_t pos = p.starts[s] + tok;
+      slot = p.sliding ? pos % p.capacity : pos;
+    } else {
+      slot = p.first_slot[s] + tok;
+      if (p.sliding && slot >= p.capacity) slot -= p.capacity;
+    }
+    return (static_cast<int64_t>(s) * p.heads + h) * p.capacity + slot;
+  };
+
+  const SmemLayout lay = smem_layout(p.geo.cells(), bits, nthreads, E, g > 32, kStages * E * sizeof(T));
+  unsigned char* smem = dynamic_smem();
+  auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
+  auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
+  auto* cents = reinterpret_cast<float*>(smem + lay.centroids);
+  auto* red = reinterpret_cast<double*>(smem + lay.red);
+  auto* xbuf = reinterpret_cast<float*>(smem + lay.xbuf);
+  // Piece (stage, k, j) of this thread: consecutive threads on consecutive 16 bytes.
+  auto* stage_buf = reinterpret_cast<uint4*>(smem + lay.stage);
+  auto piece = [&](int st, int k, int j) -> uint4* { return stage_buf + ((st * K + k) * kPieces + j) * nthreads + tid; };
+
+  // Register variant: loads this lane's chunks of vector v into `raw` (zeros for a vector past
+  // the end) and finds the row it goes to.
+  RawChunk<T, C> raw[kStaged ? 1 : K];
   int64_t next_row = 0;
   auto fetch = [&](int64_t v) {
     if (v >= p.total) {
@@ -132,27 +188,54 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
         static_cast<const T*>(p.x) + (p.dense ? v * dim : s * p.stride_seq + tok * p.stride_tok + h * p.stride_head);
 #pragma unroll
     for (int k = 0; k < K; ++k) raw[k].load(src + (k * g + t) * C, p.aligned);
-    int64_t slot;
-    if (p.starts) {
-      const int64_t pos = p.starts[s] + tok;
-      slot = p.sliding ? pos % p.capacity : pos;
-    } else {
-      slot = p.first_slot[s] + tok;
-      if (p.sliding && slot >= p.capacity) slot -= p.capacity;
-    }
-    next_row = (static_cast<int64_t>(s) * p.heads + h) * p.capacity + slot;
+    next_row = row_of(s, tok, h);
   };
-  // The first tile's loads go out before the prologue, so their latency overlaps it (what a
+  // Staged variant: copies this lane's pieces of vector v into stage `st` (zeros past the end)
+  // and commits them as one group (an empty group past the end keeps the count per tile).
+  auto fetch_async = [&](int64_t v, int st) {
+    if (v < p.total) {
+      const T* src;
+      if (p.dense) {
+        src = static_cast<const T*>(p.x) + v * dim;
+      } else {
+        int s, h;
+        int64_t tok;
+        locate(v, s, tok, h);
+        src = static_cast<const T*>(p.x) + s * p.stride_seq + tok * p.stride_tok + h * p.stride_head;
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < kPieces; ++j) {
+          const T* from = src + (k * g + t) * C + j * kPieceElems;
+          if (p.aligned) {
+            cp_async16(piece(st, k, j), from, 16);
+          } else {
+            uint4 q;
+            T* e = reinterpret_cast<T*>(&q);
+#pragma unroll
+            for (int i = 0; i < kPieceElems; ++i) e[i] = from[i];
+            *piece(st, k, j) = q;
+          }
+        }
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int j = 0; j < kPieces; ++j) cp_async16(piece(st, k, j), p.x, 0);
+    }
+    cp_async_commit();
+  };
+  // The first tiles' loads go out before the prologue, so their latency overlaps it (what a
   // one-token decode launch waits for).
-  fetch(static_cast<int64_t>(blockIdx.x) * vpb + group);
+  if constexpr (kStaged) {
+#pragma unroll
+    for (int st = 0; st + 1 < kStages; ++st)
+      fetch_async((static_cast<int64_t>(blockIdx.x) + static_cast<int64_t>(st) * gridDim.x) * vpb + group, st);
+  } else {
+    fetch(static_cast<int64_t>(blockIdx.x) * vpb + group);
+  }
 
-  const SmemLayout lay = smem_layout(p.geo.cells(), bits, nthreads, E, g > 32);
-  unsigned char* smem = dynamic_smem();
-  auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
-  auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
-  auto* cents = reinterpret_cast<float*>(smem + lay.centroids);
-  auto* red = reinterpret_cast<double*>(smem + lay.red);
-  auto* xbuf = reinterpret_cast<float*>(smem + lay.xbuf);
   for (int i = tid; i < nb; i += nthreads) bounds[i] = p.boundaries[i];
   if (p.least_squares)
     for (int i = tid; i <= nb; i += nthreads) cents[i] = p.centroids[i];
@@ -166,18 +249,45 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
   __syncthreads();
   build_table(table, bounds, nb, p.geo, tid, nthreads);
   __syncthreads();
+  const uint32_t table_adj = table_window(table, p.magic_x8);
 
   const int row_bytes = dim * bits / 8, chunk_bytes = C * bits / 8;
   const bool clamp = G ? false : p.geo.clamp;  // the fast path's tables cover every reachable u
+  int st = 0;                                  // the stage holding this tile (staged variant)
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const bool active = tile * vpb + group < p.total;
-    const int64_t row = next_row;
+    const int64_t v = tile * vpb + group;
+    const bool active = v < p.total;
     float x[E];
+    int64_t row = 0;
+    if constexpr (kStaged) {
+      // Refill the stage the previous tile was read from (its values are in registers already),
+      // then wait for this tile's group: kStages − 1 groups stay in flight.
+      fetch_async(v + static_cast<int64_t>(kStages - 1) * gridDim.x * vpb, st == 0 ? kStages - 1 : st - 1);
+      cp_async_wait<kStages - 1>();
 #pragma unroll
-    for (int k = 0; k < K; ++k)
+      for (int k = 0; k < K; ++k)
 #pragma unroll
-      for (int e = 0; e < C; ++e) x[k * C + e] = raw[k].get(e);
-    fetch((tile + gridDim.x) * vpb + group);
+        for (int j = 0; j < kPieces; ++j) {
+          const uint4 q = *piece(st, k, j);
+          const T* e = reinterpret_cast<const T*>(&q);
+#pragma unroll
+          for (int i = 0; i < kPieceElems; ++i) x[k * C + j * kPieceElems + i] = to_f32(e[i]);
+        }
+      st = st + 1 == kStages ? 0 : st + 1;
+      if (active) {
+        int s, h;
+        int64_t tok;
+        locate(v, s, tok, h);
+        row = row_of(s, tok, h);
+      }
+    } else {
+      row = next_row;
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+#pragma unroll
+        for (int e = 0; e < C; ++e) x[k * C + e] = raw[k].get(e);
+      fetch((tile + gridDim.x) * vpb + group);
+    }
     if (p.signs)
 #pragma unroll
       for (int q = 0; q < E; ++q) x[q] = apply_sign(x[q], sign_mask, q);
@@ -185,12 +295,22 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
     fwht<C, K>(x, g, t, xbuf, tid, nthreads);
 
     // y = FWHT(x)/√D in f32; ‖y‖² in f64 (each product of two floats is exact in a double).
-    double ss[1] = {0.0};
+    // The summation order is free: the CPU sums in another order anyway, and the f64 total is
+    // rounded to f32 (the scale) or used through f32 (k) only.
+    constexpr int kParts = V >= 1 && E % 4 == 0 ? 4 : 1;
+    double part[kParts];
+#pragma unroll
+    for (int i = 0; i < kParts; ++i) part[i] = 0.0;
 #pragma unroll
     for (int q = 0; q < E; ++q) {
       x[q] = __fmul_rn(x[q], p.inv_sqrt_dim);
-      ss[0] = fma(static_cast<double>(x[q]), static_cast<double>(x[q]), ss[0]);
+      part[q % kParts] = fma(static_cast<double>(x[q]), static_cast<double>(x[q]), part[q % kParts]);
     }
+    double ss[1];
+    if constexpr (kParts == 4)
+      ss[0] = (part[0] + part[1]) + (part[2] + part[3]);
+    else
+      ss[0] = part[0];
     group_sum<1>(ss, g, tid, red);
     const double n = sqrt(ss[0]);
     const bool finite = isfinite(n), zero = n <= 1e-10;
@@ -204,9 +324,12 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
 #pragma unroll
     for (int k = 0; k < K; ++k)
 #pragma unroll
-      for (int e = 0; e < C; ++e)
-        word[k].put(lookup_code(table, p.geo.inv_w, p.magic, p.geo.cells(), clamp, __fmul_rn(x[k * C + e], kscale)),
-                    e * bits);
+      for (int e = 0; e < C; ++e) {
+        const float u = __fmul_rn(x[k * C + e], kscale);
+        const unsigned code = kWindow ? lookup_code_window(table_adj, p.geo.inv_w, p.magic, u)
+                                      : lookup_code(table, p.geo.inv_w, p.magic, p.geo.cells(), clamp, u);
+        word[k].put(code, e * bits);
+      }
 
     float scale = static_cast<float>(n);
     if (p.least_squares) {  // √D·⟨y,c⟩/⟨c,c⟩
@@ -233,6 +356,7 @@ __global__ void __launch_bounds__(MAX_THREADS, K > 2 ? 2 : 768 / MAX_THREADS)
       if (t == 0) p.scales[row] = scale;
     }
   }
+  if constexpr (kStaged) cp_async_wait<0>();  // no copy outlives the block
 }
 
 // ---- dequantize ---------------------------------------------------------------------------
@@ -387,25 +511,74 @@ int resident_blocks(Kernel kernel, int nthreads, int smem) {
   return n;
 }
 
-template <typename T, int C, int K, int G, int BITS, int MAX_THREADS>
+template <typename T, int C, int K, int G, int BITS, int MAX_THREADS, int MIN_BLOCKS, int V>
 void launch_append(const AppendParams& p, int device, cudaStream_t stream) {
   const int g = G ? G : p.g;
-  const int nthreads = std::max(256, g);
-  const SmemLayout lay = smem_layout(p.geo.cells(), p.bits, nthreads, C * K, g > 32);
+  const int nthreads = std::max(std::min(MAX_THREADS, 256), g);
+  constexpr int stage_bytes = append_stages<T, V>() * C * K * static_cast<int>(sizeof(T));
+  const SmemLayout lay = smem_layout(p.geo.cells(), p.bits, nthreads, C * K, g > 32, stage_bytes);
   const int64_t tiles = (p.total + nthreads / g - 1) / (nthreads / g);
-  auto* kernel = kernel_quantize_append<T, C, K, G, BITS, MAX_THREADS>;
-  static const int resident = resident_blocks(kernel, nthreads, lay.total);
+  auto* kernel = kernel_quantize_append<T, C, K, G, BITS, MAX_THREADS, MIN_BLOCKS, V>;
+  static const int resident = [&] {
+    // The staged variant can pass the default 48 KiB of dynamic shared memory: allow the most any
+    // table of this instantiation can take (kMaxCoverCells cells).
+    if (stage_bytes > 0) {
+      const int most = smem_layout(kMaxCoverCells, BITS ? BITS : 8, nthreads, C * K, g > 32, stage_bytes).total;
+      FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    }
+    return resident_blocks(kernel, nthreads, lay.total);
+  }();
   kernel<<<blocks_for(tiles, resident, device), nthreads, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
+// FRUGAL_KV_APPEND=0 runs round 2's kernel (variant 0, f16 input only) instead of the choice
+// below, for A/B runs; read once.
+bool append_reference() {
+  static const bool r = [] {
+    const char* e = std::getenv("FRUGAL_KV_APPEND");
+    return e && e[0] == '0' && !e[1];
+  }();
+  return r;
+}
+
+// 8-bit appends of at least this many vectors take the staged kernel in blocks of 128 (enough to
+// fill 132 SMs × 5 blocks × 32 vectors at D = 128); smaller ones (decode) the 256-thread kernel,
+// whose one block builds the 1,451-cell table faster.
+constexpr int64_t kManyVectors = 16384;
+
 // Head dims 64..512 at 4 or 8 bits: K = 4 chunks of 8 per lane, G = D/32 lanes per vector.
+// The kernel per case is the fastest of round 3's A/B on the H200 (prefill, T = 1M × 8 heads,
+// bench/results/2026-11-29-kv-append-r3.md):
+//   4 bits, D ≤ 128: staged (V = 2), 2 blocks of 256 per SM;
+//   4 bits, D ≥ 256: register prefetch (V = 1), the staged kernel measured 1.5–2 % slower there;
+//   8 bits, D ≤ 256: staged in 5 blocks of 128 per SM (20 warps; the 8-bit table reads conflict
+//     more, ~4.4 shared-memory wavefronts per warp read against ~1.6 at 4 bits, and more warps
+//     hide them), V = 1 for small calls;
+//   8 bits, D = 512: V = 1 (the 20-warp shape measured 3 % slower).
+template <typename T, int K, int G, int BITS>
+void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
+  constexpr int D = 8 * K * G;
+  if constexpr (std::is_same_v<T, __half>)
+    if (append_reference()) return launch_append<T, 8, K, G, BITS, 256, 2, 0>(p, device, stream);
+  if constexpr (BITS == 4) {
+    if constexpr (D <= 128)
+      launch_append<T, 8, K, G, BITS, 256, 2, 2>(p, device, stream);
+    else
+      launch_append<T, 8, K, G, BITS, 256, 2, 1>(p, device, stream);
+  } else {
+    if constexpr (D <= 256)
+      if (p.total >= kManyVectors) return launch_append<T, 8, K, G, BITS, 128, 5, 2>(p, device, stream);
+    launch_append<T, 8, K, G, BITS, 256, 2, 1>(p, device, stream);
+  }
+}
+
 template <typename T, int K, int G>
 void launch_fast(const AppendParams& p, int device, cudaStream_t stream) {
   if (p.bits == 4)
-    launch_append<T, 8, K, G, 4, 256>(p, device, stream);
+    launch_fast_bits<T, K, G, 4>(p, device, stream);
   else
-    launch_append<T, 8, K, G, 8, 256>(p, device, stream);
+    launch_fast_bits<T, K, G, 8>(p, device, stream);
 }
 
 }  // namespace
@@ -440,6 +613,7 @@ void kv_append(const AppendArgs& a, Stream stream) {
   p.sqrt_dim = std::sqrt(static_cast<double>(a.dim));
   p.geo = table_geometry(a.bits, a.dim);
   p.magic = round_magic(p.geo.half);
+  p.magic_x8 = static_cast<uint32_t>(kRoundMagicBits) << 3;
   p.starts = a.starts;
   const int64_t row = static_cast<int64_t>(a.heads) * a.dim;  // elements of one token
   p.dense = a.x_stride_head == a.dim && a.x_stride_tok == row && (a.seqs == 1 || a.x_stride_seq == a.tokens * row);
@@ -470,8 +644,8 @@ void kv_append(const AppendArgs& a, Stream stream) {
           return launch_fast<T, 4, 16>(p, a.device, st);
       }
     }
-    if (a.dim == 4) return launch_append<T, 4, 1, 1, 0, 256>(p, a.device, st);
-    launch_append<T, 8, 1, 0, 0, 512>(p, a.device, st);
+    if (a.dim == 4) return launch_append<T, 4, 1, 1, 0, 256, 3, 1>(p, a.device, st);
+    launch_append<T, 8, 1, 0, 0, 512, 1, 1>(p, a.device, st);
   });
 }
 

@@ -209,6 +209,22 @@ __device__ __forceinline__ unsigned lookup_code(const TableEntry* table, float i
   return static_cast<unsigned>(e.base) + (__float_as_uint(__fsub_rn(e.bnd, u)) >> 31);
 }
 
+// The same lookup with the table addressed through a 32-bit shared-memory window address:
+// `table_adj` = address of table[0] − 8·kRoundMagicBits (mod 2^32), so the cell's address is one
+// shift-add of the rounded bits (the generic-pointer form above costs a separate subtraction of
+// the magic per element). `magic_x8` = 8·kRoundMagicBits comes in as a kernel parameter: as a
+// literal, ptxas splits it back out of the base into an add per element. Fast path only: no clamp.
+__device__ __forceinline__ uint32_t table_window(const TableEntry* table, uint32_t magic_x8) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(table)) - magic_x8;
+}
+__device__ __forceinline__ unsigned lookup_code_window(uint32_t table_adj, float inv_w, float magic, float u) {
+  const uint32_t addr = (__float_as_uint(fmaf(u, inv_w, magic)) << 3) + table_adj;
+  float bnd;
+  int base;
+  asm("ld.shared.v2.b32 {%0, %1}, [%2];" : "=f"(bnd), "=r"(base) : "r"(addr));
+  return static_cast<unsigned>(base) + (__float_as_uint(__fsub_rn(bnd, u)) >> 31);
+}
+
 // Fills the table from the nb sorted boundaries already in shared memory (block-wide; the caller
 // synchronizes before and after).
 __device__ __forceinline__ void build_table(TableEntry* table, const float* bounds, int nb, TableGeometry geo, int tid,
