@@ -237,58 +237,17 @@ __device__ void fwht_rows(float* x, int rows, int D) {
 }
 
 // qs[h][d] = FWHT(s_K ⊙ q[b, hq0 + h])[d] for the block's heads (unnormalized). Ends with a barrier.
-//
-// FRUGAL_ATTN_QBATCH=1 (off by default, NOT MEASURED yet): each thread issues up to 8 query loads
-// (and their signs) before its first shared-memory store. The plain loop below is one dependent
-// round trip to global memory per iteration (its dtype branch and the generic store keep the
-// compiler from batching the loads): 8 iterations at 8 heads × D = 128, 16 at D = 256. Round 3
-// measured a fixed cost of 21.7 µs (D = 128) and 35.3 µs (D = 256) for a call attending 16 tokens
-// (B = 1, one slice), growing with D as this loop's trip count does; see
-// bench/results/2026-11-29-decode-attention-r3.md. Turn it on by default only after a measurement.
-#ifndef FRUGAL_ATTN_QBATCH
-#define FRUGAL_ATTN_QBATCH 0
-#endif
+// (Round 3 tried issuing 8 query loads per thread before any store, to cut the prologue's fixed
+// cost on short sequences: no change, 0.0249 vs 0.0249 ms at B=1 L=4K D=128 and 0.0422 vs 0.0420
+// at D=256; bench/results/2026-11-29-decode-attention-r3.md. So this loop is not the fixed cost.)
 __device__ void load_rotated_queries(const Params& p, const BlockWork& w, float* qs) {
   const int D = p.dim;
   const int n = w.heads * D;
-  if constexpr (FRUGAL_ATTN_QBATCH != 0) {
-    constexpr int kBatch = 8;
-    auto batch = [&](auto tag) {
-      using T = decltype(tag);
-      const T* q = static_cast<const T*>(p.q);
-      for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * blockDim.x) {
-        float x[kBatch], sg[kBatch];
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int i = i0 + k * static_cast<int>(blockDim.x);
-          x[k] = 0.0f;
-          sg[k] = 1.0f;
-          if (i < n) {
-            const int h = i / D, d = i - h * D;
-            x[k] = to_f32(q[w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d]);
-            if (p.ksign) sg[k] = p.ksign[d];
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int i = i0 + k * static_cast<int>(blockDim.x);
-          if (i < n) qs[i] = p.ksign ? x[k] * sg[k] : x[k];
-        }
-      }
-    };
-    if (p.q_dtype == 0)
-      batch(float{});
-    else if (p.q_dtype == 1)
-      batch(__half{});
-    else
-      batch(__nv_bfloat16{});
-  } else {
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const int h = i / D, d = i - h * D;
-      const int64_t idx = w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
-      const float x = load_elem(p.q, p.q_dtype, idx);
-      qs[i] = p.ksign ? x * p.ksign[d] : x;
-    }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int h = i / D, d = i - h * D;
+    const int64_t idx = w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
+    const float x = load_elem(p.q, p.q_dtype, idx);
+    qs[i] = p.ksign ? x * p.ksign[d] : x;
   }
   __syncthreads();
   fwht_rows(qs, w.heads, D);
