@@ -56,6 +56,10 @@ int64_t chunk_rows(const spconv::backend::ConvArgs& a);
 // and at most what kMaxSplitBytes of f32 partials hold); 1 for the mma kernel.
 constexpr size_t kMaxSplitBytes = size_t{64} << 20;
 int splits(const spconv::backend::ConvArgs& a);
+// The wgmma kernel's rows a block: a.tile_rows when set, else FRUGAL_SPCONV_WGMMA_ROWS (128 or 256)
+// when set, else by the rule in sparse_conv_mma.cu; always 128 for the mma kernel and for 256-wide
+// column tiles (256 × 256 f32 accumulators do not fit the registers).
+int tile_rows(const spconv::backend::ConvArgs& a);
 // Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma
 // kernel when N·Ci·Co ≥ kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
 // own order was faster for the wgmma kernel, or within 1%, on every shape below that (0.23 vs
@@ -82,8 +86,9 @@ struct Params : ConvParams {
 // skip: each 64-row warpgroup skips the offsets none of its rows has (else only the tile's).
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.
+// rows: 128 or (BN ≤ 128) 256 rows a block; pipe: the 256-row tiles' alternate pipeline (A/B).
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, int splits, cudaStream_t s);
+void launch_wgmma(const Params& p, bool skip, int rows, int pipe, int splits, cudaStream_t s);
 template <typename T>
 void finish_split(const Params& p, int splits, cudaStream_t s);
 
