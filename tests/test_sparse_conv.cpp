@@ -673,7 +673,6 @@ struct MmaVariant {
   bool wgmma_skip = false;
   int splits = 1;  // wgmma: 0 = by grid size
   int tile_rows = 128;  // wgmma: 128 or 256 rows a block (256 only below 256-wide column tiles)
-  int8_t pipe = 0;      // wgmma, 256-row tiles: the alternate pipeline
 };
 
 std::string describe(const MmaVariant& v) {
@@ -681,7 +680,7 @@ std::string describe(const MmaVariant& v) {
                                                                     : "mma") +
          " tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
          " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits) +
-         " tile_rows=" + std::to_string(v.tile_rows) + " pipe=" + std::to_string(v.pipe);
+         " tile_rows=" + std::to_string(v.tile_rows);
 }
 
 // Runs the mma kernel through the backend (checked map) into a poisoned output; returns its bytes.
@@ -706,7 +705,6 @@ std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tenso
   a.wgmma_skip = v.wgmma_skip;
   a.splits = v.splits;
   a.tile_rows = v.tile_rows;
-  a.wgmma_pipe = v.pipe;
   EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
   return read_bytes(out);
 }
@@ -730,16 +728,16 @@ const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kW
                                      {256, true, 0, kWg},       {0, false, 0, kWg},         {128, true, 256, kWg},
                                      {64, true, 0, kWg, true},  {256, true, 0, kWg, true},  {256, false, 256, kWg, true},
                                      // 256-row tiles (tile_co 0 takes 256-wide tiles on Co > 128 shapes, and
-                                     // 128 rows there), both pipelines, launches of 384 rows (1.5 tiles)
+                                     // 128 rows there), sorted and not, launches of 384 rows (1.5 tiles)
                                      {64, true, 0, kWg, false, 1, 256},     {128, true, 0, kWg, false, 1, 256},
                                      {0, false, 0, kWg, false, 1, 256},     {64, true, 384, kWg, false, 1, 256},
-                                     {64, false, 0, kWg, false, 1, 256, 1}, {128, true, 384, kWg, false, 1, 256, 1}};
+                                     {64, false, 0, kWg, false, 1, 256},    {128, false, 384, kWg, false, 1, 256}};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
 // output is again independent of width, row order, launch size and skipping.
 const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, false, 3},   {64, true, 0, kWg, false, 3},
                                           {256, true, 0, kWg, false, 3}, {0, false, 0, kWg, false, 3},
                                           {128, true, 256, kWg, false, 3}, {128, true, 0, kWg, true, 3},
-                                          {64, true, 0, kWg, false, 3, 256},  {128, false, 384, kWg, false, 3, 256, 1}};
+                                          {64, true, 0, kWg, false, 3, 256},  {128, false, 384, kWg, false, 3, 256}};
 // The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
 const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, false, 0}, {64, false, 0, kWg, false, 0},
                                          {256, true, 256, kWg, true, 0}, {128, true, 0, kWg, false, 27},

@@ -108,7 +108,6 @@ struct ConvArgs {
   bool wgmma_skip = false;  // wgmma: each 64-row warpgroup skips the offsets its rows lack (slower, measured)
   int splits = 0;           // wgmma: offset ranges summed apart, then reduced in order (0: by grid size)
   int tile_rows = 0;        // wgmma: rows a block, 128 or (tiles ≤ 128 channels) 256; 0 by size
-  int8_t wgmma_pipe = 0;    // wgmma, 256-row tiles: 1 the alternate pipeline (A/B only)
   int device = 0;   // CUDA device index
 };
 

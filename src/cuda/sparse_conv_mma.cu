@@ -422,10 +422,13 @@ int tile_rows(const sb::ConvArgs& a) {
   if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) > 128) return kTileRows;
   if (a.tile_rows) return a.tile_rows;
   if (const int env = rows_from_env()) return env;
-  // Provisional (before its first measurement): tall tiles where their grid still holds several
-  // blocks per multiprocessor (they run one block per multiprocessor, so a short grid loses the
-  // tail); the split over offsets keeps 128-row tiles.
-  constexpr int64_t kTallMinBlocksPerSm = 4;
+  // Tall tiles at Ci, Co ≤ 64 where their grid holds at least 8 blocks a multiprocessor (one block
+  // runs per multiprocessor, so a short grid loses its tail). On the H200 (results file tc4) they
+  // beat the 128-row tiles at Ci = Co = 64 by 2–4% with rows in the map's order (R = 256, 512,
+  // 1024; ≥ 8.6 blocks a multiprocessor) and lost by 4% at Ci = Co = 128 and on sorted rows;
+  // smaller grids and other widths were not measured.
+  constexpr int64_t kTallMinBlocksPerSm = 8;
+  if (a.co > 64 || a.ci > 64) return kTileRows;
   const int64_t tall_blocks = ceil_div<int64_t>(a.n, 2 * kTileRows) * ceil_div<int64_t>(a.co, tile_co(a));
   return tall_blocks >= kTallMinBlocksPerSm * multiprocessor_count(a.device) ? 2 * kTileRows : kTileRows;
 }
@@ -440,6 +443,7 @@ int64_t chunk_rows(const sb::ConvArgs& a) {
 bool sorts(const sb::ConvArgs& a) {
   if (a.sort_rows >= 0) return a.sort_rows != 0;
   if (a.kernel != sb::ConvKernel::wgmma) return true;
+  if (tile_rows(a) == 2 * kTileRows) return false;
   return static_cast<double>(a.n) * a.ci * a.co >= kSortWork;
 }
 
@@ -495,9 +499,9 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
       if constexpr (!std::is_same_v<T, float>) {
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
-          if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, rows, a.wgmma_pipe, nsplit, s);
-          else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, rows, a.wgmma_pipe, nsplit, s);
-          else launch_wgmma<T, 256>(p, a.wgmma_skip, rows, a.wgmma_pipe, nsplit, s);
+          if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, rows, nsplit, s);
+          else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, rows, nsplit, s);
+          else launch_wgmma<T, 256>(p, a.wgmma_skip, rows, nsplit, s);
           if (part) finish_split<T>(p, nsplit, s);
           return;
         }

@@ -234,18 +234,21 @@ __device__ __forceinline__ void store_pair(T* dst, float x, float y) {
 //             3 ahead, 1 in flight: 10.90);
 //   BN =  64: 24 KB, 3 stages (72 KB), two blocks; 2 ahead, none in flight (4.14 ms at C = 64;
 //             4 stages, 3 ahead: 4.48).
-// 256-row tiles (BN = 64 or 128; results file tc4): every gathered weight slice serves twice the
-// rows. At R = 1024 the L2 → SM traffic of the 128-row tiles is 16 GB at C = 64 (6.4 of it weight
-// slices) and 45 GB at C = 128 (25 of it weights), moved at 4–5 TB/s in both: the tall tile halves
-// the weight part. 512 threads, one block (BN = 128: 4 × 48 KB + 27 KB of map slice at K = 27);
-// PIPE 0: 2 ahead, 1 group in flight (BN = 256's one-block pipeline: a step's wgmmas are as long);
-// PIPE 1: 3 ahead, none in flight (more gathers in flight), the A/B.
-template <int BN_, int BM_ = kTileRows, int PIPE = 0>
+// 256-row tiles (BN = 64 or 128; results file tc4): each gathered weight slice serves twice the
+// rows (at R = 1024 the weight slices are 6.4 of the 16 GB the 128-row tiles move from L2 at C = 64,
+// 25 of 45 GB at C = 128). 512 threads, one block (BN = 128: 4 × 48 KB + 27 KB of map slice at
+// K = 27), 4 stages, 2 ahead, 1 group in flight (BN = 256's one-block pipeline). Measured on the
+// H200: 2–4% faster than the 128-row tiles at C = 64 on the map's row order (4.04 vs 4.12 ms at
+// R = 1024, 1.02 vs 1.04 at 512, 0.267 vs 0.278 at 256), 4% slower on sorted rows and at C = 128
+// (9.65 vs 9.29 ms); 3 ahead with none in flight was slower still (4.58, 10.16). Fewer bytes did not
+// buy time: one block per SM exposes each tile's prologue, pipeline fill and epilogue, which the
+// second block of the 128-row tiles hides.
+template <int BN_, int BM_ = kTileRows>
 struct WgTile {
   static constexpr int BM = BM_, BN = BN_, BK = 64, THREADS = 2 * BM;  // one warpgroup per 64 rows
   static constexpr bool TALL = BM == 2 * kTileRows;
   static constexpr int STAGES = TALL || BN == 256 ? 4 : 3;
-  static constexpr int PENDING = TALL ? (PIPE ? 0 : 1) : BN == 256 ? 1 : 0;
+  static constexpr int PENDING = TALL || BN == 256 ? 1 : 0;
   static constexpr int AHEAD = STAGES - 1 - PENDING;
   static constexpr int MIN_BLOCKS = TALL || BN == 256 ? 1 : 2;
   static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
@@ -255,7 +258,6 @@ struct WgTile {
   static constexpr int A_RSTEP = THREADS / 8;  // A rows between a thread's copies
   static_assert(BM == kTileRows || (TALL && BN <= 128),
                 "256-row tiles only up to 128 channels: 256 × 256 f32 accumulators exceed the register file");
-  static_assert(PIPE == 0 || TALL, "the alternate pipeline is the 256-row tiles' A/B only");
   static_assert(BK * 2 == 128, "one A row is one 128-byte swizzle row");
   static_assert(A_STAGE % 1024 == 0 && B_STAGE % 1024 == 0, "every stage starts on a 1 KB swizzle atom");
   static_assert(THREADS % (BN / 8) == 0 && (THREADS / (BN / 8)) % 8 == 0, "fixed B chunk and row phase per thread");
@@ -520,12 +522,10 @@ void launch_tile(const Params& p, int splits, cudaStream_t s) {
 }
 
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, int rows, int pipe, int splits, cudaStream_t s) {
+void launch_wgmma(const Params& p, bool skip, int rows, int splits, cudaStream_t s) {
   if constexpr (BN <= 128) {
-    if (rows == 2 * kTileRows) {  // no skip variant: its serialized wgmmas lost at every shape (tc3)
-      if (pipe) return launch_tile<T, WgTile<BN, 2 * kTileRows, 1>, false>(p, splits, s);
-      return launch_tile<T, WgTile<BN, 2 * kTileRows, 0>, false>(p, splits, s);
-    }
+    // no skip variant: its serialized wgmmas lost at every shape (tc3)
+    if (rows == 2 * kTileRows) return launch_tile<T, WgTile<BN, 2 * kTileRows>, false>(p, splits, s);
   }
   if (skip) return launch_tile<T, WgTile<BN>, true>(p, splits, s);
   launch_tile<T, WgTile<BN>, false>(p, splits, s);
@@ -541,11 +541,11 @@ void finish_split(const Params& p, int splits, cudaStream_t s) {
 template void finish_split<__half>(const Params&, int, cudaStream_t);
 template void finish_split<__nv_bfloat16>(const Params&, int, cudaStream_t);
 
-template void launch_wgmma<__half, 64>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__half, 128>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__half, 256>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, int, int, cudaStream_t);
+template void launch_wgmma<__half, 64>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__half, 128>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__half, 256>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, int, cudaStream_t);
 
 }  // namespace frugal::cuda::spconv_mma
