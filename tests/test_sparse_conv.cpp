@@ -907,6 +907,50 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
       }
 }
 
+// A grid large enough for the size rule to pick 256-row tiles at Ci = Co = 64 (343K rows: 1340 tall
+// blocks, ≥ 8 a multiprocessor on an H200 or H100), rows in the map's order: the default's output
+// equals the 128-row tiles' bit for bit, and sampled rows match a double sum over their neighbors.
+TEST(SpconvCudaWgmma, DefaultOnALargeGridOfNarrowChannels) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const int64_t side = 70, n = side * side * side, c = 64;
+  std::vector<int32_t> flat(n * 4);
+  for (int64_t i = 0; i < n; ++i) {
+    flat[4 * i] = 0;
+    flat[4 * i + 1] = static_cast<int32_t>(i / (side * side));
+    flat[4 * i + 2] = static_cast<int32_t>(i / side % side);
+    flat[4 * i + 3] = static_cast<int32_t>(i % side);
+  }
+  const Tensor nbr = build_kernel_map(coords_tensor(flat, kGpu), 3, 1);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(to_string(dt));
+    const auto f = rounded(testing::randn(n * c, rng), dt);
+    const auto w = rounded(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), dt);
+    const auto b = rounded(testing::randn(c, rng), dt);
+    const Tensor fd = make(f, {n, c}, dt, kGpu), wd = make(w, {27, c, c}, dt, kGpu), bd = make(b, {c}, dt, kGpu);
+    Tensor out = poisoned(n, c, dt, kGpu);
+    submanifold_conv(fd, nbr, wd, &bd.view(), out);
+    const auto got = read_bytes(out);
+    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, false, 0, 128}), got) << "128-row tiles";
+    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, true, 0, kWg, false, 0, 256}), got) << "256-row tiles, sorted";
+    const auto vals = to_doubles(got, dt);
+    for (int64_t row : {int64_t{0}, n / 3, n / 2 + side * side + side + 1, n - 1}) {
+      std::vector<double> ref(c), out_row(vals.begin() + row * c, vals.begin() + (row + 1) * c);
+      for (int64_t o = 0; o < c; ++o) ref[o] = b[o];
+      const int64_t x = row / (side * side), y = row / side % side, z = row % side;
+      for (int k = 0; k < 27; ++k) {
+        const int64_t qx = x + k / 9 - 1, qy = y + k / 3 % 3 - 1, qz = z + k % 3 - 1;
+        if (qx < 0 || qy < 0 || qz < 0 || qx >= side || qy >= side || qz >= side) continue;
+        const int64_t m = (qx * side + qy) * side + qz;
+        for (int64_t q = 0; q < c; ++q)
+          for (int64_t o = 0; o < c; ++o) ref[o] += static_cast<double>(f[m * c + q]) * w[(k * c + q) * c + o];
+      }
+      EXPECT_LE(testing::rel_error(out_row, ref), tolerance(dt)) << "row " << row;
+    }
+  }
+}
+
 // The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported
 // (checked) or count as absent (unchecked) there too.
 TEST(SpconvCudaMma, MapEntriesOutsideTheRange) {
