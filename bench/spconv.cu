@@ -267,10 +267,11 @@ int main(int argc, char** argv) {
     struct Variant {
       K kernel;
       int tile;
-      bool sorted;
+      int sorted;  // 1, 0, or -1: by the size rule
       const char* name;
       bool skip = false;
       int splits = 0;
+      int rows = 128;  // wgmma: rows a block (0: by the size rule)
     };
     const bool wg = cuda::spconv_mma::wgmma_available(0);
     for (const Variant v : {Variant{K::wmma, 64, true, "wmma64"}, Variant{K::wmma, 128, true, "wmma128"},
@@ -280,14 +281,21 @@ int main(int argc, char** argv) {
                             Variant{K::wgmma, 64, true, "wgmma64"}, Variant{K::wgmma, 128, true, "wgmma128"},
                             Variant{K::wgmma, 256, true, "wgmma256"}, Variant{K::wgmma, 0, false, "wgmma_unsorted"},
                             Variant{K::wgmma, 0, true, "wgmma_skip", true},
-                            Variant{K::wgmma, 0, true, "wgmma_nosplit", false, 1}}) {
+                            Variant{K::wgmma, 0, true, "wgmma_nosplit", false, 1},
+                            // 128- against 256-row tiles (results file tc4), rows sorted by the size rule
+                            Variant{K::wgmma, 0, -1, "wgmma_r128", false, 0, 128},
+                            Variant{K::wgmma, 0, 1, "wgmma_r256_sorted", false, 0, 256},
+                            Variant{K::wgmma, 0, 0, "wgmma_r256_unsorted", false, 0, 256},
+                            Variant{K::wgmma, 128, -1, "wgmma128_r256", false, 0, 256}}) {
       if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
       if (v.kernel == K::wgmma && !wg) continue;
+      if (v.tile == 128 && v.rows == 256 && co <= 128) continue;  // the same as wgmma_r256 there, or half idle
       a.kernel = v.kernel;
       a.tile_co = v.tile;
       a.sort_rows = v.sorted;
       a.wgmma_skip = v.skip;
       a.splits = v.splits;
+      a.tile_rows = v.rows;
       const int r = v.kernel == K::simt ? std::max(3, reps / 4) : reps;
       const double ms = median_event_ms(r, [&] { cuda::spconv_conv(a, nullptr); });
       variants += std::string(variants.empty() ? "" : ", ") + "\"" + v.name + "_ms\": " + std::to_string(ms);
@@ -309,11 +317,12 @@ int main(int argc, char** argv) {
       a.sort_rows = true;
       a.wgmma_skip = false;
       a.splits = 0;
-      auto diff = [&](K kernel, int tile, bool skip, int splits) {
+      auto diff = [&](K kernel, int tile, bool skip, int splits, int rows = 128) {
         a.kernel = kernel;
         a.tile_co = tile;
         a.wgmma_skip = skip;
         a.splits = splits;
+        a.tile_rows = rows;
         check(cudaMemset(o2.data(), 0xff, n * co * 2), "poison");  // NaN
         cuda::spconv_conv(a, nullptr);
         return max_rel_diff(out, o2, n * co);
@@ -322,6 +331,11 @@ int main(int argc, char** argv) {
       double worst = 0;
       for (int t : {64, 128, 256}) worst = std::max(worst, diff(K::wgmma, t, false, 0));
       worst = std::max(worst, diff(K::wgmma, 0, true, 0));
+      double tall = 0;  // 256-row tiles (64- and 128-wide) and 128-row tiles against the default
+      tall = std::max(diff(K::wgmma, 0, false, 0, 128), diff(K::wgmma, 0, false, 0, 256));
+      tall = std::max(tall, diff(K::wgmma, 64, false, 0, 256));
+      tall = std::max(tall, diff(K::wgmma, 128, false, 0, 256));
+      variants += ", \"wgmma_tile_rows_vs_default_rel\": " + std::to_string(tall);
       const double nosplit = diff(K::wgmma, 0, false, 1), split3 = diff(K::wgmma, 0, false, 3);
       variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +
                   std::to_string(worst) + ", \"wgmma_nosplit_vs_default_rel\": " + std::to_string(nosplit) +
@@ -356,6 +370,7 @@ int main(int argc, char** argv) {
     d.sort_rows = -1;
     d.wgmma_skip = false;
     d.splits = 0;
+    d.tile_rows = 0;
     const size_t conv_alloc = 256 + (cuda::spconv_mma::supports(d) ? cuda::spconv_mma::workspace_bytes(d) : 0);
     const Share sorted = useful_share(nbr_all, n, true), unsorted = useful_share(nbr_all, n, false);
     char share[512];

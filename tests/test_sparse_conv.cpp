@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <tuple>
 
 #include "core/sparse_conv_backend.h"
 #include "frugal/half.h"
@@ -552,16 +553,19 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
       const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
       using K = spconv::backend::ConvKernel;
-      for (auto [kernel, tile] :
-           {std::pair{K::automatic, 0}, std::pair{K::simt, 0}, std::pair{K::wmma, 64}, std::pair{K::wmma, 128},
-            std::pair{K::mma, 0}, std::pair{K::mma, 64}, std::pair{K::mma, 128}, std::pair{K::mma, 256},
-            std::pair{K::wgmma, 0}, std::pair{K::wgmma, 64}, std::pair{K::wgmma, 256}}) {
+      for (auto [kernel, tile, rows] :  // rows: the wgmma kernel's rows a block (0: by size)
+           {std::tuple{K::automatic, 0, 0}, std::tuple{K::simt, 0, 0}, std::tuple{K::wmma, 64, 0},
+            std::tuple{K::wmma, 128, 0}, std::tuple{K::mma, 0, 0}, std::tuple{K::mma, 64, 0},
+            std::tuple{K::mma, 128, 0}, std::tuple{K::mma, 256, 0}, std::tuple{K::wgmma, 0, 0},
+            std::tuple{K::wgmma, 64, 0}, std::tuple{K::wgmma, 256, 0}, std::tuple{K::wgmma, 64, 256},
+            std::tuple{K::wgmma, 128, 256}}) {
         if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
         const bool sorted = kernel == K::mma || kernel == K::wgmma;
         if (sorted && (s.ci % 8 || s.co % 8)) continue;  // the sorted-row kernels' 16-byte copies
         if (kernel == K::wgmma && !cuda::spconv_wgmma_available(0)) continue;
         SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
-                     " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile));
+                     " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile) +
+                     " rows=" + std::to_string(rows));
         Tensor out = poisoned(n, s.co, dt, kGpu);
         spconv::backend::ConvArgs a;
         a.feats = fd.data();
@@ -576,6 +580,7 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
         a.co = s.co;
         a.kernel = kernel;
         a.tile_co = tile;
+        a.tile_rows = rows;
         ASSERT_EQ(cuda::spconv_conv(a, nullptr), -1);
         const auto got = read(out);
         for (double v : got) ASSERT_TRUE(std::isfinite(v)) << "an output element was not written";
@@ -667,13 +672,15 @@ struct MmaVariant {
   spconv::backend::ConvKernel kernel = spconv::backend::ConvKernel::mma;
   bool wgmma_skip = false;
   int splits = 1;  // wgmma: 0 = by grid size
+  int tile_rows = 128;  // wgmma: 128 or 256 rows a block (256 only below 256-wide column tiles)
 };
 
 std::string describe(const MmaVariant& v) {
   return std::string(v.kernel == spconv::backend::ConvKernel::wgmma ? (v.wgmma_skip ? "wgmma" : "wgmma noskip")
                                                                     : "mma") +
          " tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
-         " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits);
+         " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits) +
+         " tile_rows=" + std::to_string(v.tile_rows);
 }
 
 // Runs the mma kernel through the backend (checked map) into a poisoned output; returns its bytes.
@@ -697,6 +704,7 @@ std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tenso
   a.chunk_rows = v.chunk_rows;
   a.wgmma_skip = v.wgmma_skip;
   a.splits = v.splits;
+  a.tile_rows = v.tile_rows;
   EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
   return read_bytes(out);
 }
@@ -718,15 +726,22 @@ constexpr auto kWg = spconv::backend::ConvKernel::wgmma;
 // 256-row launches. Bitwise equal among themselves (skipping omits exact zeros).
 const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kWg},         {128, true, 0, kWg},
                                      {256, true, 0, kWg},       {0, false, 0, kWg},         {128, true, 256, kWg},
-                                     {64, true, 0, kWg, true},  {256, true, 0, kWg, true},  {256, false, 256, kWg, true}};
+                                     {64, true, 0, kWg, true},  {256, true, 0, kWg, true},  {256, false, 256, kWg, true},
+                                     // 256-row tiles (tile_co 0 takes 256-wide tiles on Co > 128 shapes, and
+                                     // 128 rows there), sorted and not, launches of 384 rows (1.5 tiles)
+                                     {64, true, 0, kWg, false, 1, 256},     {128, true, 0, kWg, false, 1, 256},
+                                     {0, false, 0, kWg, false, 1, 256},     {64, true, 384, kWg, false, 1, 256},
+                                     {64, false, 0, kWg, false, 1, 256},    {128, false, 384, kWg, false, 1, 256}};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
 // output is again independent of width, row order, launch size and skipping.
 const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, false, 3},   {64, true, 0, kWg, false, 3},
                                           {256, true, 0, kWg, false, 3}, {0, false, 0, kWg, false, 3},
-                                          {128, true, 256, kWg, false, 3}, {128, true, 0, kWg, true, 3}};
+                                          {128, true, 256, kWg, false, 3}, {128, true, 0, kWg, true, 3},
+                                          {64, true, 0, kWg, false, 3, 256},  {128, false, 384, kWg, false, 3, 256}};
 // The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
 const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, false, 0}, {64, false, 0, kWg, false, 0},
-                                         {256, true, 256, kWg, true, 0}, {128, true, 0, kWg, false, 27}};
+                                         {256, true, 256, kWg, true, 0}, {128, true, 0, kWg, false, 27},
+                                         {128, true, 0, kWg, false, 0, 256}, {64, true, 0, kWg, false, 27, 256}};
 
 template <size_t... N>
 std::vector<MmaVariant> variants_of(const MmaVariant (&... v)[N]) {
@@ -883,11 +898,57 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   a.co = 64;
   a.kernel = kWg;
   for (int splits : {1, 3})
-    for (bool skip : {true, false}) {
-      a.wgmma_skip = skip;
-      a.splits = splits;
-      EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257);  // the smaller linear index of the two
+    for (bool skip : {true, false})
+      for (int rows : {128, 256}) {
+        a.wgmma_skip = skip;
+        a.splits = splits;
+        a.tile_rows = rows;
+        EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257) << "tile_rows " << rows;  // the smaller index
+      }
+}
+
+// A grid large enough for the size rule to pick 256-row tiles at Ci = Co = 64 (343K rows: 1340 tall
+// blocks, ≥ 8 a multiprocessor on an H200 or H100), rows in the map's order: the default's output
+// equals the 128-row tiles' bit for bit, and sampled rows match a double sum over their neighbors.
+TEST(SpconvCudaWgmma, DefaultOnALargeGridOfNarrowChannels) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const int64_t side = 70, n = side * side * side, c = 64;
+  std::vector<int32_t> flat(n * 4);
+  for (int64_t i = 0; i < n; ++i) {
+    flat[4 * i] = 0;
+    flat[4 * i + 1] = static_cast<int32_t>(i / (side * side));
+    flat[4 * i + 2] = static_cast<int32_t>(i / side % side);
+    flat[4 * i + 3] = static_cast<int32_t>(i % side);
+  }
+  const Tensor nbr = build_kernel_map(coords_tensor(flat, kGpu), 3, 1);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(to_string(dt));
+    const auto f = rounded(testing::randn(n * c, rng), dt);
+    const auto w = rounded(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), dt);
+    const auto b = rounded(testing::randn(c, rng), dt);
+    const Tensor fd = make(f, {n, c}, dt, kGpu), wd = make(w, {27, c, c}, dt, kGpu), bd = make(b, {c}, dt, kGpu);
+    Tensor out = poisoned(n, c, dt, kGpu);
+    submanifold_conv(fd, nbr, wd, &bd.view(), out);
+    const auto got = read_bytes(out);
+    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, false, 0, 128}), got) << "128-row tiles";
+    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, true, 0, kWg, false, 0, 256}), got) << "256-row tiles, sorted";
+    const auto vals = to_doubles(got, dt);
+    for (int64_t row : {int64_t{0}, n / 3, n / 2 + side * side + side + 1, n - 1}) {
+      std::vector<double> ref(c), out_row(vals.begin() + row * c, vals.begin() + (row + 1) * c);
+      for (int64_t o = 0; o < c; ++o) ref[o] = b[o];
+      const int64_t x = row / (side * side), y = row / side % side, z = row % side;
+      for (int k = 0; k < 27; ++k) {
+        const int64_t qx = x + k / 9 - 1, qy = y + k / 3 % 3 - 1, qz = z + k % 3 - 1;
+        if (qx < 0 || qy < 0 || qz < 0 || qx >= side || qy >= side || qz >= side) continue;
+        const int64_t m = (qx * side + qy) * side + qz;
+        for (int64_t q = 0; q < c; ++q)
+          for (int64_t o = 0; o < c; ++o) ref[o] += static_cast<double>(f[m * c + q]) * w[(k * c + q) * c + o];
+      }
+      EXPECT_LE(testing::rel_error(out_row, ref), tolerance(dt)) << "row " << row;
     }
+  }
 }
 
 // The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported
@@ -977,6 +1038,9 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
   // input then, checked the same way.
   const bool wg = cuda::spconv_wgmma_available(0);
   Tensor out_wg = Tensor::empty({wg ? n : 0, c}, DType::f16, kGpu);
+  // And the wgmma kernel with 256-row tiles (whatever the default picks), bitwise equal to the
+  // default's output when that is the wgmma kernel (absent neighbors add exact zeros).
+  Tensor out_tall = Tensor::empty({wg ? n : 0, c}, DType::f16, kGpu);
   if (wg) {
     spconv::backend::ConvArgs a;
     a.feats = feats.data();
@@ -989,6 +1053,11 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
     a.ci = a.co = static_cast<int>(c);
     a.kernel = spconv::backend::ConvKernel::mma;
     EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
+    a.out = out_tall.data();
+    a.kernel = spconv::backend::ConvKernel::wgmma;
+    a.tile_rows = 256;
+    EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
+    EXPECT_EQ(read_bytes(out_tall), read_bytes(out)) << "256-row tiles against the default";
   }
   const int64_t first_big = (int64_t{1} << 31) / c;
   for (int64_t row : {first_big, first_big + 12345, n - 257, n - 1}) {

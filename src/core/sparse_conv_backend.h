@@ -107,6 +107,7 @@ struct ConvArgs {
   int64_t chunk_rows = 0;   // (w)gmma: rows per launch, a multiple of 128 (0: the default, 2^22)
   bool wgmma_skip = false;  // wgmma: each 64-row warpgroup skips the offsets its rows lack (slower, measured)
   int splits = 0;           // wgmma: offset ranges summed apart, then reduced in order (0: by grid size)
+  int tile_rows = 0;        // wgmma: rows a block, 128 or (tiles ≤ 128 channels) 256; 0 by size
   int device = 0;   // CUDA device index
 };
 

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <cub/block/block_radix_sort.cuh>
 #include <type_traits>
 
@@ -401,6 +402,37 @@ int tile_co(const sb::ConvArgs& a) {
   return bn;
 }
 
+namespace {
+// FRUGAL_SPCONV_WGMMA_ROWS (128 | 256) overrides the rule below (A/B runs); read once.
+int rows_from_env() {
+  static const int rows = [] {
+    const char* v = std::getenv("FRUGAL_SPCONV_WGMMA_ROWS");
+    if (!v || !*v) return 0;
+    if (!std::strcmp(v, "128")) return kTileRows;
+    if (!std::strcmp(v, "256")) return 2 * kTileRows;
+    FRUGAL_FAIL(invalid_argument, "spconv::submanifold_conv",
+                "FRUGAL_SPCONV_WGMMA_ROWS must be 128 or 256, got '" << v << "'");
+    return 0;
+  }();
+  return rows;
+}
+}  // namespace
+
+int tile_rows(const sb::ConvArgs& a) {
+  if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) > 128) return kTileRows;
+  if (a.tile_rows) return a.tile_rows;
+  if (const int env = rows_from_env()) return env;
+  // Tall tiles at Ci, Co ≤ 64 where their grid holds at least 8 blocks a multiprocessor (one block
+  // runs per multiprocessor, so a short grid loses its tail). On the H200 (results file tc4) they
+  // beat the 128-row tiles at Ci = Co = 64 by 2–4% with rows in the map's order (R = 256, 512,
+  // 1024; ≥ 8.6 blocks a multiprocessor) and lost by 4% at Ci = Co = 128 and on sorted rows;
+  // smaller grids and other widths were not measured.
+  constexpr int64_t kTallMinBlocksPerSm = 8;
+  if (a.co > 64 || a.ci > 64) return kTileRows;
+  const int64_t tall_blocks = ceil_div<int64_t>(a.n, 2 * kTileRows) * ceil_div<int64_t>(a.co, tile_co(a));
+  return tall_blocks >= kTallMinBlocksPerSm * multiprocessor_count(a.device) ? 2 * kTileRows : kTileRows;
+}
+
 int64_t chunk_rows(const sb::ConvArgs& a) {
   int64_t rows = a.chunk_rows > 0 ? a.chunk_rows : kChunkRows;
   const int64_t col_tiles = ceil_div<int64_t>(a.co, tile_co(a));
@@ -411,6 +443,7 @@ int64_t chunk_rows(const sb::ConvArgs& a) {
 bool sorts(const sb::ConvArgs& a) {
   if (a.sort_rows >= 0) return a.sort_rows != 0;
   if (a.kernel != sb::ConvKernel::wgmma) return true;
+  if (tile_rows(a) == 2 * kTileRows) return false;
   return static_cast<double>(a.n) * a.ci * a.co >= kSortWork;
 }
 
@@ -419,7 +452,7 @@ int splits(const sb::ConvArgs& a) {
   const int k_max = std::max(1, std::min(a.k, 8));
   if (a.splits > 0) return std::min(a.splits, std::max(1, a.k));
   const int64_t rows = chunk_rows(a);
-  const int64_t blocks = ceil_div<int64_t>(rows, kTileRows) * ceil_div<int64_t>(a.co, tile_co(a));
+  const int64_t blocks = ceil_div<int64_t>(rows, tile_rows(a)) * ceil_div<int64_t>(a.co, tile_co(a));
   const int64_t sms = multiprocessor_count(a.device);
   if (blocks <= 0 || blocks >= sms) return 1;
   int s = static_cast<int>(std::min<int64_t>(k_max, ceil_div<int64_t>(sms, blocks)));
@@ -444,6 +477,9 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
                "the mma kernel's tile_co must be 64, 128 or 256, got " << bn);
   FRUGAL_CHECK(a.chunk_rows % kTileRows == 0, invalid_argument, "spconv::submanifold_conv",
                "chunk_rows must be a multiple of " << kTileRows << ", got " << a.chunk_rows);
+  const int rows = tile_rows(a);
+  FRUGAL_CHECK(rows == kTileRows || rows == 2 * kTileRows, invalid_argument, "spconv::submanifold_conv",
+               "the wgmma kernel's tile_rows must be 128 or 256, got " << rows);
   const int64_t chunk = chunk_rows(a);
   auto* perm = static_cast<int32_t*>(workspace);
   const int nsplit = splits(a);
@@ -463,9 +499,9 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
       if constexpr (!std::is_same_v<T, float>) {
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
-          if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, nsplit, s);
-          else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, nsplit, s);
-          else launch_wgmma<T, 256>(p, a.wgmma_skip, nsplit, s);
+          if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, rows, nsplit, s);
+          else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, rows, nsplit, s);
+          else launch_wgmma<T, 256>(p, a.wgmma_skip, rows, nsplit, s);
           if (part) finish_split<T>(p, nsplit, s);
           return;
         }

@@ -56,8 +56,13 @@ int64_t chunk_rows(const spconv::backend::ConvArgs& a);
 // and at most what kMaxSplitBytes of f32 partials hold); 1 for the mma kernel.
 constexpr size_t kMaxSplitBytes = size_t{64} << 20;
 int splits(const spconv::backend::ConvArgs& a);
+// The wgmma kernel's rows a block: a.tile_rows when set, else FRUGAL_SPCONV_WGMMA_ROWS (128 or 256)
+// when set, else by the rule in sparse_conv_mma.cu; always 128 for the mma kernel and for 256-wide
+// column tiles (256 × 256 f32 accumulators do not fit the registers).
+int tile_rows(const spconv::backend::ConvArgs& a);
 // Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma
-// kernel when N·Ci·Co ≥ kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
+// kernel with 256-row tiles never (measured faster on the map's order at every size, results file
+// tc4), with 128-row tiles when N·Ci·Co ≥ kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
 // own order was faster for the wgmma kernel, or within 1%, on every shape below that (0.23 vs
 // 0.31 ms at N = 8.4K, C = 512; 1.04 vs 1.12 at N = 1.2M, C = 64), and sorted rows faster, or
 // within 0.5%, on every shape above it (27.3 vs 32.4 ms at N = 4.6M, C = 256; 2.79 vs 3.08 at
@@ -82,8 +87,9 @@ struct Params : ConvParams {
 // skip: each 64-row warpgroup skips the offsets none of its rows has (else only the tile's).
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.
+// rows: 128 or (BN ≤ 128) 256 rows a block.
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, int splits, cudaStream_t s);
+void launch_wgmma(const Params& p, bool skip, int rows, int splits, cudaStream_t s);
 template <typename T>
 void finish_split(const Params& p, int splits, cudaStream_t s);
 

@@ -221,12 +221,12 @@ __device__ __forceinline__ void store_pair(T* dst, float x, float y) {
   }
 }
 
-// 128 rows × BN channels × 64 input channels a step. The A stage is 128 rows of 128 bytes, 16-byte
-// chunk c of row r at chunk c ^ (r % 8) (the 128-byte swizzle: 8-row atoms of 1 KB, consecutive);
-// the B stage is (BN / 64) × 8 atoms of 8 Ci-rows × 64 channels, atom (n, k) at (8n + k) KB, chunk
-// c of row r at chunk c ^ (r % 8). The map slice (nb) follows the stages in dynamic shared memory,
-// K × 128 × 4 bytes. Pipeline per width, each the fastest of those measured on the H200
-// (2026-11-29, results file tc3; R = 1024):
+// BM = 128 (or 256) rows × BN channels × 64 input channels a step, one warpgroup (128 threads) per
+// 64 rows. The A stage is BM rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r % 8) (the
+// 128-byte swizzle: 8-row atoms of 1 KB, consecutive); the B stage is (BN / 64) × 8 atoms of 8
+// Ci-rows × 64 channels, atom (n, k) at (8n + k) KB, chunk c of row r at chunk c ^ (r % 8). The map
+// slice (nb) follows the stages in dynamic shared memory, K × BM × 4 bytes. Pipeline per tile, each
+// 128-row one the fastest of those measured on the H200 (2026-11-29, results file tc3; R = 1024):
 //   BN = 256: 48 KB a stage, 4 stages (192 KB), one block; 2 gather steps ahead, 1 wgmma group in
 //             flight past the barrier (27.3 ms at C = 256; none in flight, 3 ahead: 32.2);
 //   BN = 128: 32 KB, 3 stages (96 KB), two blocks (2 × (96 + 1 + 13.5 (nb, K = 27) + 0.6) KB of
@@ -234,21 +234,37 @@ __device__ __forceinline__ void store_pair(T* dst, float x, float y) {
 //             3 ahead, 1 in flight: 10.90);
 //   BN =  64: 24 KB, 3 stages (72 KB), two blocks; 2 ahead, none in flight (4.14 ms at C = 64;
 //             4 stages, 3 ahead: 4.48).
-template <int BN_>
+// 256-row tiles (BN = 64 or 128; results file tc4): each gathered weight slice serves twice the
+// rows (at R = 1024 the weight slices are 6.4 of the 16 GB the 128-row tiles move from L2 at C = 64,
+// 25 of 45 GB at C = 128). 512 threads, one block (BN = 128: 4 × 48 KB + 27 KB of map slice at
+// K = 27), 4 stages, 2 ahead, 1 group in flight (BN = 256's one-block pipeline). Measured on the
+// H200: 2–4% faster than the 128-row tiles at C = 64 on the map's row order (4.04 vs 4.12 ms at
+// R = 1024, 1.02 vs 1.04 at 512, 0.267 vs 0.278 at 256), 4% slower on sorted rows and at C = 128
+// (9.65 vs 9.29 ms); 3 ahead with none in flight was slower still (4.58, 10.16). Fewer bytes did not
+// buy time: one block per SM exposes each tile's prologue, pipeline fill and epilogue, which the
+// second block of the 128-row tiles hides.
+template <int BN_, int BM_ = kTileRows>
 struct WgTile {
-  static constexpr int BM = kTileRows, BN = BN_, BK = 64, THREADS = 256;
-  static constexpr int STAGES = BN == 256 ? 4 : 3;
-  static constexpr int PENDING = BN == 256 ? 1 : 0;
+  static constexpr int BM = BM_, BN = BN_, BK = 64, THREADS = 2 * BM;  // one warpgroup per 64 rows
+  static constexpr bool TALL = BM == 2 * kTileRows;
+  static constexpr int STAGES = TALL || BN == 256 ? 4 : 3;
+  static constexpr int PENDING = TALL || BN == 256 ? 1 : 0;
   static constexpr int AHEAD = STAGES - 1 - PENDING;
-  static constexpr int MIN_BLOCKS = BN == 256 ? 1 : 2;
+  static constexpr int MIN_BLOCKS = TALL || BN == 256 ? 1 : 2;
   static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
   static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB; + nb
   static constexpr int LDC = BN + 8;
   static constexpr int A_COPIES = BM * BK / 8 / THREADS, B_COPIES = BK * BN / 8 / THREADS;
+  static constexpr int A_RSTEP = THREADS / 8;  // A rows between a thread's copies
+  static_assert(BM == kTileRows || (TALL && BN <= 128),
+                "256-row tiles only up to 128 channels: 256 × 256 f32 accumulators exceed the register file");
   static_assert(BK * 2 == 128, "one A row is one 128-byte swizzle row");
   static_assert(A_STAGE % 1024 == 0 && B_STAGE % 1024 == 0, "every stage starts on a 1 KB swizzle atom");
   static_assert(THREADS % (BN / 8) == 0 && (THREADS / (BN / 8)) % 8 == 0, "fixed B chunk and row phase per thread");
+  static_assert(A_RSTEP % 8 == 0, "fixed A row phase per thread");
   static_assert(size_t(BM) * LDC * 2 <= size_t(STAGES) * STAGE, "the epilogue staging reuses the stages");
+  // 227 KB of shared memory a block (sm_90): the stages, the slack and the map slice at K = 32.
+  static_assert(SMEM + size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
 };
 
 // SKIP: a warpgroup skips the offsets none of its 64 rows has. ptxas cannot prove that branch
@@ -329,9 +345,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   const int steps = act_count * chunks;
   uint32_t wg_mask = 0;  // offsets present in this warpgroup's 64 rows
 #pragma unroll
-  for (int g = 0; g < GROUPS / 2; ++g) wg_mask |= group_s[wg * (GROUPS / 2) + g];
+  for (int g = 0; g < 64 / kGroupRows; ++g) wg_mask |= group_s[wg * (64 / kGroupRows) + g];
 
-  // Each thread's copies: A rows tid/8 + 32q, chunk tid % 8; B chunk tid % (BN/8) of rows
+  // Each thread's copies: A rows tid/8 + (THREADS/8)·q, chunk tid % 8; B chunk tid % (BN/8) of rows
   // tid / (BN/8) + q · THREADS / (BN/8). The swizzled destinations are fixed per thread.
   const int a_c = tid % 8, a_r = tid / 8;
   const int a_dst = a_r * 128 + ((a_c ^ (a_r & 7)) << 4);
@@ -345,9 +361,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
     const bool a_ok = c0 + a_c * 8 < p.ci;
 #pragma unroll
     for (int q = 0; q < Tile::A_COPIES; ++q) {
-      const int32_t m = nb_s[k * BM + a_r + 32 * q];
+      const int32_t m = nb_s[k * BM + a_r + Tile::A_RSTEP * q];
       const bool ok = a_ok && m >= 0;
-      cp_async16(st + a_dst + q * 4096, ok ? feats + static_cast<int64_t>(m) * p.ci + c0 + a_c * 8 : feats,
+      cp_async16(st + a_dst + q * Tile::A_RSTEP * 128, ok ? feats + static_cast<int64_t>(m) * p.ci + c0 + a_c * 8 : feats,
                  ok ? 16 : 0);
     }
     const T* wk = w + (static_cast<int64_t>(k) * p.ci + c0 + b_r) * p.co + co0 + b_c * 8;
@@ -506,7 +522,11 @@ void launch_tile(const Params& p, int splits, cudaStream_t s) {
 }
 
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, int splits, cudaStream_t s) {
+void launch_wgmma(const Params& p, bool skip, int rows, int splits, cudaStream_t s) {
+  if constexpr (BN <= 128) {
+    // no skip variant: its serialized wgmmas lost at every shape (tc3)
+    if (rows == 2 * kTileRows) return launch_tile<T, WgTile<BN, 2 * kTileRows>, false>(p, splits, s);
+  }
   if (skip) return launch_tile<T, WgTile<BN>, true>(p, splits, s);
   launch_tile<T, WgTile<BN>, false>(p, splits, s);
 }
@@ -521,11 +541,11 @@ void finish_split(const Params& p, int splits, cudaStream_t s) {
 template void finish_split<__half>(const Params&, int, cudaStream_t);
 template void finish_split<__nv_bfloat16>(const Params&, int, cudaStream_t);
 
-template void launch_wgmma<__half, 64>(const Params&, bool, int, cudaStream_t);
-template void launch_wgmma<__half, 128>(const Params&, bool, int, cudaStream_t);
-template void launch_wgmma<__half, 256>(const Params&, bool, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, cudaStream_t);
+template void launch_wgmma<__half, 64>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__half, 128>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__half, 256>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, int, cudaStream_t);
 
 }  // namespace frugal::cuda::spconv_mma
