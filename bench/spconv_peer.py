@@ -18,6 +18,8 @@ Needs spconv (cu126 wheels) and frugal's Python module on PYTHONPATH. Writes spc
 import argparse, json, os, sys
 import torch
 
+from shells import sphere_shell
+
 p = argparse.ArgumentParser()
 p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:256,"
                "20:1024,43:512,92:256,196:128,426:64,20:1024:4096,43:512:2048,92:256:1024,196:128:512")
@@ -32,19 +34,6 @@ import frugal.torch as ft
 dev = torch.device("cuda")
 dt = torch.float16 if args.dtype == "f16" else torch.bfloat16
 OUT = os.environ.get("OUT", "/tmp")
-
-
-def shell(res_):  # the anchors' construction (shared/anchors; same as spconv_torch.py)
-    r = 0.45 * res_
-    g = torch.arange(res_, device=dev, dtype=torch.float32)
-    out = []
-    for x0 in range(0, res_, 64):
-        x = g[x0:x0 + 64].view(-1, 1, 1)
-        d = torch.sqrt((x - res_ / 2) ** 2 + (g.view(1, -1, 1) - res_ / 2) ** 2 + (g.view(1, 1, -1) - res_ / 2) ** 2)
-        c = ((d - r).abs() < 0.87).nonzero()
-        c[:, 0] += x0
-        out.append(c)
-    return torch.cat(out).int()
 
 
 def timed(fn, rep, warm=2):
@@ -72,7 +61,7 @@ for spec in args.rows.split(","):
     R, ci = parts[0], parts[1]
     co = parts[2] if len(parts) > 2 else ci
     torch.manual_seed(R * 7919 + ci)
-    xyz = shell(R)
+    xyz = sphere_shell(R, dev)
     N = xyz.shape[0]
     coords = torch.cat([torch.zeros(N, 1, dtype=torch.int32, device=dev), xyz], 1).contiguous()
     feats = (torch.randn(N, ci, device=dev) * 0.5).to(dt)

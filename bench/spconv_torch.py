@@ -16,6 +16,8 @@ Prints a table last and writes spconv.json to $OUT (or /tmp).
 import argparse, json, math, os, subprocess, sys, time
 import torch
 
+from shells import sphere_shell
+
 p = argparse.ArgumentParser()
 p.add_argument("--bench", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "spconv"))
 p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:256,"
@@ -46,20 +48,6 @@ def bench(fn, warm=1, rep=5):
         ts.append(s.elapsed_time(e))
     ts.sort()
     return ts[len(ts) // 2]
-
-
-def shell(res_):  # the anchors' construction
-    r = 0.45 * res_
-    g = torch.arange(res_, device=dev, dtype=torch.float32)
-    out = []
-    for x0 in range(0, res_, 64):
-        x = g[x0:x0 + 64].view(-1, 1, 1)
-        d = torch.sqrt((x - res_ / 2) ** 2 + (g.view(1, -1, 1) - res_ / 2) ** 2 + (g.view(1, 1, -1) - res_ / 2) ** 2)
-        m = (d - r).abs() < 0.87
-        c = m.nonzero()
-        c[:, 0] += x0
-        out.append(c)
-    return torch.cat(out).int()
 
 
 def key(c, R):
@@ -141,7 +129,7 @@ for spec in args.rows.split(","):
     R, C = parts[0], parts[1]
     Co = parts[2] if len(parts) > 2 else C
     torch.cuda.empty_cache()
-    coords = shell(R)
+    coords = sphere_shell(R, dev)
     N = coords.shape[0]
     cpath = os.path.join(TMP, f"coords_{R}.bin")
     write_raw(torch.cat([torch.zeros_like(coords[:, :1]), coords], 1), cpath)  # (b = 0, x, y, z)
