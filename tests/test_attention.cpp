@@ -725,6 +725,46 @@ TEST(DecodeAttentionCuda, F16ChunkPipelineAcrossRingWrapsAndRaggedEnds) {
   }
 }
 
+// The f16 kernel rotates and scales the queries inside one warp per head (register FWHT, per-head
+// power-of-two σ), merges the warps' states one warp per head row, and the combine finishes a row in
+// one warp at D = 64..512. bf16 queries of stddev 1e4 rotate to magnitudes past fp16's 65504 at
+// every D, so only σ keeps them finite; a matching softmax scale keeps the attention non-trivial.
+// Every D, GQA 1/4/8 (rows past the group's heads are empty), one slice (finished in the kernel)
+// and five (partials + combine), a wrapped ring, K8/V4 once; and the same call twice is bitwise equal.
+TEST(DecodeAttentionCuda, F16HugeBf16QueriesEveryDimGqaAndSliceCount) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  for (int d : {64, 128, 256, 512}) {
+    for (int g : {1, 4, 8}) {
+      for (int splits : {1, 5}) {
+        Shape s;
+        s.dim = d;
+        s.kv_heads = 2;
+        s.q_heads = 2 * g;
+        s.batch = 2;
+        s.sliding = true;
+        s.capacity = 500;
+        if (d == 128 && g == 4) s.k_bits = 8;
+        std::mt19937_64 rng(test_seed() ^ (uint64_t(d) << 8) ^ uint64_t(g));
+        Filled f = fill(s, {1234, 77}, rng, 111);
+        Query q = make_query(s.batch, s.q_heads, d, DType::bf16, rng, 1e4f);
+        const double scale = 1e-4 / std::sqrt(double(d));
+        DecodeOptions opt;
+        opt.math = Math::f16;
+        opt.num_splits = splits;
+        opt.softmax_scale = static_cast<float>(scale);
+        const std::vector<double> a = to_double(run(f, q, Device::cuda(), DType::f32, opt));
+        const std::vector<double> b = to_double(run(f, q, Device::cuda(), DType::f32, opt));
+        const std::vector<double> ref =
+            oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), static_cast<float>(scale));
+        EXPECT_LE(testing::rel_error(a, ref), 1e-2) << describe(s) << " splits " << splits;
+        EXPECT_TRUE(all_finite(a)) << describe(s) << " splits " << splits;
+        EXPECT_EQ(a, b) << describe(s) << " splits " << splits << ": not deterministic";
+      }
+    }
+  }
+}
+
 TEST(DecodeAttentionCuda, LargeBatchPassesRangesThroughTheWorkspace) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();

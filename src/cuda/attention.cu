@@ -311,6 +311,68 @@ __device__ void merge_and_store(const Params& p, const BlockWork& w, const float
   }
 }
 
+// ---- warp-level row pieces (f16 kernel prologue/epilogue and the combine, D known at compile time)
+//
+// The block-wide pieces above divide by the runtime D and pass log2(D) barriers; at one block of
+// four warps per SM (short sequences) their ~3,000 instructions a warp were about three quarters
+// of the main kernel's instructions (bench/results/2026-11-29-decode-attention-ncu-b1-l4k.txt).
+// These do the same arithmetic in the same order inside one warp: lane holds dims lane + 32j.
+
+// In-place unnormalized FWHT of one row of D floats held by a warp (stages h = 1, 2, 4, ... as the
+// CPU and fwht_rows: a butterfly's lower element becomes a + c, the upper a − c, with a the lower).
+template <int D>
+__device__ __forceinline__ void warp_fwht(float (&v)[D / 32]) {
+  constexpr int E = D / 32;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int h = 1; h < 32; h <<= 1) {
+    const bool upper = (lane & h) != 0;
+#pragma unroll
+    for (int j = 0; j < E; ++j) {
+      const float o = __shfl_xor_sync(0xffffffffu, v[j], h);
+      v[j] = upper ? o - v[j] : v[j] + o;
+    }
+  }
+#pragma unroll
+  for (int h = 1; h < E; h <<= 1)
+#pragma unroll
+    for (int j = 0; j < E; ++j)
+      if ((j & h) == 0) {
+        const float a = v[j], c = v[j + h];
+        v[j] = a + c;
+        v[j + h] = a - c;
+      }
+}
+
+// One final row by one warp: out[b, hq] = s_V ⊙ FWHT(o / (l·D)), zeros where l == 0 (as
+// store_output_rows, bitwise).
+template <int D>
+__device__ __forceinline__ void warp_store_row(const Params& p, int b, int hq, float (&v)[D / 32], float l) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < D / 32; ++j) v[j] = l == 0.0f ? 0.0f : v[j] / (l * static_cast<float>(D));
+  warp_fwht<D>(v);
+  const int64_t row = (static_cast<int64_t>(b) * p.q_heads + hq) * D;
+#pragma unroll
+  for (int j = 0; j < D / 32; ++j) {
+    const int d = lane + 32 * j;
+    store_elem(p.out, p.out_dtype, row + d, p.vsign ? v[j] * __ldg(p.vsign + d) : v[j]);
+  }
+}
+
+// The f16 kernel's merge area cw [kWarps][8][D] holds each row's dims in pairs (2P, 2P + 1), P =
+// (D/16)·g + mt for the lane (g, t4) and m-tile mt that wrote it. Stored at pair P ^ x with x from
+// (g, t4) (x < min(D/16, 16), so only mt's bits change): a warp's 32 float2 stores of one m-tile
+// then cover all 32 banks twice (2 wavefronts; unswizzled they hit 2 banks, ncu: 7.3-way store
+// conflicts), and a warp reading 32 consecutive dims of a row still reads 32 distinct banks.
+template <int D>
+__device__ __forceinline__ int cw_swizzle(int g, int t4) {
+  constexpr int M = D / 16;                                          // m-tiles: pairs per g block
+  constexpr int MB = M < 16 ? M : 16;                                // mt bits that pick the bank pair
+  constexpr int GB = M >= 16 ? 0 : (M == 8 ? 1 : (M == 4 ? 2 : 3));  // g's bits already in it: log2(16/M)
+  return ((g >> GB) | (t4 << (3 - GB))) & (MB - 1);
+}
+
 // ---- the exact f32 kernel -------------------------------------------------------------------
 
 // Calls f(d, code) for every code of a packed row, reading 32-bit words where the layout allows.
@@ -437,14 +499,18 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
 // Byte-indexed fp16 tables, 32 copies: lut[e * 32 + lane]. 4 bits: the half2 (c[e & 15], c[e >> 4]);
 // 8 bits: c[e] in the low half.
 __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, const float* cb8) {
-  for (int i = threadIdx.x; i < 256 * 8; i += blockDim.x) {
+  // Constant trip count (kThreads) and read-only loads, so the codebook loads of all iterations can
+  // be issued before the first store (thread i fills entries i / 8 + 16k, k = 0..15).
+#pragma unroll
+  for (int k = 0; k < 256 * 8 / kThreads; ++k) {
+    const int i = threadIdx.x + k * kThreads;
     const int e = i >> 3, quad = i & 7;
     if (lut4) {
-      const uint32_t v = half_bits(cb4[e & 15]) | (half_bits(cb4[e >> 4]) << 16);
+      const uint32_t v = half_bits(__ldg(cb4 + (e & 15))) | (half_bits(__ldg(cb4 + (e >> 4))) << 16);
       reinterpret_cast<uint4*>(lut4 + e * 32)[quad] = make_uint4(v, v, v, v);
     }
     if (lut8) {
-      const uint32_t v = half_bits(cb8[e]);
+      const uint32_t v = half_bits(__ldg(cb8 + e));
       reinterpret_cast<uint4*>(lut8 + e * 32)[quad] = make_uint4(v, v, v, v);
     }
   }
@@ -472,9 +538,8 @@ struct F16Shape {
   static constexpr int kLutRegionWords = (kLuts * kLutWords > kCombineFloats) ? kLuts * kLutWords : kCombineFloats;
   // D = 256: the main loop is the rotating pipeline (see the kernel); every other D the per-chunk loop.
   static constexpr bool kRotate = D == 256;
-  static constexpr int kSmemBytes =
-      4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock) +
-      (kQInSmem ? KS * 32 * 8 : 0);
+  // tables / merge area, qs (the q fragments, then free), σ [8] (+ 8 spare floats)
+  static constexpr int kSmemBytes = 4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock);
 };
 
 // The real head dimension held by element (k-step s, K index k) of the S product.
@@ -494,10 +559,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   uint32_t* lutV = (KB == VB) ? lut_a : lut_b;
   float* cw = reinterpret_cast<float*>(smem_u);   // [kWarps][8][D], aliases the tables after the loop
   float* cml = cw + kWarps * kHeadsPerBlock * D;  // [kWarps][8][2]
-  float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);     // [8][D], later the merged rows
+  float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);     // [8][D] floats of room: the q fragments
   float* sig = qs + kHeadsPerBlock * D;                                  // [8] per-head power-of-two query scale
-  float* fin_ml = sig + 2 * kHeadsPerBlock;                              // [8][2]
-  uint2* qfrag = reinterpret_cast<uint2*>(fin_ml + 2 * kHeadsPerBlock);  // [KS][32] when kQInSmem
+  // q fragments [KS][kQfStride] uint2 (padded row: conflict-free stores), in qs's space until the merge.
+  constexpr int kQfStride = 33;
+  static_assert(S::KS * kQfStride * 8 <= kHeadsPerBlock * D * 4, "q fragments fit in qs");
+  uint2* qf = reinterpret_cast<uint2*>(qs);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
@@ -524,42 +591,59 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
 
   build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
              KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
-  load_rotated_queries(p, w, qs);  // ends with a barrier
-
-  // Per-head power-of-two scale σ ≥ max|q_rot| so the fp16 query cannot overflow (bf16 inputs).
-  for (int h = warp; h < kHeadsPerBlock; h += kWarps) {
+  // Rotated queries as fp16 B fragments, one warp per head row (rows warp, warp + 4): load, s_K,
+  // FWHT and the per-head power-of-two scale σ ≥ max|q_rot| (so the fp16 query cannot overflow with
+  // bf16 inputs) all in registers; then each value goes to its place in qf [KS][kQfStride] uint2,
+  // entry (s, lane g·4 + t4) = dims (D/4)·t4 + 4s + 0..3 of head g (the B operand of Sᵀ = K·Qᵀ: K
+  // index = dims 2t4, 2t4+1 | 2t4+8, 2t4+9 of k-step s in the permuted order, N = head g). Same
+  // arithmetic as the block-wide load_rotated_queries + fwht_rows + σ, bitwise.
+  __half* qfh = reinterpret_cast<__half*>(qf);
+#pragma unroll
+  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += kWarps) {
+    const int r = r0 + warp;
+    float v[D / 32];
+    if (r < w.heads) {
+      const int64_t base = w.b * p.q_stride_b + (w.hq0 + r) * p.q_stride_h;
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) {
+        const int d = lane + 32 * j;
+        const float x = load_elem(p.q, p.q_dtype, base + d);
+        v[j] = p.ksign ? x * __ldg(p.ksign + d) : x;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) v[j] = 0.0f;
+    }
+    warp_fwht<D>(v);
     float mx = 0;
-    if (h < w.heads)
-      for (int d = lane; d < D; d += 32) mx = fmaxf(mx, fabsf(qs[h * D + d]));
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) mx = fmaxf(mx, fabsf(v[j]));
     mx = warp_max(mx);
     int e = 0;
     frexpf(mx, &e);
-    if (lane == 0) sig[h] = (mx > 0 && isfinite(mx)) ? ldexpf(1.0f, e) : 1.0f;
-  }
-  __syncthreads();
-
-  // q as the B operand of Sᵀ = K·Qᵀ: (K index = dims 2t4, 2t4+1 | 2t4+8, 2t4+9 of k-step s, N = head g).
-  auto qval = [&](int head, int dim) -> float {
-    return head < w.heads ? qs[head * D + dim] * (1.0f / sig[head]) : 0.0f;  // σ a power of two: exact
-  };
-  uint32_t qb0[S::kQInSmem ? 1 : S::KS], qb1[S::kQInSmem ? 1 : S::KS];
-  if constexpr (S::kQInSmem) {
-    for (int i = threadIdx.x; i < S::KS * 32; i += blockDim.x) {
-      const int s = i / 32, ln = i % 32, gg = ln >> 2, tt = ln & 3;
-      qfrag[i] = make_uint2(pack_half2(qval(gg, q_dim<D>(tt, s, 0, 0)), qval(gg, q_dim<D>(tt, s, 0, 1))),
-                            pack_half2(qval(gg, q_dim<D>(tt, s, 1, 0)), qval(gg, q_dim<D>(tt, s, 1, 1))));
+    const float sg = (mx > 0 && isfinite(mx)) ? ldexpf(1.0f, e) : 1.0f;
+    if (lane == 0) sig[r] = sg;
+    const float inv = 1.0f / sg;  // σ a power of two: exact
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) {
+      const int d = lane + 32 * j, tt = d / (D / 4), rem = d % (D / 4);
+      qfh[((rem / 4) * kQfStride + 4 * r + tt) * 4 + (rem % 4)] = __float2half_rn(v[j] * inv);
     }
-  } else {
+  }
+  __syncthreads();  // tables, σ and q fragments ready
+
+  uint32_t qb0[S::kQInSmem ? 1 : S::KS], qb1[S::kQInSmem ? 1 : S::KS];
+  if constexpr (!S::kQInSmem) {
 #pragma unroll
     for (int s = 0; s < S::KS; ++s) {
-      qb0[s] = pack_half2(qval(g, q_dim<D>(t4, s, 0, 0)), qval(g, q_dim<D>(t4, s, 0, 1)));
-      qb1[s] = pack_half2(qval(g, q_dim<D>(t4, s, 1, 0)), qval(g, q_dim<D>(t4, s, 1, 1)));
+      const uint2 f = qf[s * kQfStride + lane];
+      qb0[s] = f.x;
+      qb1[s] = f.y;
     }
   }
   // This lane's scores are for heads 2t4 and 2t4 + 1 (the C columns of Sᵀ).
   const float hf0 = (2 * t4 < w.heads ? sig[2 * t4] : 0.0f) * p.score_scale;
   const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
-  __syncthreads();  // tables and q fragments ready
 
   const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
   const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
@@ -843,7 +927,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
           }
           uint32_t b0, b1;
           if constexpr (S::kQInSmem) {
-            const uint2 f = qfrag[s * 32 + lane];
+            const uint2 f = qf[s * kQfStride + lane];
             b0 = f.x;
             b1 = f.y;
           } else {
@@ -972,16 +1056,17 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
   // griddepcontrol.wait still waits for this whole grid and its memory.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   __syncthreads();  // every warp is done with the tables: the merge area aliases them
-  // True O = acc · u.
-#pragma unroll
-  for (int mt = 0; mt < S::KS; ++mt) {
-    const int d0 = 2 * ((D / 16) * g + mt);
+  // True O = acc · u, as float2 (dims d0, d0 + 1) at the swizzled pair (cw_swizzle).
+  {
+    const int x = cw_swizzle<D>(g, t4);
     float* c0 = cw + (warp * kHeadsPerBlock + 2 * t4) * D;
     float* c1 = c0 + D;
-    c0[d0] = acc[mt][0] * u;
-    c1[d0] = acc[mt][1] * u;
-    c0[d0 + 1] = acc[mt][2] * u;
-    c1[d0 + 1] = acc[mt][3] * u;
+#pragma unroll
+    for (int mt = 0; mt < S::KS; ++mt) {
+      const int pr = ((D / 16) * g + mt) ^ x;
+      *reinterpret_cast<float2*>(c0 + 2 * pr) = make_float2(acc[mt][0] * u, acc[mt][2] * u);
+      *reinterpret_cast<float2*>(c1 + 2 * pr) = make_float2(acc[mt][1] * u, acc[mt][3] * u);
+    }
   }
   if (g == 0) {
     cml[(warp * kHeadsPerBlock + 2 * t4) * 2] = m0;
@@ -990,7 +1075,48 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
     cml[(warp * kHeadsPerBlock + 2 * t4 + 1) * 2 + 1] = l1;
   }
   __syncthreads();
-  merge_and_store(p, w, cw, cml, qs, fin_ml);
+  // Merge of the warps' states, one warp per head row (as merge_and_store, same order: bitwise),
+  // then the final row (one slice) or this slice's partial.
+#pragma unroll
+  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += kWarps) {
+    const int r = r0 + warp;
+    if (r >= w.heads) break;
+    float mk[kWarps], M = kNegInf;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) {
+      mk[k] = cml[(k * kHeadsPerBlock + r) * 2];
+      M = fmaxf(M, mk[k]);
+    }
+    float L = 0, wk[kWarps];
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) wk[k] = M == kNegInf ? 0.0f : exp2f(mk[k] - M);
+    if (M != kNegInf)
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) L += cml[(k * kHeadsPerBlock + r) * 2 + 1] * wk[k];
+    const int xr = r >> 1;  // the t4 of the lanes that wrote row r
+    float v[D / 32];
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) {
+      const int d = lane + 32 * j, pr = d >> 1;
+      const int at = 2 * (pr ^ cw_swizzle<D>(pr / (D / 16), xr)) + (d & 1);
+      float o = 0;
+      if (M != kNegInf)
+#pragma unroll
+        for (int k = 0; k < kWarps; ++k) o += cw[(k * kHeadsPerBlock + r) * D + at] * wk[k];
+      v[j] = o;
+    }
+    if (p.splits == 1) {
+      warp_store_row<D>(p, w.b, w.hq0 + r, v, L);
+    } else {
+      const int64_t row = (static_cast<int64_t>(w.b) * p.q_heads + w.hq0 + r) * p.splits + w.split;
+#pragma unroll
+      for (int j = 0; j < D / 32; ++j) p.part_o[row * D + lane + 32 * j] = v[j];
+      if (lane == 0) {
+        p.part_ml[2 * row] = M;
+        p.part_ml[2 * row + 1] = L;
+      }
+    }
+  }
 }
 
 // ---- combine the slices ---------------------------------------------------------------------
@@ -1010,9 +1136,12 @@ __device__ float block_reduce(float x, float* red) {
 // Latency-bound on small problems, so the slices are spread over the threads: D/4 threads cover a
 // row with float4 loads, and the kThreads / (D/4) groups of them take every G-th slice; the groups'
 // sums are then added in a fixed order (the result does not depend on timing).
+// DC: the head dimension when known at compile time (64..512: the last steps in one warp, no
+// barriers), 0 for the generic path.
+template <int DC>
 __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant__ Params p) {
   extern __shared__ __align__(16) float smem[];
-  const int D = p.dim, S = p.splits;
+  const int D = DC > 0 ? DC : p.dim, S = p.splits;
   const int vecs = D / 4, groups = kThreads / vecs;     // D: a power of two in [4, 512], so groups·vecs = kThreads
   float* part = smem;                                   // [groups][D]
   float* fin = part + groups * D;                       // [D]
@@ -1069,15 +1198,31 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
     reinterpret_cast<float4*>(part + grp * D)[v] = o;
   }
   __syncthreads();
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float o = part[d];
-    for (int k = 1; k < groups; ++k) o += part[k * D + d];
-    fin[d] = o;
+  if constexpr (DC > 0) {
+    // One warp adds the groups (same order as below) and finishes the row.
+    const int b = static_cast<int>(row / p.q_heads), h = static_cast<int>(row % p.q_heads);
+    if (threadIdx.x < 32) {
+      float v[DC / 32];
+#pragma unroll
+      for (int j = 0; j < DC / 32; ++j) {
+        const int d = static_cast<int>(threadIdx.x) + 32 * j;
+        float o = part[d];
+        for (int k = 1; k < groups; ++k) o += part[k * DC + d];
+        v[j] = o;
+      }
+      warp_store_row<DC>(p, b, h, v, L);
+    }
+  } else {
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+      float o = part[d];
+      for (int k = 1; k < groups; ++k) o += part[k * D + d];
+      fin[d] = o;
+    }
+    if (threadIdx.x == 0) lsum[0] = L;
+    __syncthreads();
+    const int b = static_cast<int>(row / p.q_heads), h = static_cast<int>(row % p.q_heads);
+    store_output_rows(p, b, h, 1, fin, lsum, 1);
   }
-  if (threadIdx.x == 0) lsum[0] = L;
-  __syncthreads();
-  const int b = static_cast<int>(row / p.q_heads), h = static_cast<int>(row % p.q_heads);
-  store_output_rows(p, b, h, 1, fin, lsum, 1);
 }
 
 // ---- host side ------------------------------------------------------------------------------
@@ -1280,7 +1425,12 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
     attr.val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_combine, p));
+    void (*combine)(Params) = a.dim == 64    ? kernel_combine<64>
+                              : a.dim == 128 ? kernel_combine<128>
+                              : a.dim == 256 ? kernel_combine<256>
+                              : a.dim == 512 ? kernel_combine<512>
+                                             : kernel_combine<0>;
+    FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine, p));
     FRUGAL_CUDA_CHECK_LAUNCH();
   }
 }
