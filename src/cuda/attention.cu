@@ -20,7 +20,10 @@
 //     At D = 256 the main loop is a rotating register pipeline (each warp's next chunk is requested
 //     phase by phase while the current one is computed); every other D requests a chunk's loads
 //     when the chunk starts (the pipeline measured slower there: register cap, fewer warps).
-//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md and -r3.md.
+//     The prologue (q rotation, σ, fragments) and the epilogue (merge, finish) run one warp per head
+//     row with D known at compile time (round 4: 3/4 of the instructions at short lengths were the
+//     block-wide versions' runtime divisions and barriers).
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md and -r4.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -237,6 +240,7 @@ __device__ void fwht_rows(float* x, int rows, int D) {
 }
 
 // qs[h][d] = FWHT(s_K ⊙ q[b, hq0 + h])[d] for the block's heads (unnormalized). Ends with a barrier.
+// Used by the f32 kernel; the f16 kernel does the same per warp in registers (see warp_fwht).
 // (Round 3 tried issuing 8 query loads per thread before any store, to cut the prologue's fixed
 // cost on short sequences: no change, 0.0249 vs 0.0249 ms at B=1 L=4K D=128 and 0.0422 vs 0.0420
 // at D=256; bench/results/2026-11-29-decode-attention-r3.md. So this loop is not the fixed cost.)
