@@ -45,18 +45,23 @@ def _(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> torch.Te
 
 @torch.library.custom_op("frugal::submanifold_conv", mutates_args=())
 def submanifold_conv(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                     bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k] (weight [K, Ci, Co]); never materializes the gather."""
+                     bias: Optional[torch.Tensor] = None, checked: bool = True) -> torch.Tensor:
+    """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k] (weight [K, Ci, Co]); never materializes the gather.
+
+    checked=True raises frugal.Error for nbr entries outside [0, N]; on CUDA that costs one 8-byte
+    readback, i.e. a wait for the stream. checked=False skips it (what CUDA-graph capture needs):
+    a bad entry then counts as an absent neighbor — wrong numbers, never an out-of-bounds access.
+    """
     feats, nbr, weight = feats.contiguous(), nbr.contiguous(), weight.contiguous()
     bias = bias.contiguous() if bias is not None else None
     out = torch.empty((nbr.shape[1], weight.shape[2]), dtype=feats.dtype, device=feats.device)
-    _frugal.spconv.submanifold_conv(_dl(feats), _dl(nbr), _dl(weight), _dl(bias), out=_dl(out),
+    _frugal.spconv.submanifold_conv(_dl(feats), _dl(nbr), _dl(weight), _dl(bias), out=_dl(out), checked=checked,
                                     stream=_stream(feats))
     return out
 
 
 @submanifold_conv.register_fake
-def _(feats, nbr, weight, bias=None):
+def _(feats, nbr, weight, bias=None, checked=True):
     return feats.new_empty((nbr.shape[1], weight.shape[2]))
 
 
@@ -79,8 +84,9 @@ class SubMConv3d(torch.nn.Module):
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, dilation: int = 1,
-                 bias: bool = True, device=None, dtype=None):
+                 bias: bool = True, device=None, dtype=None, checked: bool = True):
         super().__init__()
+        self.checked = checked  # False: no readback per call (CUDA graphs); see submanifold_conv
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.dilation = kernel_size, dilation
         k = kernel_size**3
@@ -92,7 +98,7 @@ class SubMConv3d(torch.nn.Module):
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, feats: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
-        return submanifold_conv(feats, nbr, self.weight, self.bias)
+        return submanifold_conv(feats, nbr, self.weight, self.bias, self.checked)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         w = state_dict.get(prefix + "weight")

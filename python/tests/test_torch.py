@@ -95,6 +95,42 @@ def test_spconv_custom_ops_pass_opcheck(device):
     w = torch.randn(27, 8, 4, device=device)
     torch.library.opcheck(ft.build_kernel_map, (coords, 3, 1))
     torch.library.opcheck(ft.submanifold_conv, (feats, nbr, w, torch.randn(4, device=device)))
+    torch.library.opcheck(ft.submanifold_conv, (feats, nbr, w, None, False))
+
+
+@pytest.mark.parametrize("device", devices)
+def test_unchecked_conv_equals_checked_and_checked_refuses_a_bad_map(device):
+    coords = random_coords(6, 0.4, device)
+    nbr = ft.build_kernel_map(coords, 3)
+    feats = torch.randn(coords.shape[0], 8, device=device)
+    w = torch.randn(27, 8, 4, device=device)
+    assert torch.equal(ft.submanifold_conv(feats, nbr, w, None, False), ft.submanifold_conv(feats, nbr, w))
+    bad = nbr.clone()
+    bad[5, 3] = coords.shape[0] + 7
+    with pytest.raises(frugal.Error, match="nbr"):
+        ft.submanifold_conv(feats, bad, w)
+
+
+@pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")
+def test_unchecked_conv_can_be_captured_in_a_cuda_graph():
+    coords = random_coords(8, 0.4, "cuda")
+    conv = ft.SubMConv3d(16, 8, checked=False).cuda()
+    nbr = ft.build_kernel_map(coords, 3)
+    feats = torch.randn(coords.shape[0], 16, device="cuda")
+    with torch.no_grad():
+        want = conv(feats, nbr)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            conv(feats, nbr)  # warm-up on the capture stream (frugal's pool, module load)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            got = conv(feats, nbr)
+        feats.copy_(feats * 1)  # same values: the replay must reproduce the eager result
+        g.replay()
+        torch.cuda.synchronize()
+    assert torch.equal(got, want)
 
 
 @pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")
