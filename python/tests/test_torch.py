@@ -87,12 +87,16 @@ def test_submconv_matches_dense_conv3d_with_spconv_weights(device, dtype):
     assert torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref) < tol
 
 
-@pytest.mark.parametrize("device", devices)
-def test_spconv_custom_ops_pass_opcheck(device):
+def small_conv(device):
+    """coords, their 3x3x3 map, feats [N, 8] and weights [27, 8, 4] on a small random grid."""
     coords = random_coords(6, 0.4, device)
     nbr = ft.build_kernel_map(coords, 3)
-    feats = torch.randn(coords.shape[0], 8, device=device)
-    w = torch.randn(27, 8, 4, device=device)
+    return coords, nbr, torch.randn(coords.shape[0], 8, device=device), torch.randn(27, 8, 4, device=device)
+
+
+@pytest.mark.parametrize("device", devices)
+def test_spconv_custom_ops_pass_opcheck(device):
+    coords, nbr, feats, w = small_conv(device)
     torch.library.opcheck(ft.build_kernel_map, (coords, 3, 1))
     torch.library.opcheck(ft.submanifold_conv, (feats, nbr, w, torch.randn(4, device=device)))
     torch.library.opcheck(ft.submanifold_conv, (feats, nbr, w, None, False))
@@ -100,10 +104,7 @@ def test_spconv_custom_ops_pass_opcheck(device):
 
 @pytest.mark.parametrize("device", devices)
 def test_unchecked_conv_equals_checked_and_checked_refuses_a_bad_map(device):
-    coords = random_coords(6, 0.4, device)
-    nbr = ft.build_kernel_map(coords, 3)
-    feats = torch.randn(coords.shape[0], 8, device=device)
-    w = torch.randn(27, 8, 4, device=device)
+    coords, nbr, feats, w = small_conv(device)
     assert torch.equal(ft.submanifold_conv(feats, nbr, w, None, False), ft.submanifold_conv(feats, nbr, w))
     bad = nbr.clone()
     bad[5, 3] = coords.shape[0] + 7
