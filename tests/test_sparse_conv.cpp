@@ -420,6 +420,33 @@ void check_map_errors(Device d) {
 
 TEST(SpconvErrors, BadCoordinatesAndKernelParameters) { check_map_errors(Device::cpu()); }
 
+// The CPU map inserts and validates rows in parallel; its errors must still name the first bad row
+// and the first row that repeats an earlier one, on every run, on an input large enough to be split
+// across threads.
+TEST(SpconvErrors, LargeInputsNameTheFirstOffendingRowEveryTime) {
+  const int n = 300000;
+  std::vector<int32_t> c(4 * static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    c[4 * r] = 0;
+    c[4 * r + 1] = r % 100;
+    c[4 * r + 2] = r / 100 % 100;
+    c[4 * r + 3] = r / 10000;
+  }
+  std::vector<int32_t> dup = c;
+  std::copy_n(c.begin() + 4 * 10, 4, dup.begin() + 4 * 290000);     // repeats row 10, found second
+  std::copy_n(c.begin() + 4 * 70000, 4, dup.begin() + 4 * 250000);  // the first row repeating one
+  std::vector<int32_t> bad = c;
+  bad[4 * 150000 + 2] = 70000;
+  bad[4 * 20000 + 3] = -70000;
+  for (int rep = 0; rep < 3; ++rep) {
+    expect_error([&] { build_kernel_map(coords_tensor(dup)); }, ErrorCode::invalid_argument,
+                 {"duplicate", "rows 70000 and 250000"});
+    expect_error([&] { build_kernel_map(coords_tensor(bad)); }, ErrorCode::out_of_range,
+                 {"row 20000", "z = -70000"});
+  }
+  EXPECT_NO_THROW(build_kernel_map(coords_tensor(c)));
+}
+
 void check_conv_errors(Device d) {
   const Tensor coords = coords_tensor({0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0}, d);
   const Tensor nbr = build_kernel_map(coords, 3, 1);

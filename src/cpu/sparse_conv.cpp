@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <type_traits>
 #include <vector>
 
@@ -101,29 +102,55 @@ MapStatus spconv_build_map(const MapArgs& a) {
   const int64_t n = a.n;
   const int ks = a.kernel_size, kv = ks * ks * ks, half = kv / 2;
   std::vector<uint64_t> keys(n);
+  int64_t bad = n;  // the first row with a coordinate out of range
+#pragma omp parallel for reduction(min : bad) schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     const int32_t* c = a.coords + r * 4;
     if (!sb::batch_in_range(c[0]) || !sb::coord_in_range(c[1]) || !sb::coord_in_range(c[2]) ||
-        !sb::coord_in_range(c[3])) {
-      st.bad_row = r;
-      return st;
-    }
-    keys[r] = sb::pack_key(c[0], c[1], c[2], c[3]);
+        !sb::coord_in_range(c[3]))
+      bad = std::min(bad, r);
+    else
+      keys[r] = sb::pack_key(c[0], c[1], c[2], c[3]);
   }
-  // Insert in row order, so the duplicate reported is the first row repeating an earlier one.
+  if (bad < n) {
+    st.bad_row = bad;
+    return st;
+  }
+  // Insert in parallel: a slot only ever goes from empty to a row (compare-and-swap), so every key
+  // stays reachable from its hash by linear probing, whatever the interleaving, and the lookups
+  // below do not depend on where each key landed.
   const uint64_t cap = sb::table_capacity(n), mask = cap - 1;
   std::vector<int32_t> table(cap, sb::kEmptySlot);
+  bool dup = false;
+#pragma omp parallel for reduction(|| : dup) schedule(static)
   for (int64_t r = 0; r < n; ++r) {
     for (uint64_t s = sb::hash_key(keys[r]) & mask;; s = (s + 1) & mask) {
-      const int32_t o = table[s];
-      if (o == sb::kEmptySlot) {
-        table[s] = static_cast<int32_t>(r);
+      std::atomic_ref<int32_t> slot(table[s]);
+      int32_t o = slot.load(std::memory_order_relaxed);
+      if (o == sb::kEmptySlot && slot.compare_exchange_strong(o, static_cast<int32_t>(r), std::memory_order_relaxed))
+        break;
+      if (keys[o] == keys[r]) {  // o: the row now in the slot
+        dup = true;
         break;
       }
-      if (keys[o] == keys[r]) {
-        st.dup_row_a = o;
-        st.dup_row_b = r;
-        return st;
+    }
+  }
+  if (dup) {
+    // Which pair the parallel pass met depends on timing; the error names the first row that
+    // repeats an earlier one, found again serially (only on this error path).
+    std::fill(table.begin(), table.end(), sb::kEmptySlot);
+    for (int64_t r = 0; r < n; ++r) {
+      for (uint64_t s = sb::hash_key(keys[r]) & mask;; s = (s + 1) & mask) {
+        const int32_t o = table[s];
+        if (o == sb::kEmptySlot) {
+          table[s] = static_cast<int32_t>(r);
+          break;
+        }
+        if (keys[o] == keys[r]) {
+          st.dup_row_a = o;
+          st.dup_row_b = r;
+          return st;
+        }
       }
     }
   }
