@@ -664,6 +664,143 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
 #pragma unroll
   for (int i = 0; i < S::KS; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
 
+  // The three steps of a chunk, shared by both main loops below.
+  // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
+  auto scores = [&](const uint32_t(&kw)[S::NSUB][2][S::KCB / 4], float(&sc)[S::NSUB][4]) {
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j) {
+      float c[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int s = 0; s < S::KS; ++s) {
+        uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
+        if constexpr (KB == 4) {
+          const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
+          const int k = 2 * (s & 1);
+          a0 = lut_load(lutK_addr, byte_of(x0, k));
+          a1 = lut_load(lutK_addr, byte_of(x1, k));
+          a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
+          a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+        } else {
+          const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
+          a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
+          a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
+          a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
+          a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
+        }
+        uint32_t b0, b1;
+        if constexpr (S::kQInSmem) {
+          const uint2 f = qf[s * kQfStride + lane];
+          b0 = f.x;
+          b1 = f.y;
+        } else {
+          b0 = qb0[s];
+          b1 = qb1[s];
+        }
+        mma_16816(c, a0, a1, a2, a3, b0, b1);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
+    }
+  };
+  // Scale and mask the chunk's scores (tokens from `first` on; all valid when kFull), zero the V
+  // scales of masked tokens, and move the running maxima (rescaling l and Oᵀ). Returns 1/u.
+  auto softmax_step = [&](auto full_tag, int64_t first, float(&sc)[S::NSUB][4], const float(&ksc)[S::NSUB][2],
+                          float(&vsc)[S::NSUB][2]) -> float {
+    constexpr bool kFull = decltype(full_tag)::value;
+    float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const bool valid = kFull || first + 16 * j + 8 * n + g < w.t1;
+        const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
+        sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
+        sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
+        vsc[j][n] = valid ? vsc[j][n] : 0.0f;
+        cmax0 = fmaxf(cmax0, sc[j][2 * n]);
+        cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
+        vmax = fmaxf(vmax, vsc[j][n]);
+      }
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
+      cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+      cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+      vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
+    }
+    const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
+    if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
+      const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+      l0 *= a0;
+      l1 *= a1;
+      const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
+#pragma unroll
+      for (int i = 0; i < S::KS; ++i) {
+        acc[i][0] *= f0;
+        acc[i][1] *= f1;
+        acc[i][2] *= f0;
+        acc[i][3] *= f1;
+      }
+      m0 = n0;
+      m1 = n1;
+      u = u_new;
+    }
+    return 1.0f / u;
+  };
+  // P = exp2(S − m) (summed into l), weighted by the V scales over u, then Oᵀ += Vᵀ·Pᵀ tile by tile.
+  auto accumulate_pv = [&](const float(&sc)[S::NSUB][4], const float(&vsc)[S::NSUB][2],
+                           const uint32_t(&vw)[S::NSUB][4][S::VCB / 4], float inv_u) {
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j) {
+      float pt[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+        if (e & 1)
+          l1 += pe;
+        else
+          l0 += pe;
+        pt[e] = pe * (vsc[j][e >> 1] * inv_u);
+      }
+      // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
+      // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
+      const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
+      const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
+      // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
+      if constexpr (VB == 4) {
+#pragma unroll
+        for (int wi = 0; wi < S::VCB / 4; ++wi) {
+          const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+          // Bytes pairing the same dim of two tokens: low nibble token 2t4 (+8), high nibble 2t4+1 (+9).
+          const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
+          const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
+          const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
+          const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int mt = 4 * wi + k;
+            mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
+                      lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int mt = 0; mt < S::KS; ++mt) {
+          const int wi = mt >> 1, k = 2 * (mt & 1);
+          const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
+          const uint32_t a0 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
+          const uint32_t a1 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
+          const uint32_t a2 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
+          const uint32_t a3 =
+              __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
+          mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+        }
+      }
+    }
+  };
+
   int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
   int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
   if constexpr (S::kRotate) {
@@ -674,7 +811,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
     // below at D = 256 (no register cap there); at D = 128 it was 17% slower at the 128-register cap
     // (spills) and 5% slower at 168 registers, 3 blocks/SM (bench/results/2026-11-29-decode-attention-r3.md).
     // The in-loop L2 prefetch (p.prefetch, off by default) is not applied on this path.
-    static_assert(!S::kQInSmem, "the rotating loop takes the q fragments from registers");
     uint32_t kw[S::NSUB][2][S::KCB / 4];
     uint32_t vw[S::NSUB][4][S::VCB / 4];
     float ksc[S::NSUB][2], vsc[S::NSUB][2];
@@ -732,33 +868,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
       const int64_t next = start + kWarps * S::CH;
       const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
       const bool more = next < w.t1;
-      // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
       float sc[S::NSUB][4];
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j) {
-        float c[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int s = 0; s < S::KS; ++s) {
-          uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
-          if constexpr (KB == 4) {
-            const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
-            const int k = 2 * (s & 1);
-            a0 = lut_load(lutK_addr, byte_of(x0, k));
-            a1 = lut_load(lutK_addr, byte_of(x1, k));
-            a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
-            a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
-          } else {
-            const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
-            a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
-            a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
-            a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
-            a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
-          }
-          mma_16816(c, a0, a1, a2, a3, qb0[s], qb1[s]);  // D = 256: q fragments in registers
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
-      }
+      scores(kw, sc);
       // This chunk's scales move aside; the next chunk's K rows and scales are requested.
       float ks_c[S::NSUB][2], vs_c[S::NSUB][2];
 #pragma unroll
@@ -769,89 +880,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
           vs_c[j][n] = vsc[j][n];
         }
       if (more) load_k(next, next_slot);
-      // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
-      float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          const bool valid = start + 16 * j + 8 * n + g < w.t1;
-          const float k0 = ks_c[j][n] * hf0, k1 = ks_c[j][n] * hf1;
-          sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
-          sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
-          vs_c[j][n] = valid ? vs_c[j][n] : 0.0f;
-          cmax0 = fmaxf(cmax0, sc[j][2 * n]);
-          cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
-          vmax = fmaxf(vmax, vs_c[j][n]);
-        }
-#pragma unroll
-      for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
-        cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
-        cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
-        vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
-      }
-      const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
-      if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
-        const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
-        l0 *= a0;
-        l1 *= a1;
-        const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
-#pragma unroll
-        for (int i = 0; i < S::KS; ++i) {
-          acc[i][0] *= f0;
-          acc[i][1] *= f1;
-          acc[i][2] *= f0;
-          acc[i][3] *= f1;
-        }
-        m0 = n0;
-        m1 = n1;
-        u = u_new;
-      }
-      const float inv_u = 1.0f / u;
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j) {
-        float pt[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
-          if (e & 1)
-            l1 += pe;
-          else
-            l0 += pe;
-          pt[e] = pe * (vs_c[j][e >> 1] * inv_u);
-        }
-        const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
-        const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
-        if constexpr (VB == 4) {
-#pragma unroll
-          for (int wi = 0; wi < S::VCB / 4; ++wi) {
-            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-            const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
-            const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
-            const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
-            const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-              mma_16816(acc[4 * wi + k], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
-                        lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
-          }
-        } else {
-#pragma unroll
-          for (int mt = 0; mt < S::KS; ++mt) {
-            const int wi = mt >> 1, k = 2 * (mt & 1);
-            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-            const uint32_t a0 =
-                __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
-            const uint32_t a1 =
-                __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
-            const uint32_t a2 =
-                __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
-            const uint32_t a3 =
-                __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
-            mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
-          }
-        }
-      }
+      const float inv_u = softmax_step(std::false_type{}, start, sc, ks_c, vs_c);
+      accumulate_pv(sc, vs_c, vw, inv_u);
       if (more) load_v(next, next_slot);
       start = next;
       start_slot = next_slot;
@@ -907,132 +937,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
         }
       }
       if constexpr (D <= 128) load_v();
-      // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
       float sc[S::NSUB][4];
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j) {
-        float c[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int s = 0; s < S::KS; ++s) {
-          uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
-          if constexpr (KB == 4) {
-            const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
-            const int k = 2 * (s & 1);
-            a0 = lut_load(lutK_addr, byte_of(x0, k));
-            a1 = lut_load(lutK_addr, byte_of(x1, k));
-            a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
-            a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
-          } else {
-            const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
-            a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
-            a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
-            a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
-            a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
-          }
-          uint32_t b0, b1;
-          if constexpr (S::kQInSmem) {
-            const uint2 f = qf[s * kQfStride + lane];
-            b0 = f.x;
-            b1 = f.y;
-          } else {
-            b0 = qb0[s];
-            b1 = qb1[s];
-          }
-          mma_16816(c, a0, a1, a2, a3, b0, b1);
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
-      }
+      scores(kw, sc);
       if constexpr (D > 128) load_v();
-      // Scale, mask, and the chunk's maxima: scores per head, V scales over all tokens.
-      float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          const bool valid = kFull || start + 16 * j + 8 * n + g < w.t1;
-          const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
-          sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
-          sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
-          vsc[j][n] = valid ? vsc[j][n] : 0.0f;
-          cmax0 = fmaxf(cmax0, sc[j][2 * n]);
-          cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
-          vmax = fmaxf(vmax, vsc[j][n]);
-        }
-#pragma unroll
-      for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
-        cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
-        cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
-        vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
-      }
-      const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
-      if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
-        const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
-        l0 *= a0;
-        l1 *= a1;
-        const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
-#pragma unroll
-        for (int i = 0; i < S::KS; ++i) {
-          acc[i][0] *= f0;
-          acc[i][1] *= f1;
-          acc[i][2] *= f0;
-          acc[i][3] *= f1;
-        }
-        m0 = n0;
-        m1 = n1;
-        u = u_new;
-      }
-      const float inv_u = 1.0f / u;
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j) {
-        float pt[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
-          if (e & 1)
-            l1 += pe;
-          else
-            l0 += pe;
-          pt[e] = pe * (vsc[j][e >> 1] * inv_u);
-        }
-        // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
-        // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
-        const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
-        const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
-        // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
-        if constexpr (VB == 4) {
-#pragma unroll
-          for (int wi = 0; wi < S::VCB / 4; ++wi) {
-            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-            // Bytes pairing the same dim of two tokens: low nibble token 2t4 (+8), high nibble 2t4+1 (+9).
-            const uint32_t lo01 = (x0 & 0x0F0F0F0Fu) | ((x1 << 4) & 0xF0F0F0F0u);
-            const uint32_t hi01 = ((x0 >> 4) & 0x0F0F0F0Fu) | (x1 & 0xF0F0F0F0u);
-            const uint32_t lo23 = (x2 & 0x0F0F0F0Fu) | ((x3 << 4) & 0xF0F0F0F0u);
-            const uint32_t hi23 = ((x2 >> 4) & 0x0F0F0F0Fu) | (x3 & 0xF0F0F0F0u);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              const int mt = 4 * wi + k;
-              mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
-                        lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
-            }
-          }
-        } else {
-#pragma unroll
-          for (int mt = 0; mt < S::KS; ++mt) {
-            const int wi = mt >> 1, k = 2 * (mt & 1);
-            const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-            const uint32_t a0 =
-                __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
-            const uint32_t a1 =
-                __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
-            const uint32_t a2 =
-                __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
-            const uint32_t a3 =
-                __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
-            mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
-          }
-        }
-      }
+      const float inv_u = softmax_step(full_tag, start, sc, ksc, vsc);
+      accumulate_pv(sc, vsc, vw, inv_u);
     };
 
     for (; start < w.t1; start += kWarps * S::CH) {
