@@ -39,7 +39,7 @@
 // query heads of its group, slice of the sequence); every query head of a group of ≤ 8 is
 // served from ONE read of its K/V (groups larger than 8 read the K/V once per 8 heads).
 // The number of slices is picked from the shape (DecodeOptions::num_splits overrides it): whole
-// waves of resident blocks, slices of at least 256 tokens and at most max(32, L / 2048) of them
+// waves of resident blocks, slices of at least 128 tokens and at most max(32, L / 2048) of them
 // (measured on an H200: bench/results/2026-11-29-decode-attention.md); when there is more than
 // one, a second kernel combines the slices' partial softmax states.
 // Supported on the GPU: head_dim 4..512 (f32) / 64..512 (f16), any bits of the cache (f32) /

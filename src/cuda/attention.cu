@@ -520,21 +520,16 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
   }
 }
 
-// Tuning knobs for D = 128 (benchmark builds may override them): 16-token tiles per warp chunk,
-// and the resident blocks per SM the register budget is sized for.
-#ifndef FRUGAL_ATTN_NSUB128
-#define FRUGAL_ATTN_NSUB128 2
-#endif
-#ifndef FRUGAL_ATTN_MINB128
-#define FRUGAL_ATTN_MINB128 4
-#endif
+// D = 128: two 16-token tiles per warp chunk, and a register budget sized for 4 resident blocks per
+// SM (round 3 measured one tile at 5 blocks/SM 7–24% slower; decode-attention-r3.md).
+constexpr int kNsub128 = 2, kMinBlocks128 = 4;
 
 template <int D, int KB, int VB>
 struct F16Shape {
   static constexpr int KS = D / 16;        // k-steps of S = Q·Kᵀ (and m-tiles of Oᵀ)
   static constexpr int KCB = D * KB / 32;  // bytes of a K row each lane reads (dims [D/4·t, D/4·(t+1)))
   static constexpr int VCB = D * VB / 64;  // bytes of a V row each lane reads (dims [D/8·g, D/8·(g+1)))
-  static constexpr int NSUB = D <= 64 ? 4 : (D <= 128 ? FRUGAL_ATTN_NSUB128 : 1);  // 16-token tiles per warp chunk
+  static constexpr int NSUB = D <= 64 ? 4 : (D <= 128 ? kNsub128 : 1);  // 16-token tiles per warp chunk
   static constexpr int CH = 16 * NSUB;
   static constexpr bool kQInSmem = D > 256;  // q fragments: registers up to D = 256
   static constexpr int kLuts = (KB == VB) ? 1 : 2;
@@ -553,7 +548,7 @@ __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
 }
 
 template <int D, int KB, int VB>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? FRUGAL_ATTN_MINB128 : 1)
+__global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
   extern __shared__ __align__(16) uint32_t smem_u[];
@@ -1305,17 +1300,21 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
     p.part_o = static_cast<float*>(ws);
     p.part_ml = p.part_o + static_cast<size_t>(a.batch) * a.q_heads * splits * a.dim;
   }
-  std::vector<int64_t> ranges(2 * static_cast<size_t>(a.batch));
-  for (int b = 0; b < a.batch; ++b) {
-    ranges[2 * b] = a.begin[b];
-    ranges[2 * b + 1] = a.end[b];
-  }
+  // [begin, end) pairs: in the parameters for small batches, else through the workspace.
+  auto put_ranges = [&](int64_t* r) {
+    for (int b = 0; b < a.batch; ++b) {
+      r[2 * b] = a.begin[b];
+      r[2 * b + 1] = a.end[b];
+    }
+  };
   if (range_bytes > 0) {
+    std::vector<int64_t> ranges(2 * static_cast<size_t>(a.batch));
+    put_ranges(ranges.data());
     int64_t* dev = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(ws) + partial_bytes);
     FRUGAL_CUDA_CHECK(cudaMemcpyAsync(dev, ranges.data(), range_bytes, cudaMemcpyHostToDevice, st));
     p.ranges_dev = dev;
   } else {
-    std::copy(ranges.begin(), ranges.end(), p.ranges);
+    put_ranges(p.ranges);
   }
 
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * tiles),
