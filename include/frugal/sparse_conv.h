@@ -29,15 +29,18 @@
 //
 // Guarantees: each output row is written exactly once by one thread block (CUDA) or one thread
 // (CPU), with no atomics: results are bitwise identical run to run. No buffer proportional to
-// K·N·Ci exists. CUDA workspace (stream-ordered, from CUDA's default pool; an 8-byte request made
-// it reserve a 32 MiB chunk on an H200): the checked conv holds a 256-byte flag; an f16/bf16 conv
-// on the tensor-core kernel that sorts rows (kernel_size 1 or 3, Ci and Co multiples of 8) holds
-// the row order of up to 2^22 rows, 4 bytes a row (≤ 16 MiB). Nothing else is allocated.
-// On CUDA, f16/bf16 run on tensor cores (f32 accumulation): by default through mma.sync over rows
-// sorted by their neighbor pattern where it applies, WMMA otherwise; f32 runs on CUDA cores. The
-// environment variable FRUGAL_SPCONV_KERNEL = simt | wmma | mma, read once, overrides the choice
-// for f16/bf16 (mma only where it applies). The map build allocates O(N): a hash table of 2^p ≥ 2N
-// int32 slots and N packed 64-bit keys, freed before it returns. Index arithmetic is 64-bit.
+// K·N·Ci exists. CUDA workspace (stream-ordered, from frugal's own memory pool, which keeps up to
+// 256 MiB between calls): the checked conv holds a 256-byte flag; an f16/bf16 conv on the
+// tensor-core kernels that sort rows (kernel_size 1 or 3, Ci and Co multiples of 8) holds the row
+// order of up to 2^22 rows, 4 bytes a row (≤ 16 MiB); a wgmma conv on a grid too small to fill the
+// GPU sums fixed offset ranges into f32 partials (≤ 64 MiB). Nothing else is allocated.
+// On CUDA, f16/bf16 run on tensor cores (f32 accumulation): by default through wgmma where the GPU
+// runs sm_90a code (Hopper), else mma.sync (both over rows sorted by their neighbor pattern on large
+// shapes) where they apply, WMMA otherwise; f32 runs on CUDA cores. The environment variable
+// FRUGAL_SPCONV_KERNEL = simt | wmma | mma | wgmma, read once, overrides the choice for f16/bf16
+// (mma and wgmma only where they apply; wgmma falls back to mma on GPUs without sm_90a code).
+// The map build allocates O(N): a hash table of 2^p ≥ 2N int32 slots and N packed 64-bit keys,
+// freed before it returns. Index arithmetic is 64-bit.
 #pragma once
 
 #include <array>

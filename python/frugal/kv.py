@@ -49,8 +49,8 @@ class Cache:
                    stream: Optional[int] = None, like: Any = None) -> Any:
         """Tokens [begin, end) of sequence `seq` as [end-begin, H, D] in `dtype` (end defaults to write_pos)."""
         like = like if like is not None else self._like
-        out = self._impl.dequantize(seq, begin, end, dtype, stream=stream_of(like, stream) if like is not None else stream)
-        return wrap(out, like) if like is not None else out
+        out = self._impl.dequantize(seq, begin, end, dtype, stream=stream_of(like, stream))
+        return wrap(out, like)  # `like` None: frugal's own __dlpack__ object
 
     def write_pos(self, seq: int = 0) -> int:
         return self._impl.write_pos(seq)
@@ -69,12 +69,12 @@ class Cache:
     @property
     def packed(self) -> Any:
         """A zero-copy view of the packed codes (keeps the cache alive)."""
-        return wrap(self._impl.packed, self._like) if self._like is not None else self._impl.packed
+        return wrap(self._impl.packed, self._like)
 
     @property
     def scales(self) -> Any:
         """A zero-copy view of the scales (keeps the cache alive)."""
-        return wrap(self._impl.scales, self._like) if self._like is not None else self._impl.scales
+        return wrap(self._impl.scales, self._like)
 
     @property
     def config(self) -> dict:

@@ -35,8 +35,7 @@ nb::dlpack::dtype to_dlpack(DType t) {
   return {};
 }
 
-template <typename A>
-TensorView view_of(const A& a, const char* op, const char* name) {
+TensorView view_of(const nb::ndarray<>& a, const char* op, const char* name) {
   Device device;
   if (a.device_type() == nb::device::cpu::value) {
     device = Device::cpu();
@@ -68,7 +67,6 @@ OutArray make_array(const TensorView& v, nb::handle owner) {
 }  // namespace
 
 TensorView to_view(const nb::ndarray<>& a, const char* op, const char* name) { return view_of(a, op, name); }
-TensorView to_view(const Array& a, const char* op, const char* name) { return view_of(a, op, name); }
 
 OutArray to_array(const Tensor& t) {
   // The capsule owns a copy of the Tensor handle: the storage lives as long as any array on it.

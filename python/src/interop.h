@@ -15,14 +15,11 @@ namespace frugal::python {
 
 namespace nb = nanobind;
 
-// The input side: accepts any device and dtype; the op validates what it needs.
-using Array = nb::ndarray<nb::ro>;
-using MutableArray = nb::ndarray<>;
+// The input side is nb::ndarray<> (any device and dtype; the op validates what it needs).
 // The output side: an Array-API object that torch.from_dlpack / numpy.from_dlpack take as is.
 using OutArray = nb::ndarray<nb::array_api>;
 
 TensorView to_view(const nb::ndarray<>& a, const char* op, const char* name);
-TensorView to_view(const Array& a, const char* op, const char* name);
 OutArray to_array(const Tensor& t);
 // A view into storage owned by `owner` (a Python object holding it, e.g. a Cache).
 OutArray to_array(const TensorView& v, nb::handle owner);

@@ -2,6 +2,7 @@
 // take them. Public entry points (src/core/kv_cache.cpp) validate; these never do.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "frugal/kv_cache.h"
@@ -12,6 +13,10 @@ namespace frugal::kv::backend {
 // positions to the CUDA kernel by value (no host-to-device copy, no synchronization: what a
 // one-token decode step needs); larger batches go through the device array AppendArgs::starts.
 constexpr int kInlineStarts = 64;
+
+// float(1/√D), rounded once from double: both backends multiply by exactly this value (their
+// packed bytes and scales must be bit-identical).
+inline float inv_sqrt_dim(int d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
 
 // Quantize `seqs × tokens × heads` vectors of x into the cache storage.
 struct AppendArgs {

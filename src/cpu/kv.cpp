@@ -19,7 +19,6 @@ namespace {
 using kv::backend::AppendArgs;
 using kv::backend::DequantizeArgs;
 
-float inv_sqrt_dim(int d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
 
 // Quantizes y (already rotated: y = FWHT(s ⊙ x)/√D) into one packed row; returns the scale.
 float quantize_rotated(const float* y, int d, int bits, const float* centroids, const float* boundaries,
@@ -52,7 +51,7 @@ template <typename T>
 void append_typed(const AppendArgs& a) {
   const int64_t total = static_cast<int64_t>(a.seqs) * a.tokens * a.heads;
   const int64_t row_bytes = static_cast<int64_t>(a.dim) * a.bits / 8;
-  const float inv = inv_sqrt_dim(a.dim);
+  const float inv = kv::backend::inv_sqrt_dim(a.dim);
 #pragma omp parallel if (total > 16)
   {
     std::vector<float> y(a.dim);
@@ -78,7 +77,7 @@ template <typename T>
 void dequantize_typed(const DequantizeArgs& a) {
   const int64_t total = a.count * a.heads;
   const int64_t row_bytes = static_cast<int64_t>(a.dim) * a.bits / 8;
-  const float inv = inv_sqrt_dim(a.dim);
+  const float inv = kv::backend::inv_sqrt_dim(a.dim);
 #pragma omp parallel if (total > 16)
   {
     std::vector<float> y(a.dim);
@@ -114,7 +113,7 @@ void kv_dequantize(const DequantizeArgs& a) {
 }
 
 void hadamard_transform(const float* x, float* out, int64_t rows, int dim) {
-  const float inv = inv_sqrt_dim(dim);
+  const float inv = kv::backend::inv_sqrt_dim(dim);
 #pragma omp parallel for schedule(static) if (rows > 16)
   for (int64_t r = 0; r < rows; ++r) {
     float* o = out + r * dim;

@@ -30,8 +30,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -1181,20 +1179,12 @@ Launch pick_kernel(const DecodeArgs& a) {
   return l;
 }
 
-// Resident blocks per SM for a kernel (cached per kernel and device), after raising its dynamic
-// shared-memory limit to the most any of its calls uses.
-int blocks_per_sm(KernelFn fn, int smem, int smem_max, int device) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, int> cache;
-  std::lock_guard lock(mu);
-  const auto key = std::make_pair(reinterpret_cast<const void*>(fn), device);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
-  int n = 0;
-  FRUGAL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, kThreads, smem));
-  n = std::max(n, 1);
-  cache[key] = n;
-  return n;
+// Resident blocks per SM for a kernel, after raising its dynamic shared-memory limit to the most any
+// of its calls uses.
+int blocks_per_sm(KernelFn fn, int smem, int smem_max) {
+  const auto* f = reinterpret_cast<const void*>(fn);
+  allow_dynamic_smem(f, smem_max);
+  return std::max(resident_blocks(f, kThreads, smem), 1);
 }
 
 // Slices per sequence: fill the resident slots of the GPU in whole waves, with slices of ≥ 128
@@ -1248,7 +1238,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   for (int b = 0; b < a.batch; ++b) max_len = std::max(max_len, a.end[b] - a.begin[b]);
 
   const Launch launch = pick_kernel(a);
-  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch.fn, launch.smem, launch.smem_max, device.index)) *
+  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch.fn, launch.smem, launch.smem_max)) *
                         multiprocessor_count(device.index);
   const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);

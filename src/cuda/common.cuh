@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "frugal/dtype.h"
@@ -35,7 +36,18 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// Whether `p` is a multiple of `bytes` (a power of two) in the address space.
+inline bool is_aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 int multiprocessor_count(int device);
+
+// Raises kernel `fn`'s dynamic shared-memory limit on the current device to at least `bytes`
+// (nothing to do up to the default 48 KiB). cudaFuncSetAttribute acts on the current device only,
+// so this is remembered per kernel and device, and the driver is asked once, not every launch.
+void allow_dynamic_smem(const void* fn, int bytes);
+// Resident blocks per SM of `fn` with `threads` threads and `smem` bytes of dynamic shared memory on
+// the current device (the occupancy calculator's answer, cached per kernel, device and shape).
+int resident_blocks(const void* fn, int threads, int smem);
 
 // Stream-ordered scratch memory from frugal's own pool on the current device, returned to the
 // pool when the scope ends. The pool keeps up to 256 MiB of freed memory between calls (as torch's
@@ -69,6 +81,16 @@ template <>
 __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// (x, y) rounded to T and stored as one 32-bit pair (dst 4-byte aligned); T is __half or __nv_bfloat16.
+template <typename T>
+__device__ __forceinline__ void store_pair(T* dst, float x, float y) {
+  if constexpr (std::is_same_v<T, __half>) {
+    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
+  }
+}
 
 // 16-byte asynchronous global -> shared copies (sm_80+): src_bytes < 16 zero-fills the rest, so
 // src_bytes = 0 writes zeros (a missing neighbor) without reading global memory.

@@ -7,12 +7,11 @@
 // and 1024..4096, bits 2 and 3) goes to one generic kernel per dtype with one chunk per lane and
 // the group width and bits at run time. launch_fast_bits() picks, per head dim and width, the
 // variant measured fastest on the H200 (bench/results/2026-11-29-kv-append-r3.md): 33 fast
-// instantiations + 6 generic, plus round 2's kernel for f16 (8, kept for A/B runs).
+// instantiations + 6 generic.
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <mutex>
 #include <type_traits>
 #include <vector>
@@ -101,11 +100,10 @@ struct AppendParams {
 // elements.
 //
 // V picks the variant (which case gets which: launch_fast_bits()):
-//   0  round 2's kernel, kept for the A/B run: the next tile is prefetched into registers
-//      (16 registers at 16-bit input), the table addressed through a generic pointer, one f64
-//      accumulator for the norm (a chain of 32 dependent DFMAs per lane).
-//   1  0 + the lookup addressed through the shared window (one shift-add per element instead of
-//      a shift-add and a subtraction) + four partial f64 sums (chains of 8).
+//   1  the next tile is prefetched into registers; the lookup addressed through the shared window
+//      (one shift-add per element) and four partial f64 sums for the norm (chains of 8). Round 2's
+//      kernel (a generic table pointer, one chain of 32 DFMAs) measured 2–7% slower in round 3
+//      (bench/results/2026-11-29-kv-append-r3.md) and is gone.
 //   2  1 + the input staged through shared memory by cp.async, kStages − 1 tiles ahead: the
 //      loads stay in flight without holding registers, so a block can keep more of them
 //      outstanding and the register cap can buy occupancy instead (MIN_BLOCKS).
@@ -125,7 +123,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
   constexpr int kPieceElems = 16 / static_cast<int>(sizeof(T));  // elements of one 16-byte piece
   constexpr int kPieces = kStaged ? C / kPieceElems : 1;           // pieces of one chunk
   static_assert(!kStaged || (G != 0 && kPieces * kPieceElems == C), "staging is for the fast path");
-  constexpr bool kWindow = V >= 1 && G != 0;  // the fast path's tables never clamp
+  constexpr bool kWindow = G != 0;  // the fast path's tables never clamp
   const int g = G ? G : p.g;
   const int bits = BITS ? BITS : p.bits;
   const int dim = G ? C * K * G : p.dim;  // compile-time in the fast path: shifts, not multiplies
@@ -297,7 +295,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
     // y = FWHT(x)/√D in f32; ‖y‖² in f64 (each product of two floats is exact in a double).
     // The summation order is free: the CPU sums in another order anyway, and the f64 total is
     // rounded to f32 (the scale) or used through f32 (k) only.
-    constexpr int kParts = V >= 1 && E % 4 == 0 ? 4 : 1;
+    constexpr int kParts = E % 4 == 0 ? 4 : 1;
     double part[kParts];
 #pragma unroll
     for (int i = 0; i < kParts; ++i) part[i] = 0.0;
@@ -461,9 +459,6 @@ __global__ void __launch_bounds__(512)
 }
 
 // ---- host side ----------------------------------------------------------------------------
-float inv_sqrt_dim(int d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
-
-bool aligned_to(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // Cell width: the largest power of two below the smallest gap between boundaries (w = 1/4 at
 // 4 bits, 1/64 at 8 bits). The table covers every reachable u, |u| ≤ √D·(1 + 2^-23), when that
@@ -498,17 +493,10 @@ TableGeometry table_geometry(int bits, int dim) {
 }
 
 // A grid of as many blocks as fit on the GPU at once (the kernels stride over their tiles).
-// `resident` is the measured occupancy of the kernel, looked up once per instantiation.
+// `resident`: the kernel's occupancy at this launch's shape.
 int blocks_for(int64_t tiles, int resident, int device) {
   const int64_t all = static_cast<int64_t>(multiprocessor_count(device)) * std::max(resident, 1);
   return static_cast<int>(std::max<int64_t>(1, std::min(tiles, all)));
-}
-
-template <typename Kernel>
-int resident_blocks(Kernel kernel, int nthreads, int smem) {
-  int n = 0;
-  FRUGAL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, nthreads, smem));
-  return n;
 }
 
 template <typename T, int C, int K, int G, int BITS, int MAX_THREADS, int MIN_BLOCKS, int V>
@@ -519,27 +507,12 @@ void launch_append(const AppendParams& p, int device, cudaStream_t stream) {
   const SmemLayout lay = smem_layout(p.geo.cells(), p.bits, nthreads, C * K, g > 32, stage_bytes);
   const int64_t tiles = (p.total + nthreads / g - 1) / (nthreads / g);
   auto* kernel = kernel_quantize_append<T, C, K, G, BITS, MAX_THREADS, MIN_BLOCKS, V>;
-  static const int resident = [&] {
-    // The staged variant can pass the default 48 KiB of dynamic shared memory: allow the most any
-    // table of this instantiation can take (kMaxCoverCells cells).
-    if (stage_bytes > 0) {
-      const int most = smem_layout(kMaxCoverCells, BITS ? BITS : 8, nthreads, C * K, g > 32, stage_bytes).total;
-      FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    }
-    return resident_blocks(kernel, nthreads, lay.total);
-  }();
+  // The staged variant can pass the default 48 KiB of dynamic shared memory.
+  const auto* fn = reinterpret_cast<const void*>(kernel);
+  allow_dynamic_smem(fn, lay.total);
+  const int resident = resident_blocks(fn, nthreads, lay.total);
   kernel<<<blocks_for(tiles, resident, device), nthreads, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
-}
-
-// FRUGAL_KV_APPEND=0 runs round 2's kernel (variant 0, f16 input only) instead of the choice
-// below, for A/B runs; read once.
-bool append_reference() {
-  static const bool r = [] {
-    const char* e = std::getenv("FRUGAL_KV_APPEND");
-    return e && e[0] == '0' && !e[1];
-  }();
-  return r;
 }
 
 // 8-bit appends of at least this many vectors take the staged kernel in blocks of 128 (enough to
@@ -559,8 +532,6 @@ constexpr int64_t kManyVectors = 16384;
 template <typename T, int K, int G, int BITS>
 void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
   constexpr int D = 8 * K * G;
-  if constexpr (std::is_same_v<T, __half>)
-    if (append_reference()) return launch_append<T, 8, K, G, BITS, 256, 2, 0>(p, device, stream);
   if constexpr (BITS == 4) {
     if constexpr (D <= 128)
       launch_append<T, 8, K, G, BITS, 256, 2, 2>(p, device, stream);
@@ -609,7 +580,7 @@ void kv_append(const AppendArgs& a, Stream stream) {
   p.signs = a.signs;
   p.centroids = a.centroids;
   p.boundaries = a.boundaries;
-  p.inv_sqrt_dim = inv_sqrt_dim(a.dim);
+  p.inv_sqrt_dim = kv::backend::inv_sqrt_dim(a.dim);
   p.sqrt_dim = std::sqrt(static_cast<double>(a.dim));
   p.geo = table_geometry(a.bits, a.dim);
   p.magic = round_magic(p.geo.half);
@@ -630,7 +601,7 @@ void kv_append(const AppendArgs& a, Stream stream) {
   dispatch_float(a.x_dtype, "kv::append", [&]<typename T>() {
     // Vector loads need every vector, hence the base and the three strides, on the chunk's alignment.
     const int need = std::min<int>(16, chunk * sizeof(T));
-    p.aligned = aligned_to(a.x, need) && (a.x_stride_seq * sizeof(T)) % need == 0 &&
+    p.aligned = is_aligned(a.x, need) && (a.x_stride_seq * sizeof(T)) % need == 0 &&
                 (a.x_stride_tok * sizeof(T)) % need == 0 && (a.x_stride_head * sizeof(T)) % need == 0;
     if (fast) {
       switch (a.dim) {
@@ -666,7 +637,7 @@ void kv_dequantize(const DequantizeArgs& a, Stream stream) {
   if (p.small_index) p.by_heads = FastDiv::make(static_cast<uint32_t>(a.heads));
   p.signs = a.signs;
   p.centroids = a.centroids;
-  p.inv_sqrt_dim = inv_sqrt_dim(a.dim);
+  p.inv_sqrt_dim = kv::backend::inv_sqrt_dim(a.dim);
   const int chunk = a.dim == 4 ? 4 : 8;
   p.g = a.dim / chunk;
   const int nthreads = std::max(256, p.g);
@@ -674,7 +645,7 @@ void kv_dequantize(const DequantizeArgs& a, Stream stream) {
   const int64_t tiles = (p.total + nthreads / p.g - 1) / (nthreads / p.g);
   const int blocks = blocks_for(tiles, 2048 / nthreads, a.device);
   dispatch_float(a.out_dtype, "kv::dequantize", [&]<typename T>() {
-    p.aligned = aligned_to(a.out, std::min<int>(16, chunk * sizeof(T)));
+    p.aligned = is_aligned(a.out, std::min<int>(16, chunk * sizeof(T)));
     if (chunk == 4)
       kernel_dequantize<T, 4><<<blocks, nthreads, lay.total, to_cuda(stream)>>>(p);
     else
@@ -690,11 +661,11 @@ void hadamard_transform(const float* x, float* out, int64_t rows, int dim, int d
   const int smem = g > 32 ? nthreads * chunk * 4 : 0;
   const int64_t tiles = (rows + nthreads / g - 1) / (nthreads / g);
   const int blocks = blocks_for(tiles, 2048 / nthreads, device);
-  const bool aligned = aligned_to(x, 16) && aligned_to(out, 16);
+  const bool aligned = is_aligned(x, 16) && is_aligned(out, 16);
   if (chunk == 4) {
-    kernel_hadamard<4><<<blocks, nthreads, smem, to_cuda(stream)>>>(x, out, rows, dim, g, inv_sqrt_dim(dim), aligned);
+    kernel_hadamard<4><<<blocks, nthreads, smem, to_cuda(stream)>>>(x, out, rows, dim, g, kv::backend::inv_sqrt_dim(dim), aligned);
   } else {
-    kernel_hadamard<8><<<blocks, nthreads, smem, to_cuda(stream)>>>(x, out, rows, dim, g, inv_sqrt_dim(dim), aligned);
+    kernel_hadamard<8><<<blocks, nthreads, smem, to_cuda(stream)>>>(x, out, rows, dim, g, kv::backend::inv_sqrt_dim(dim), aligned);
   }
   FRUGAL_CUDA_CHECK_LAUNCH();
 }

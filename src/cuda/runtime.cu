@@ -2,7 +2,9 @@
 // build carries code for the GPU it is asked to run on.
 #include <cuda_runtime.h>
 
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <sstream>
 #include <vector>
 
@@ -58,6 +60,38 @@ int multiprocessor_count(int device) {
   if (cache[device] == 0)
     FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&cache[device], cudaDevAttrMultiProcessorCount, device));
   return cache[device];
+}
+
+namespace {
+int current_device() {
+  int d = 0;
+  FRUGAL_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+}  // namespace
+
+void allow_dynamic_smem(const void* fn, int bytes) {
+  if (bytes <= 48 * 1024) return;
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> raised;
+  const int device = current_device();
+  std::lock_guard lock(mu);
+  int& have = raised[{fn, device}];
+  if (have >= bytes) return;
+  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  have = bytes;
+}
+
+int resident_blocks(const void* fn, int threads, int smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int, int>, int> cache;
+  const auto key = std::make_tuple(fn, current_device(), threads, smem);
+  std::lock_guard lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int n = 0;
+  FRUGAL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, static_cast<size_t>(smem)));
+  cache[key] = n;
+  return n;
 }
 
 namespace {

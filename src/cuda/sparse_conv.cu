@@ -14,8 +14,9 @@
 //     when channels are multiples of 8, plain loads otherwise;
 //   * kernel_conv_simt (every dtype, the default for f32): CUDA cores, f32 tiles, 4×4 outputs
 //     per thread.
-// A third kernel, with mma.sync over rows sorted by neighbor mask, lives in sparse_conv_mma.cu
-// (the default for f16/bf16 where it applies: K ≤ 32, channels multiples of 8). Each output element is written once,
+// The tensor-core kernels over rows sorted by neighbor mask (mma.sync, and wgmma on sm_90a, the
+// default for f16/bf16 where they apply: K ≤ 32, channels multiples of 8) live in
+// sparse_conv_mma.cu and sparse_conv_wgmma.cu. Each output element is written once,
 // by one thread, from accumulators summed in a fixed order: results are bitwise reproducible.
 #include <mma.h>
 
@@ -362,7 +363,7 @@ void launch_wmma(const ConvParams& p, cudaStream_t s) {
   const int col_tiles = ceil_div(p.co, BN);
   const int64_t blocks = ceil_div<int64_t>(p.n, Tile::BM) * col_tiles;
   auto* fn = kernel_conv_wmma<T, Tile, kVec>;
-  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::SMEM));
+  allow_dynamic_smem(reinterpret_cast<const void*>(fn), Tile::SMEM);
   fn<<<static_cast<unsigned>(blocks), Tile::THREADS, Tile::SMEM, s>>>(p, col_tiles);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
@@ -375,7 +376,6 @@ void launch_simt(const ConvParams& p, cudaStream_t s) {
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 
@@ -439,9 +439,10 @@ sb::ConvKernel kernel_from_env() {
 sb::ConvKernel choose_kernel(const sb::ConvArgs& a) {
   if (a.kernel != sb::ConvKernel::automatic) return a.kernel;
   if (a.dtype == DType::f32) return sb::ConvKernel::simt;
-  const sb::ConvKernel env = kernel_from_env();
+  sb::ConvKernel env = kernel_from_env();
+  // wgmma asked for on a device without sm_90a code: the mma kernel, under the same rule below.
+  if (env == sb::ConvKernel::wgmma && !spconv_mma::wgmma_available(a.device)) env = sb::ConvKernel::mma;
   const bool sorted = env == sb::ConvKernel::mma || env == sb::ConvKernel::wgmma;
-  if (env == sb::ConvKernel::wgmma && !spconv_mma::wgmma_available(a.device)) return sb::ConvKernel::mma;
   if (env != sb::ConvKernel::automatic && (!sorted || spconv_mma::supports(a))) return env;
   if (!spconv_mma::supports(a)) return sb::ConvKernel::wmma;
   // wgmma where the device runs it: 2.0× the mma kernel at R = 1024, C = 256 on the H200 and
@@ -487,7 +488,7 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
       spconv_mma::run(b, p.bad, order_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
     } else {
       const bool vec =
-          a.ci % 8 == 0 && a.co % 8 == 0 && aligned16(a.feats) && aligned16(a.weight) && aligned16(a.out);
+          a.ci % 8 == 0 && a.co % 8 == 0 && is_aligned(a.feats, 16) && is_aligned(a.weight, 16) && is_aligned(a.out, 16);
       const int tile_co = a.tile_co ? a.tile_co : (a.co > 64 ? 128 : 64);
       FRUGAL_CHECK(kernel == sb::ConvKernel::simt || tile_co == 64 || tile_co == 128, invalid_argument, op,
                    "the WMMA kernel's tile_co must be 64 or 128, got " << tile_co);

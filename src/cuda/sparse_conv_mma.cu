@@ -22,8 +22,6 @@
 // sm_90 / PTX builds.
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <cstring>
 #include <cub/block/block_radix_sort.cuh>
 #include <type_traits>
 
@@ -153,15 +151,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ void store_pair(T* dst, float x, float y) {
-  if constexpr (std::is_same_v<T, __half>) {
-    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
-  } else {
-    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
   }
 }
 
@@ -373,18 +362,17 @@ void launch_conv(const Params& p, cudaStream_t s) {
   const int col_tiles = ceil_div(p.co, BN);
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
   auto* fn = kernel_conv_mma<T, Tile>;
-  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Tile::SMEM));
+  allow_dynamic_smem(reinterpret_cast<const void*>(fn), Tile::SMEM);
   fn<<<static_cast<unsigned>(blocks), Tile::THREADS, Tile::SMEM, s>>>(p, col_tiles);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 
 bool supports(const sb::ConvArgs& a) {
   return (a.dtype == DType::f16 || a.dtype == DType::bf16) && a.k <= kMaxOffsets && a.ci % 8 == 0 && a.co % 8 == 0 &&
-         aligned16(a.feats) && aligned16(a.weight) && aligned16(a.out);
+         is_aligned(a.feats, 16) && is_aligned(a.weight, 16) && is_aligned(a.out, 16);
 }
 
 int tile_co(const sb::ConvArgs& a) {
@@ -402,26 +390,9 @@ int tile_co(const sb::ConvArgs& a) {
   return bn;
 }
 
-namespace {
-// FRUGAL_SPCONV_WGMMA_ROWS (128 | 256) overrides the rule below (A/B runs); read once.
-int rows_from_env() {
-  static const int rows = [] {
-    const char* v = std::getenv("FRUGAL_SPCONV_WGMMA_ROWS");
-    if (!v || !*v) return 0;
-    if (!std::strcmp(v, "128")) return kTileRows;
-    if (!std::strcmp(v, "256")) return 2 * kTileRows;
-    FRUGAL_FAIL(invalid_argument, "spconv::submanifold_conv",
-                "FRUGAL_SPCONV_WGMMA_ROWS must be 128 or 256, got '" << v << "'");
-    return 0;
-  }();
-  return rows;
-}
-}  // namespace
-
 int tile_rows(const sb::ConvArgs& a) {
   if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) > 128) return kTileRows;
   if (a.tile_rows) return a.tile_rows;
-  if (const int env = rows_from_env()) return env;
   // Tall tiles at Ci, Co ≤ 64 where their grid holds at least 8 blocks a multiprocessor (one block
   // runs per multiprocessor, so a short grid loses its tail). On the H200 (results file tc4) they
   // beat the 128-row tiles at Ci = Co = 64 by 2–4% with rows in the map's order (R = 256, 512,

@@ -56,8 +56,7 @@ int64_t chunk_rows(const spconv::backend::ConvArgs& a);
 // and at most what kMaxSplitBytes of f32 partials hold); 1 for the mma kernel.
 constexpr size_t kMaxSplitBytes = size_t{64} << 20;
 int splits(const spconv::backend::ConvArgs& a);
-// The wgmma kernel's rows a block: a.tile_rows when set, else FRUGAL_SPCONV_WGMMA_ROWS (128 or 256)
-// when set, else by the rule in sparse_conv_mma.cu; always 128 for the mma kernel and for 256-wide
+// The wgmma kernel's rows a block: a.tile_rows when set, else by the rule in sparse_conv_mma.cu; always 128 for the mma kernel and for 256-wide
 // column tiles (256 × 256 f32 accumulators do not fit the registers).
 int tile_rows(const spconv::backend::ConvArgs& a);
 // Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma

@@ -123,15 +123,6 @@ FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", 
 
 // ---- the conv ------------------------------------------------------------------------------------
 
-template <typename T>
-__device__ __forceinline__ void store_pair(T* dst, float x, float y) {
-  if constexpr (std::is_same_v<T, __half>) {
-    *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(x, y);
-  } else {
-    *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(x, y);
-  }
-}
-
 // BM = 128 (or 256) rows × BN channels × 64 input channels a step, one warpgroup (128 threads) per
 // 64 rows. The A stage is BM rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r % 8) (the
 // 128-byte swizzle: 8-row atoms of 1 KB, consecutive); the B stage is (BN / 64) × 8 atoms of 8
@@ -426,7 +417,7 @@ void launch_tile(const Params& p, int splits, cudaStream_t s) {
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
   auto* fn = kernel_conv_wgmma<T, Tile, SKIP>;
   const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
-  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(reinterpret_cast<const void*>(fn), static_cast<int>(smem));
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
   fn<<<grid, Tile::THREADS, smem, s>>>(p, col_tiles);
   FRUGAL_CUDA_CHECK_LAUNCH();
