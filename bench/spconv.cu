@@ -272,6 +272,7 @@ int main(int argc, char** argv) {
       bool skip = false;
       int splits = 0;
       int rows = 128;  // wgmma: rows a block (0: by the size rule)
+      int ws = 0;      // wgmma: the warp-specialized kernel
     };
     const bool wg = cuda::spconv_mma::wgmma_available(0);
     for (const Variant v : {Variant{K::wmma, 64, true, "wmma64"}, Variant{K::wmma, 128, true, "wmma128"},
@@ -286,7 +287,13 @@ int main(int argc, char** argv) {
                             Variant{K::wgmma, 0, -1, "wgmma_r128", false, 0, 128},
                             Variant{K::wgmma, 0, 1, "wgmma_r256_sorted", false, 0, 256},
                             Variant{K::wgmma, 0, 0, "wgmma_r256_unsorted", false, 0, 256},
-                            Variant{K::wgmma, 128, -1, "wgmma128_r256", false, 0, 256}}) {
+                            Variant{K::wgmma, 128, -1, "wgmma128_r256", false, 0, 256},
+                            // the warp-specialized kernel (128-row tiles), rows sorted by the size rule, and not
+                            Variant{K::wgmma, 0, -1, "wgmma_ws", false, 0, 128, 1},
+                            Variant{K::wgmma, 64, -1, "wgmma_ws64", false, 0, 128, 1},
+                            Variant{K::wgmma, 128, -1, "wgmma_ws128", false, 0, 128, 1},
+                            Variant{K::wgmma, 0, 0, "wgmma_ws_unsorted", false, 0, 128, 1},
+                            Variant{K::wgmma, 0, 1, "wgmma_ws_sorted", false, 0, 128, 1}}) {
       if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
       if (v.kernel == K::wgmma && !wg) continue;
       if (v.tile == 128 && v.rows == 256 && co <= 128) continue;  // the same as wgmma_r256 there, or half idle
@@ -296,6 +303,7 @@ int main(int argc, char** argv) {
       a.wgmma_skip = v.skip;
       a.splits = v.splits;
       a.tile_rows = v.rows;
+      a.wgmma_ws = static_cast<int8_t>(v.ws);
       const int r = v.kernel == K::simt ? std::max(3, reps / 4) : reps;
       const double ms = median_event_ms(r, [&] { cuda::spconv_conv(a, nullptr); });
       variants += std::string(variants.empty() ? "" : ", ") + "\"" + v.name + "_ms\": " + std::to_string(ms);
@@ -317,8 +325,9 @@ int main(int argc, char** argv) {
       a.sort_rows = true;
       a.wgmma_skip = false;
       a.splits = 0;
-      auto diff = [&](K kernel, int tile, bool skip, int splits, int rows = 128) {
+      auto diff = [&](K kernel, int tile, bool skip, int splits, int rows = 128, int ws = 0) {
         a.kernel = kernel;
+        a.wgmma_ws = static_cast<int8_t>(ws);
         a.tile_co = tile;
         a.wgmma_skip = skip;
         a.splits = splits;
@@ -336,6 +345,9 @@ int main(int argc, char** argv) {
       tall = std::max(tall, diff(K::wgmma, 64, false, 0, 256));
       tall = std::max(tall, diff(K::wgmma, 128, false, 0, 256));
       variants += ", \"wgmma_tile_rows_vs_default_rel\": " + std::to_string(tall);
+      double ws = 0;  // the warp-specialized kernel, every width, against the default
+      for (int t : {0, 64, 128, 256}) ws = std::max(ws, diff(K::wgmma, t, false, 0, 128, 1));
+      variants += ", \"wgmma_ws_vs_default_rel\": " + std::to_string(ws);
       const double nosplit = diff(K::wgmma, 0, false, 1), split3 = diff(K::wgmma, 0, false, 3);
       variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +
                   std::to_string(worst) + ", \"wgmma_nosplit_vs_default_rel\": " + std::to_string(nosplit) +
@@ -371,6 +383,7 @@ int main(int argc, char** argv) {
     d.wgmma_skip = false;
     d.splits = 0;
     d.tile_rows = 0;
+    d.wgmma_ws = -1;
     const size_t conv_alloc = 256 + (cuda::spconv_mma::supports(d) ? cuda::spconv_mma::workspace_bytes(d) : 0);
     const Share sorted = useful_share(nbr_all, n, true), unsorted = useful_share(nbr_all, n, false);
     char share[512];

@@ -580,19 +580,19 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
       const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
       using K = spconv::backend::ConvKernel;
-      for (auto [kernel, tile, rows] :  // rows: the wgmma kernel's rows a block (0: by size)
-           {std::tuple{K::automatic, 0, 0}, std::tuple{K::simt, 0, 0}, std::tuple{K::wmma, 64, 0},
-            std::tuple{K::wmma, 128, 0}, std::tuple{K::mma, 0, 0}, std::tuple{K::mma, 64, 0},
-            std::tuple{K::mma, 128, 0}, std::tuple{K::mma, 256, 0}, std::tuple{K::wgmma, 0, 0},
-            std::tuple{K::wgmma, 64, 0}, std::tuple{K::wgmma, 256, 0}, std::tuple{K::wgmma, 64, 256},
-            std::tuple{K::wgmma, 128, 256}}) {
+      for (auto [kernel, tile, rows, ws] :  // rows: the wgmma kernel's rows a block (0: by size); ws: warp-specialized
+           {std::tuple{K::automatic, 0, 0, -1}, std::tuple{K::simt, 0, 0, 0}, std::tuple{K::wmma, 64, 0, 0},
+            std::tuple{K::wmma, 128, 0, 0}, std::tuple{K::mma, 0, 0, 0}, std::tuple{K::mma, 64, 0, 0},
+            std::tuple{K::mma, 128, 0, 0}, std::tuple{K::mma, 256, 0, 0}, std::tuple{K::wgmma, 0, 0, -1},
+            std::tuple{K::wgmma, 64, 0, 0}, std::tuple{K::wgmma, 256, 0, 0}, std::tuple{K::wgmma, 64, 256, 0},
+            std::tuple{K::wgmma, 128, 256, 0}, std::tuple{K::wgmma, 0, 128, 1}, std::tuple{K::wgmma, 256, 128, 1}}) {
         if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
         const bool sorted = kernel == K::mma || kernel == K::wgmma;
         if (sorted && (s.ci % 8 || s.co % 8)) continue;  // the sorted-row kernels' 16-byte copies
         if (kernel == K::wgmma && !cuda::spconv_wgmma_available(0)) continue;
         SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
                      " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile) +
-                     " rows=" + std::to_string(rows));
+                     " rows=" + std::to_string(rows) + " ws=" + std::to_string(ws));
         Tensor out = poisoned(n, s.co, dt, kGpu);
         spconv::backend::ConvArgs a;
         a.feats = fd.data();
@@ -608,6 +608,7 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
         a.kernel = kernel;
         a.tile_co = tile;
         a.tile_rows = rows;
+        a.wgmma_ws = static_cast<int8_t>(ws);
         ASSERT_EQ(cuda::spconv_conv(a, nullptr), -1);
         const auto got = read(out);
         for (double v : got) ASSERT_TRUE(std::isfinite(v)) << "an output element was not written";
@@ -700,6 +701,7 @@ struct MmaVariant {
   bool wgmma_skip = false;
   int splits = 1;  // wgmma: 0 = by grid size
   int tile_rows = 128;  // wgmma: 128 or 256 rows a block (256 only below 256-wide column tiles)
+  int ws = 0;           // wgmma: 1 the warp-specialized kernel (128-row tiles, no skip)
 };
 
 std::string describe(const MmaVariant& v) {
@@ -707,7 +709,7 @@ std::string describe(const MmaVariant& v) {
                                                                     : "mma") +
          " tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
          " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits) +
-         " tile_rows=" + std::to_string(v.tile_rows);
+         " tile_rows=" + std::to_string(v.tile_rows) + (v.ws ? " warp-specialized" : "");
 }
 
 // Runs the mma kernel through the backend (checked map) into a poisoned output; returns its bytes.
@@ -732,6 +734,7 @@ std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tenso
   a.wgmma_skip = v.wgmma_skip;
   a.splits = v.splits;
   a.tile_rows = v.tile_rows;
+  a.wgmma_ws = static_cast<int8_t>(v.ws);
   EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
   return read_bytes(out);
 }
@@ -758,17 +761,23 @@ const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kW
                                      // 128 rows there), sorted and not, launches of 384 rows (1.5 tiles)
                                      {64, true, 0, kWg, false, 1, 256},     {128, true, 0, kWg, false, 1, 256},
                                      {0, false, 0, kWg, false, 1, 256},     {64, true, 384, kWg, false, 1, 256},
-                                     {64, false, 0, kWg, false, 1, 256},    {128, false, 384, kWg, false, 1, 256}};
+                                     {64, false, 0, kWg, false, 1, 256},    {128, false, 384, kWg, false, 1, 256},
+                                     // the warp-specialized kernel: every width, sorted and not, 256-row launches
+                                     {0, true, 0, kWg, false, 1, 128, 1},   {64, true, 0, kWg, false, 1, 128, 1},
+                                     {128, false, 0, kWg, false, 1, 128, 1}, {256, true, 256, kWg, false, 1, 128, 1},
+                                     {64, false, 384, kWg, false, 1, 128, 1}};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
 // output is again independent of width, row order, launch size and skipping.
 const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, false, 3},   {64, true, 0, kWg, false, 3},
                                           {256, true, 0, kWg, false, 3}, {0, false, 0, kWg, false, 3},
                                           {128, true, 256, kWg, false, 3}, {128, true, 0, kWg, true, 3},
-                                          {64, true, 0, kWg, false, 3, 256},  {128, false, 384, kWg, false, 3, 256}};
+                                          {64, true, 0, kWg, false, 3, 256},  {128, false, 384, kWg, false, 3, 256},
+                                          {0, true, 0, kWg, false, 3, 128, 1},  {256, false, 256, kWg, false, 3, 128, 1}};
 // The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
 const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, false, 0}, {64, false, 0, kWg, false, 0},
                                          {256, true, 256, kWg, true, 0}, {128, true, 0, kWg, false, 27},
-                                         {128, true, 0, kWg, false, 0, 256}, {64, true, 0, kWg, false, 27, 256}};
+                                         {128, true, 0, kWg, false, 0, 256}, {64, true, 0, kWg, false, 27, 256},
+                                         {0, true, 0, kWg, false, 0, 128, 1}, {128, false, 0, kWg, false, 27, 128, 1}};
 
 template <size_t... N>
 std::vector<MmaVariant> variants_of(const MmaVariant (&... v)[N]) {
@@ -926,12 +935,14 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   a.kernel = kWg;
   for (int splits : {1, 3})
     for (bool skip : {true, false})
-      for (int rows : {128, 256}) {
-        a.wgmma_skip = skip;
-        a.splits = splits;
-        a.tile_rows = rows;
-        EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257) << "tile_rows " << rows;  // the smaller index
-      }
+      for (int rows : {128, 256})
+        for (int ws : {0, 1}) {
+          a.wgmma_skip = skip;
+          a.splits = splits;
+          a.tile_rows = rows;
+          a.wgmma_ws = static_cast<int8_t>(ws);
+          EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257) << "tile_rows " << rows << " ws " << ws;  // the smaller index
+        }
 }
 
 // A grid large enough for the size rule to pick 256-row tiles at Ci = Co = 64 (343K rows: 1340 tall

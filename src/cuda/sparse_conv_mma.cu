@@ -404,6 +404,11 @@ int tile_rows(const sb::ConvArgs& a) {
   return tall_blocks >= kTallMinBlocksPerSm * multiprocessor_count(a.device) ? 2 * kTileRows : kTileRows;
 }
 
+bool warp_specialized(const sb::ConvArgs& a) {
+  if (a.wgmma_ws >= 0) return a.wgmma_ws != 0;
+  return false;  // not measured yet
+}
+
 int64_t chunk_rows(const sb::ConvArgs& a) {
   int64_t rows = a.chunk_rows > 0 ? a.chunk_rows : kChunkRows;
   const int64_t col_tiles = ceil_div<int64_t>(a.co, tile_co(a));
@@ -470,9 +475,10 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
       if constexpr (!std::is_same_v<T, float>) {
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
-          if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, rows, nsplit, s);
-          else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, rows, nsplit, s);
-          else launch_wgmma<T, 256>(p, a.wgmma_skip, rows, nsplit, s);
+          const bool ws = warp_specialized(a);
+          if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, ws, rows, nsplit, s);
+          else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, ws, rows, nsplit, s);
+          else launch_wgmma<T, 256>(p, a.wgmma_skip, ws, rows, nsplit, s);
           if (part) finish_split<T>(p, nsplit, s);
           return;
         }

@@ -71,6 +71,23 @@ __device__ __forceinline__ void fence_acc(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// mbarriers (PTX "mbarrier"): init with an expected arrival count; arrive (release, CTA scope);
+// wait until the phase of the given parity has completed (acquire). The first phase has parity 0.
+__device__ __forceinline__ void mbar_init(uint32_t addr, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait;\n}\n" ::"r"(addr),
+      "r"(parity)
+      : "memory");
+}
+
 // d (64 × N f32 over the warpgroup) += A (64 × 16, K-major, descriptor da) · B (16 × N, N-major
 // ("transposed"), descriptor db). Scale-d 1 (accumulate), scales +1, A not transposed, B transposed.
 template <typename T, int N>
@@ -169,6 +186,116 @@ struct WgTile {
   static_assert(SMEM + size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
 };
 
+// ---- the tile's prologue (both kernels) ------------------------------------------------------------
+// The tile's map slice into shared memory, checked: nb_s[k · BM + r] = the neighbor row of tile row
+// r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
+// present in 16-row group g, act_s[0 .. act_count) = the offsets present in the tile, ascending,
+// restricted to this block's offset range when the launch is split (gridDim.y > 1). Each thread
+// owns one row and every KH-th offset; its map entries are loaded before any is used, so their
+// latencies overlap. Ends with a barrier of all THREADS threads.
+template <int BM, int THREADS>
+__device__ __forceinline__ void tile_prologue(const Params& p, int64_t t0, int32_t* nb_s, int32_t* row_s,
+                                              uint32_t* group_s, int8_t* act_s, int* act_count) {
+  constexpr int GROUPS = BM / kGroupRows, KH = THREADS / BM, KJ = (kMaxOffsets + KH - 1) / KH;
+  static_assert(THREADS % BM == 0 && BM % 32 == 0, "whole warps per offset");
+  const int tid = threadIdx.x, lane = tid % 32;
+  if (tid < GROUPS) group_s[tid] = 0;
+  const int r = tid % BM, kh = tid / BM;
+  int64_t row = -1;
+  if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
+  if (kh == 0) row_s[r] = static_cast<int32_t>(row);
+  int32_t v[KJ];
+#pragma unroll
+  for (int j = 0; j < KJ; ++j) {
+    const int k = kh + KH * j;
+    v[j] = row >= 0 && k < p.k ? __ldg(&p.nbr[k * p.n + row]) : -1;
+  }
+  __syncthreads();  // group_s is zero
+#pragma unroll
+  for (int j = 0; j < KJ; ++j) {
+    const int k = kh + KH * j;  // uniform per warp
+    if (k >= p.k) break;
+    int32_t m = -1;
+    if (row >= 0) {
+      if (v[j] >= 0 && v[j] < p.n)
+        m = v[j];
+      else if (v[j] != p.n && p.bad)
+        atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
+    }
+    nb_s[k * BM + r] = m;
+    const unsigned hits = __ballot_sync(0xffffffffu, m >= 0);
+    if (lane == 0) {  // this warp's rows r .. r + 31 are groups r/16 and r/16 + 1
+      if (hits & 0xffffu) atomicOr(&group_s[r / kGroupRows], 1u << k);
+      if (hits >> 16) atomicOr(&group_s[r / kGroupRows + 1], 1u << k);
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    uint32_t any = 0;
+    for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
+    // A split launch (gridDim.y > 1): this block sums offsets [k·j/S, k·(j+1)/S) only.
+    const int j = blockIdx.y, S = gridDim.y;
+    const int k_lo = p.k * j / S, k_hi = p.k * (j + 1) / S;
+    int c = 0;
+    for (int k = k_lo; k < k_hi; ++k)
+      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
+    *act_count = c;
+  }
+  __syncthreads();
+}
+
+// ---- the tile's epilogue (both kernels) -----------------------------------------------------------
+// Accumulator j of a thread of warp w (w < 8): row 64·(w / 4) + 16·(w % 4) + lane/4 + 8·(j/2 % 2) of
+// the tile, column 8·(j/4) + 2·(lane % 4) + j % 2 (the wgmma m64nN f32 layout). Threads without
+// accumulators (has_acc false: the producers) only help store. Split: the f32 partial of this block,
+// no bias, at [split, row - row_begin, channel]. Else bias, round, stage the tile in shared memory
+// (the stages, which the caller has made free with a barrier), then one 16-byte store per 8
+// channels of a row.
+template <typename T, int BM, int BN, int THREADS>
+__device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[BN / 2], bool has_acc, int co0,
+                                              const int32_t* row_s, unsigned char* smem) {
+  constexpr int R = BN / 2, LDC = BN + 8;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
+  if (p.part) {
+    if (!has_acc) return;
+    const int32_t rows2[2] = {row_s[r0], row_s[r0 + 8]};
+    float* part = p.part + static_cast<int64_t>(blockIdx.y) * p.rows * p.co;
+#pragma unroll
+    for (int j = 0; j < R; j += 4) {
+      const int col = (j / 4) * 8 + (lane % 4) * 2;
+      if (co0 + col >= p.co) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (rows2[h] >= 0)
+          *reinterpret_cast<float2*>(part + (rows2[h] - p.row_begin) * p.co + co0 + col) =
+              make_float2(acc[j + 2 * h], acc[j + 2 * h + 1]);
+    }
+    return;
+  }
+  T* cs = reinterpret_cast<T*>(smem);
+  const T* bias = static_cast<const T*>(p.bias);
+  if (has_acc) {
+#pragma unroll
+    for (int j = 0; j < R; j += 4) {
+      const int col = (j / 4) * 8 + (lane % 4) * 2;
+      float b0 = 0.0f, b1 = 0.0f;
+      if (bias && co0 + col < p.co) b0 = to_f32(bias[co0 + col]), b1 = to_f32(bias[co0 + col + 1]);  // co % 8 == 0
+      store_pair(cs + r0 * LDC + col, acc[j] + b0, acc[j + 1] + b1);
+      store_pair(cs + (r0 + 8) * LDC + col, acc[j + 2] + b0, acc[j + 3] + b1);
+    }
+  }
+  __syncthreads();
+  T* out = static_cast<T*>(p.out);
+  for (int i = tid; i < BM * (BN / 8); i += THREADS) {
+    const int r = i / (BN / 8), c = i % (BN / 8) * 8;
+    const int32_t row = row_s[r];
+    if (row < 0 || co0 + c >= p.co) continue;
+    *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.co + co0 + c) =
+        *reinterpret_cast<const uint4*>(cs + r * LDC + c);
+  }
+}
+
 // SKIP: a warpgroup skips the offsets none of its 64 rows has. ptxas cannot prove that branch
 // uniform per warpgroup, so it serializes the wgmmas of such kernels (warning C7520: each waits for
 // the previous); without SKIP only the offsets no row of the tile has are skipped (act_s), and the
@@ -192,57 +319,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   const T* w = static_cast<const T*>(p.weight);
   const int64_t t0 = static_cast<int64_t>(blockIdx.x / col_tiles) * BM;  // within this launch's rows
   const int co0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = tid / 128;
+  const int tid = threadIdx.x, wg = tid / 128;
 
-  // ---- prologue: the tile's map slice, checked, and the offsets of each 16-row group. Each
-  // thread owns one row and every other offset; its map entries are loaded before any is used,
-  // so their latencies overlap.
-  if (tid < GROUPS) group_s[tid] = 0;
-  {
-    constexpr int KH = THREADS / BM;  // threads per row
-    const int r = tid % BM, kh = tid / BM;
-    int64_t row = -1;
-    if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
-    if (kh == 0) row_s[r] = static_cast<int32_t>(row);
-    int32_t v[kMaxOffsets / KH];
-#pragma unroll
-    for (int j = 0; j < kMaxOffsets / KH; ++j) {
-      const int k = kh + KH * j;
-      v[j] = row >= 0 && k < p.k ? __ldg(&p.nbr[k * p.n + row]) : -1;
-    }
-    __syncthreads();  // group_s is zero
-#pragma unroll
-    for (int j = 0; j < kMaxOffsets / KH; ++j) {
-      const int k = kh + KH * j;  // uniform per warp
-      if (k >= p.k) break;
-      int32_t m = -1;
-      if (row >= 0) {
-        if (v[j] >= 0 && v[j] < p.n)
-          m = v[j];
-        else if (v[j] != p.n && p.bad)
-          atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
-      }
-      nb_s[k * BM + r] = m;
-      const unsigned hits = __ballot_sync(0xffffffffu, m >= 0);
-      if (lane == 0) {  // this warp's rows r .. r + 31 are groups r/16 and r/16 + 1
-        if (hits & 0xffffu) atomicOr(&group_s[r / kGroupRows], 1u << k);
-        if (hits >> 16) atomicOr(&group_s[r / kGroupRows + 1], 1u << k);
-      }
-    }
-  }
-  __syncthreads();
-  if (tid == 0) {
-    uint32_t any = 0;
-    for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
-    // A split launch (gridDim.y > 1): this block sums offsets [k·j/S, k·(j+1)/S) only.
-    const int j = blockIdx.y, S = gridDim.y;
-    const int k_lo = p.k * j / S, k_hi = p.k * (j + 1) / S;
-    int c = 0;
-    for (int k = k_lo; k < k_hi; ++k)
-      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
-    act_count = c;
-  }
-  __syncthreads();
+  tile_prologue<BM, THREADS>(p, t0, nb_s, row_s, group_s, act_s, &act_count);
   const int chunks = (p.ci + BK - 1) / BK;
   const int steps = act_count * chunks;
   uint32_t wg_mask = 0;  // offsets present in this warpgroup's 64 rows
@@ -314,45 +393,145 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   cp_async_wait<0>();
   __syncthreads();  // the stages become the epilogue's staging
 
-  // ---- epilogue. Accumulator j of a thread: row 16·(warp % 4) + lane/4 + 8·(j/2 % 2) of its
-  // warpgroup's 64, column 8·(j/4) + 2·(lane % 4) + j % 2.
-  const int r0 = wg * 64 + (warp % 4) * 16 + lane / 4;
-  if (p.part) {  // split: this block's f32 partial, no bias, at [split, row - row_begin, channel]
-    const int32_t rows2[2] = {row_s[r0], row_s[r0 + 8]};
-    float* part = p.part + static_cast<int64_t>(blockIdx.y) * p.rows * p.co;
-#pragma unroll
-    for (int j = 0; j < R; j += 4) {
-      const int col = (j / 4) * 8 + (lane % 4) * 2;
-      if (co0 + col >= p.co) continue;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (rows2[h] >= 0)
-          *reinterpret_cast<float2*>(part + (rows2[h] - p.row_begin) * p.co + co0 + col) =
-              make_float2(acc[j + 2 * h], acc[j + 2 * h + 1]);
+  tile_epilogue<T, BM, BN, THREADS>(p, acc, true, co0, row_s, smem);
+#else
+  __trap();  // never launched: wgmma_available() is false where this code is loaded
+#endif
+}
+
+// ---- the warp-specialized kernel ------------------------------------------------------------------
+// Why: in kernel_conv_wgmma every warp both gathers and multiplies, and a block-wide barrier per step
+// ties the two together; at R = 1024, C = 256 (Nsight Compute, 2026-11-29, session 3) its one block
+// a multiprocessor keeps the tensor pipe ~53% busy with 0.5 eligible warps a scheduler, the L2 at
+// 56% of its peak: latency, not bandwidth. Here a producer warpgroup (128 threads) gathers A and
+// copies B with cp.async into STAGES stages, and two consumer warpgroups (64 rows each) only wait
+// and issue wgmma; full/empty mbarriers per stage replace the barrier, so the producer runs up to
+// LAG + 1 steps ahead and the consumers never wait for one another.
+//   Producer, step s: wait until the consumers released the stage (step s − STAGES), issue the
+//   copies, commit; then for step s − LAG: wait for its own copies (cp.async.wait_group LAG),
+//   fence.proxy.async (its generic-proxy writes become visible to wgmma's async proxy) and arrive on
+//   that stage's full barrier (128 arrivals complete it).
+//   Consumers, step s: wait on the full barrier, issue the BK/16 wgmmas, commit, wait until at most
+//   one group is in flight, then release step s − 1's stage (one arrival per warp: 8 complete it).
+// LAG ≤ STAGES − 2 keeps the two from waiting on each other: refilling step s's stage needs step
+// s − STAGES released, i.e. the consumers at step s − STAGES + 1, whose stage the producer has
+// published at step s − STAGES + 1 + LAG ≤ s − 1.
+// Same tile (128 rows × BN), same map prologue, same sums in the same order: the output is bitwise
+// that of kernel_conv_wgmma.
+template <int BN_>
+struct WsTile {
+  static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 2 * BM, PRODUCERS = 128;
+  static constexpr int THREADS = CONSUMERS + PRODUCERS;
+  static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
+  static constexpr int STAGES = 192 * 1024 / STAGE;  // 4, 6, 8 stages for BN = 256, 128, 64
+  static constexpr int LAG = STAGES - 2;
+  static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB; + nb
+  static constexpr int A_COPIES = BM * BK / 8 / PRODUCERS, B_COPIES = BK * BN / 8 / PRODUCERS;
+  static constexpr int A_RSTEP = PRODUCERS / 8, B_CH = BN / 8, B_RSTEP = PRODUCERS / B_CH;
+  static_assert(A_RSTEP % 8 == 0, "fixed A row phase per thread");
+  static_assert(LAG >= 1 && LAG <= 7, "cp.async.wait_group's immediate");
+  static_assert(size_t(BM) * (BN + 8) * 2 <= size_t(STAGES) * STAGE, "the epilogue staging reuses the stages");
+  static_assert(SMEM + size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
+};
+
+template <typename T, typename Tile>
+__global__ void __launch_bounds__(Tile::THREADS, 1) kernel_conv_wgmma_ws(Params p, int col_tiles) {
+#ifdef FRUGAL_WGMMA
+  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, THREADS = Tile::THREADS;
+  constexpr int GROUPS = BM / kGroupRows, LAG = Tile::LAG, CONSUMERS = Tile::CONSUMERS, R = BN / 2;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ int32_t row_s[BM];
+  __shared__ uint32_t group_s[GROUPS];
+  __shared__ int8_t act_s[kMaxOffsets];
+  __shared__ int act_count;
+  __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES];
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
+  const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(full_s));
+  const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
+  int32_t* nb_s = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x / col_tiles) * BM;
+  const int co0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
+  const int tid = threadIdx.x, lane = tid % 32;
+  if (tid == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(full0 + 8 * i, Tile::PRODUCERS);
+      mbar_init(empty0 + 8 * i, CONSUMERS / 32);
     }
-    return;
   }
-  // Not split: bias, round, stage the tile, then one 16-byte store per 8 channels of a row.
-  constexpr int LDC = Tile::LDC;
-  T* cs = reinterpret_cast<T*>(smem);
-  const T* bias = static_cast<const T*>(p.bias);
+  tile_prologue<BM, THREADS>(p, t0, nb_s, row_s, group_s, act_s, &act_count);  // its barriers publish the inits
+  const int chunks = (p.ci + BK - 1) / BK;
+  const int steps = act_count * chunks;
+
+  float acc[R];
 #pragma unroll
-  for (int j = 0; j < R; j += 4) {
-    const int col = (j / 4) * 8 + (lane % 4) * 2;
-    float b0 = 0.0f, b1 = 0.0f;
-    if (bias && co0 + col < p.co) b0 = to_f32(bias[co0 + col]), b1 = to_f32(bias[co0 + col + 1]);  // co % 8 == 0
-    store_pair(cs + r0 * LDC + col, acc[j] + b0, acc[j + 1] + b1);
-    store_pair(cs + (r0 + 8) * LDC + col, acc[j + 2] + b0, acc[j + 3] + b1);
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+
+  if (tid >= CONSUMERS) {  // ---- producer warpgroup
+    const int pt = tid - CONSUMERS;
+    const T* feats = static_cast<const T*>(p.feats);
+    const T* w = static_cast<const T*>(p.weight);
+    const int a_c = pt % 8, a_r = pt / 8;
+    const int a_dst = a_r * 128 + ((a_c ^ (a_r & 7)) << 4);
+    const int b_c = pt % Tile::B_CH, b_r = pt / Tile::B_CH;
+    const bool b_col_ok = co0 + b_c * 8 < p.co;
+    for (int s = 0; s < steps; ++s) {
+      const int st = s % STAGES;
+      if (s >= STAGES) mbar_wait(empty0 + 8 * st, (s / STAGES - 1) & 1);
+      const int a = s / chunks, c0 = (s - a * chunks) * BK, k = act_s[a];
+      unsigned char* sp = smem + st * Tile::STAGE;
+      const bool a_ok = c0 + a_c * 8 < p.ci;
+#pragma unroll
+      for (int q = 0; q < Tile::A_COPIES; ++q) {
+        const int32_t m = nb_s[k * BM + a_r + Tile::A_RSTEP * q];
+        const bool ok = a_ok && m >= 0;
+        cp_async16(sp + a_dst + q * Tile::A_RSTEP * 128, ok ? feats + static_cast<int64_t>(m) * p.ci + c0 + a_c * 8 : feats,
+                   ok ? 16 : 0);
+      }
+      const T* wk = w + (static_cast<int64_t>(k) * p.ci + c0 + b_r) * p.co + co0 + b_c * 8;
+#pragma unroll
+      for (int q = 0; q < Tile::B_COPIES; ++q) {
+        const int rr = b_r + q * Tile::B_RSTEP;  // Ci row of the slice
+        const int dst = ((b_c / 8) * 8 + rr / 8) * 1024 + (rr & 7) * 128 + (((b_c & 7) ^ (rr & 7)) << 4);
+        const bool ok = b_col_ok && c0 + rr < p.ci;
+        cp_async16(sp + Tile::A_STAGE + dst, ok ? wk + static_cast<int64_t>(q) * Tile::B_RSTEP * p.co : w, ok ? 16 : 0);
+      }
+      cp_async_commit();
+      if (s >= LAG) {
+        cp_async_wait<LAG>();
+        fence_proxy_async();
+        mbar_arrive(full0 + 8 * ((s - LAG) % STAGES));
+      }
+    }
+    cp_async_wait<0>();
+    fence_proxy_async();
+    for (int s = steps > LAG ? steps - LAG : 0; s < steps; ++s) mbar_arrive(full0 + 8 * (s % STAGES));
+  } else {  // ---- consumer warpgroups: rows 64·wg .. 64·wg + 63 of the tile
+    const int wg = tid / 128;
+    for (int s = 0; s < steps; ++s) {
+      const int st = s % STAGES;
+      mbar_wait(full0 + 8 * st, (s / STAGES) & 1);
+      wgmma_fence();
+      fence_acc(acc);
+      const uint32_t sa = sbase + st * Tile::STAGE;
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const uint64_t da = smem_desc(sa + wg * 64 * 128 + kk * 32, 16, 1024);
+        const uint64_t db = smem_desc(sa + Tile::A_STAGE + kk * 2048, 8192, 1024);
+        wgmma_ss<T, BN>(acc, da, db);
+      }
+      fence_acc(acc);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_acc(acc);
+      if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s - 1) % STAGES));
+    }
+    wgmma_wait<0>();
+    fence_acc(acc);
   }
-  __syncthreads();
-  T* out = static_cast<T*>(p.out);
-  for (int i = tid; i < BM * (BN / 8); i += THREADS) {
-    const int r = i / (BN / 8), c = i % (BN / 8) * 8;
-    const int32_t row = row_s[r];
-    if (row < 0 || co0 + c >= p.co) continue;
-    *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.co + co0 + c) =
-        *reinterpret_cast<const uint4*>(cs + r * LDC + c);
-  }
+  __syncthreads();  // copies landed, wgmmas done: the stages become the epilogue's staging
+  tile_epilogue<T, BM, BN, THREADS>(p, acc, tid < CONSUMERS, co0, row_s, smem);
 #else
   __trap();  // never launched: wgmma_available() is false where this code is loaded
 #endif
@@ -411,11 +590,10 @@ bool wgmma_available(int device) {
   return known[device] == 1;
 }
 
-template <typename T, typename Tile, bool SKIP>
-void launch_tile(const Params& p, int splits, cudaStream_t s) {
+template <typename Tile, typename Fn>
+void launch_tile(Fn* fn, const Params& p, int splits, cudaStream_t s) {
   const int col_tiles = ceil_div(p.co, Tile::BN);
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
-  auto* fn = kernel_conv_wgmma<T, Tile, SKIP>;
   const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
   allow_dynamic_smem(reinterpret_cast<const void*>(fn), static_cast<int>(smem));
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
@@ -424,13 +602,17 @@ void launch_tile(const Params& p, int splits, cudaStream_t s) {
 }
 
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, int rows, int splits, cudaStream_t s) {
+void launch_wgmma(const Params& p, bool skip, bool ws, int rows, int splits, cudaStream_t s) {
   if constexpr (BN <= 128) {
     // no skip variant: its serialized wgmmas lost at every shape (tc3)
-    if (rows == 2 * kTileRows) return launch_tile<T, WgTile<BN, 2 * kTileRows>, false>(p, splits, s);
+    if (rows == 2 * kTileRows) {
+      using Tile = WgTile<BN, 2 * kTileRows>;
+      return launch_tile<Tile>(kernel_conv_wgmma<T, Tile, false>, p, splits, s);
+    }
   }
-  if (skip) return launch_tile<T, WgTile<BN>, true>(p, splits, s);
-  launch_tile<T, WgTile<BN>, false>(p, splits, s);
+  if (skip) return launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, true>, p, splits, s);
+  if (ws) return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s);
+  launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, false>, p, splits, s);
 }
 
 template <typename T>
@@ -443,11 +625,11 @@ void finish_split(const Params& p, int splits, cudaStream_t s) {
 template void finish_split<__half>(const Params&, int, cudaStream_t);
 template void finish_split<__nv_bfloat16>(const Params&, int, cudaStream_t);
 
-template void launch_wgmma<__half, 64>(const Params&, bool, int, int, cudaStream_t);
-template void launch_wgmma<__half, 128>(const Params&, bool, int, int, cudaStream_t);
-template void launch_wgmma<__half, 256>(const Params&, bool, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, int, cudaStream_t);
+template void launch_wgmma<__half, 64>(const Params&, bool, bool, int, int, cudaStream_t);
+template void launch_wgmma<__half, 128>(const Params&, bool, bool, int, int, cudaStream_t);
+template void launch_wgmma<__half, 256>(const Params&, bool, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, bool, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, bool, int, int, cudaStream_t);
 
 }  // namespace frugal::cuda::spconv_mma
