@@ -26,6 +26,8 @@
 //
 // The sm_90 (non-"a") build compiles the kernel to a trap; wgmma_available() probes, once per
 // device, which code the driver loaded, and the dispatcher never picks the kernel where it is absent.
+#include <cuda.h>  // CUtensorMap (the types only: the encoder is reached through the runtime)
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -78,6 +80,20 @@ __device__ __forceinline__ void mbar_init(uint32_t addr, int count) {
 }
 __device__ __forceinline__ void mbar_arrive(uint32_t addr) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(addr) : "memory");
+}
+// Arrives and adds `bytes` to the transaction count the phase waits for (the bulk copies below).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, int bytes) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(addr),
+               "r"(bytes)
+               : "memory");
+}
+// Bulk tensor copy (TMA) of the box at (x, y, z) of the tensor map into shared memory at dst,
+// completing `box bytes` transactions on the mbarrier at bar.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int x, int y, int z, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(bar)
+      : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
   asm volatile(
@@ -296,6 +312,29 @@ __device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc
   }
 }
 
+// ---- the A gathers of one step (both kernels) -------------------------------------------------------
+// This thread's COPIES rows a_r + RSTEP·q of the tile at offset k (map entries nb_k = nb_s + k·BM),
+// 16 bytes at channel c0 + 8·a_c each, into the swizzled A stage at dst (+ RSTEP·q rows); absent
+// neighbors and channels past Ci are zero-filled without a read. The map entries are all read
+// before the first copy, so their shared-memory latencies overlap (interleaved, each copy waited
+// for its entry: ~20 instructions a copy in the SASS, now ~6).
+template <typename T, int COPIES, int RSTEP>
+__device__ __forceinline__ void gather_a(unsigned char* dst, const int32_t* nb_k, const T* feats, int ci, int c0,
+                                         int a_c, int a_r) {
+  int32_t m[COPIES];
+#pragma unroll
+  for (int q = 0; q < COPIES; ++q) m[q] = nb_k[a_r + RSTEP * q];
+  const bool a_ok = c0 + a_c * 8 < ci;
+  const auto* base = reinterpret_cast<const unsigned char*>(feats + c0 + a_c * 8);
+  const uint64_t row_bytes = static_cast<uint64_t>(ci) * sizeof(T);
+#pragma unroll
+  for (int q = 0; q < COPIES; ++q) {
+    const bool ok = a_ok && m[q] >= 0;
+    cp_async16(dst + q * RSTEP * 128, ok ? base + static_cast<uint64_t>(static_cast<uint32_t>(m[q])) * row_bytes : base,
+               ok ? 16 : 0);
+  }
+}
+
 // SKIP: a warpgroup skips the offsets none of its 64 rows has. ptxas cannot prove that branch
 // uniform per warpgroup, so it serializes the wgmmas of such kernels (warning C7520: each waits for
 // the previous); without SKIP only the offsets no row of the tile has are skipped (act_s), and the
@@ -339,14 +378,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   auto load = [&](int s) {
     const int a = s / chunks, c0 = (s - a * chunks) * BK, k = act_s[a];
     unsigned char* st = smem + (s % STAGES) * Tile::STAGE;
-    const bool a_ok = c0 + a_c * 8 < p.ci;
-#pragma unroll
-    for (int q = 0; q < Tile::A_COPIES; ++q) {
-      const int32_t m = nb_s[k * BM + a_r + Tile::A_RSTEP * q];
-      const bool ok = a_ok && m >= 0;
-      cp_async16(st + a_dst + q * Tile::A_RSTEP * 128, ok ? feats + static_cast<int64_t>(m) * p.ci + c0 + a_c * 8 : feats,
-                 ok ? 16 : 0);
-    }
+    gather_a<T, Tile::A_COPIES, Tile::A_RSTEP>(st + a_dst, nb_s + k * BM, feats, p.ci, c0, a_c, a_r);
     const T* wk = w + (static_cast<int64_t>(k) * p.ci + c0 + b_r) * p.co + co0 + b_c * 8;
 #pragma unroll
     for (int q = 0; q < Tile::B_COPIES; ++q) {
@@ -403,14 +435,16 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
 // Why: in kernel_conv_wgmma every warp both gathers and multiplies, and a block-wide barrier per step
 // ties the two together; at R = 1024, C = 256 (Nsight Compute, 2026-11-29, session 3) its one block
 // a multiprocessor keeps the tensor pipe ~53% busy with 0.5 eligible warps a scheduler, the L2 at
-// 56% of its peak: latency, not bandwidth. Here a producer warpgroup (128 threads) gathers A and
-// copies B with cp.async into STAGES stages, and two consumer warpgroups (64 rows each) only wait
-// and issue wgmma; full/empty mbarriers per stage replace the barrier, so the producer runs up to
-// LAG + 1 steps ahead and the consumers never wait for one another.
-//   Producer, step s: wait until the consumers released the stage (step s − STAGES), issue the
-//   copies, commit; then for step s − LAG: wait for its own copies (cp.async.wait_group LAG),
-//   fence.proxy.async (its generic-proxy writes become visible to wgmma's async proxy) and arrive on
-//   that stage's full barrier (128 arrivals complete it).
+// 56% of its peak: latency, not bandwidth. Here a producer warpgroup (128 threads) gathers A with
+// cp.async and has the copy engine (TMA) bring B into STAGES stages, and two consumer warpgroups
+// (64 rows each) only wait and issue wgmma; full/empty mbarriers per stage replace the barrier, so
+// the producer runs up to LAG + 1 steps ahead and the consumers never wait for one another.
+//   Producer, step s: wait until the consumers released the stage (step s − STAGES); one thread
+//   arms the stage's full barrier with B's bytes and issues B's bulk tensor copies; every thread
+//   issues its gathers and commits; then for step s − LAG: wait for its own gathers
+//   (cp.async.wait_group LAG), fence.proxy.async (its generic-proxy writes become visible to
+//   wgmma's async proxy) and arrive on that stage's full barrier (128 + 1 arrivals and B's bytes
+//   complete it).
 //   Consumers, step s: wait on the full barrier, issue the BK/16 wgmmas, commit, wait until at most
 //   one group is in flight, then release step s − 1's stage (one arrival per warp: 8 complete it).
 // LAG ≤ STAGES − 2 keeps the two from waiting on each other: refilling step s's stage needs step
@@ -426,8 +460,7 @@ struct WsTile {
   static constexpr int STAGES = 192 * 1024 / STAGE;  // 4, 6, 8 stages for BN = 256, 128, 64
   static constexpr int LAG = STAGES - 2;
   static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB; + nb
-  static constexpr int A_COPIES = BM * BK / 8 / PRODUCERS, B_COPIES = BK * BN / 8 / PRODUCERS;
-  static constexpr int A_RSTEP = PRODUCERS / 8, B_CH = BN / 8, B_RSTEP = PRODUCERS / B_CH;
+  static constexpr int A_COPIES = BM * BK / 8 / PRODUCERS, A_RSTEP = PRODUCERS / 8;
   static_assert(A_RSTEP % 8 == 0, "fixed A row phase per thread");
   static_assert(LAG >= 1 && LAG <= 7, "cp.async.wait_group's immediate");
   static_assert(size_t(BM) * (BN + 8) * 2 <= size_t(STAGES) * STAGE, "the epilogue staging reuses the stages");
@@ -435,7 +468,8 @@ struct WsTile {
 };
 
 template <typename T, typename Tile>
-__global__ void __launch_bounds__(Tile::THREADS, 1) kernel_conv_wgmma_ws(Params p, int col_tiles) {
+__global__ void __launch_bounds__(Tile::THREADS, 1)
+    kernel_conv_wgmma_ws(const __grid_constant__ CUtensorMap wmap, Params p, int col_tiles) {
 #ifdef FRUGAL_WGMMA
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, THREADS = Tile::THREADS;
   constexpr int GROUPS = BM / kGroupRows, LAG = Tile::LAG, CONSUMERS = Tile::CONSUMERS, R = BN / 2;
@@ -456,7 +490,7 @@ __global__ void __launch_bounds__(Tile::THREADS, 1) kernel_conv_wgmma_ws(Params 
   const int tid = threadIdx.x, lane = tid % 32;
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
-      mbar_init(full0 + 8 * i, Tile::PRODUCERS);
+      mbar_init(full0 + 8 * i, Tile::PRODUCERS + 1);  // + the weight copies' expect_tx
       mbar_init(empty0 + 8 * i, CONSUMERS / 32);
     }
   }
@@ -471,31 +505,19 @@ __global__ void __launch_bounds__(Tile::THREADS, 1) kernel_conv_wgmma_ws(Params 
   if (tid >= CONSUMERS) {  // ---- producer warpgroup
     const int pt = tid - CONSUMERS;
     const T* feats = static_cast<const T*>(p.feats);
-    const T* w = static_cast<const T*>(p.weight);
     const int a_c = pt % 8, a_r = pt / 8;
     const int a_dst = a_r * 128 + ((a_c ^ (a_r & 7)) << 4);
-    const int b_c = pt % Tile::B_CH, b_r = pt / Tile::B_CH;
-    const bool b_col_ok = co0 + b_c * 8 < p.co;
     for (int s = 0; s < steps; ++s) {
       const int st = s % STAGES;
       if (s >= STAGES) mbar_wait(empty0 + 8 * st, (s / STAGES - 1) & 1);
       const int a = s / chunks, c0 = (s - a * chunks) * BK, k = act_s[a];
       unsigned char* sp = smem + st * Tile::STAGE;
-      const bool a_ok = c0 + a_c * 8 < p.ci;
+      gather_a<T, Tile::A_COPIES, Tile::A_RSTEP>(sp + a_dst, nb_s + k * BM, feats, p.ci, c0, a_c, a_r);
+      if (pt == 0) {  // the weight slice: BN / 64 boxes of 64 Ci rows × 64 channels, 128-byte swizzled by the copy engine
+        const uint32_t bar = full0 + 8 * st, dst = sbase + st * Tile::STAGE + Tile::A_STAGE;
+        mbar_arrive_expect_tx(bar, Tile::B_STAGE);
 #pragma unroll
-      for (int q = 0; q < Tile::A_COPIES; ++q) {
-        const int32_t m = nb_s[k * BM + a_r + Tile::A_RSTEP * q];
-        const bool ok = a_ok && m >= 0;
-        cp_async16(sp + a_dst + q * Tile::A_RSTEP * 128, ok ? feats + static_cast<int64_t>(m) * p.ci + c0 + a_c * 8 : feats,
-                   ok ? 16 : 0);
-      }
-      const T* wk = w + (static_cast<int64_t>(k) * p.ci + c0 + b_r) * p.co + co0 + b_c * 8;
-#pragma unroll
-      for (int q = 0; q < Tile::B_COPIES; ++q) {
-        const int rr = b_r + q * Tile::B_RSTEP;  // Ci row of the slice
-        const int dst = ((b_c / 8) * 8 + rr / 8) * 1024 + (rr & 7) * 128 + (((b_c & 7) ^ (rr & 7)) << 4);
-        const bool ok = b_col_ok && c0 + rr < p.ci;
-        cp_async16(sp + Tile::A_STAGE + dst, ok ? wk + static_cast<int64_t>(q) * Tile::B_RSTEP * p.co : w, ok ? 16 : 0);
+        for (int n = 0; n < BN / 64; ++n) tma_load_3d(dst + n * 8192, &wmap, co0 + 64 * n, c0, k, bar);
       }
       cp_async_commit();
       if (s >= LAG) {
@@ -601,6 +623,43 @@ void launch_tile(Fn* fn, const Params& p, int splits, cudaStream_t s) {
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
+// The weight [K, Ci, Co] as a 3-D tensor map (Co fastest) of 64 × 64 × 1 boxes with the 128-byte
+// swizzle: a box lands exactly as the B tile's 8 KB of one 64-channel group (the layout the wgmma
+// descriptors read); rows past Ci and channels past Co are filled with zeros. False where the driver
+// has no encoder.
+template <typename T>
+bool weight_map(const Params& p, CUtensorMap* map) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    (void)cudaGetLastError();
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (!encode) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.co), static_cast<cuuint64_t>(p.ci), static_cast<cuuint64_t>(p.k)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(p.co) * sizeof(T), static_cast<cuuint64_t>(p.ci) * p.co * sizeof(T)};
+  const cuuint32_t box[3] = {64, 64, 1}, unit[3] = {1, 1, 1};
+  const auto type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, 3, const_cast<void*>(p.weight), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int BN>
+void launch_ws(const Params& p, const CUtensorMap& map, int splits, cudaStream_t s) {
+  using Tile = WsTile<BN>;
+  auto* fn = kernel_conv_wgmma_ws<T, Tile>;
+  const int col_tiles = ceil_div(p.co, BN);
+  const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;
+  const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
+  allow_dynamic_smem(reinterpret_cast<const void*>(fn), static_cast<int>(smem));
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
+  fn<<<grid, Tile::THREADS, smem, s>>>(map, p, col_tiles);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+
 template <typename T, int BN>
 void launch_wgmma(const Params& p, bool skip, bool ws, int rows, int splits, cudaStream_t s) {
   if constexpr (BN <= 128) {
@@ -611,7 +670,7 @@ void launch_wgmma(const Params& p, bool skip, bool ws, int rows, int splits, cud
     }
   }
   if (skip) return launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, true>, p, splits, s);
-  if (ws) return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s);
+  if (CUtensorMap map; ws && weight_map<T>(p, &map)) return launch_ws<T, BN>(p, map, splits, s);
   launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, false>, p, splits, s);
 }
 
