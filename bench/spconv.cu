@@ -293,7 +293,10 @@ int main(int argc, char** argv) {
                             Variant{K::wgmma, 64, -1, "wgmma_ws64", false, 0, 128, 1},
                             Variant{K::wgmma, 128, -1, "wgmma_ws128", false, 0, 128, 1},
                             Variant{K::wgmma, 0, 0, "wgmma_ws_unsorted", false, 0, 128, 1},
-                            Variant{K::wgmma, 0, 1, "wgmma_ws_sorted", false, 0, 128, 1}}) {
+                            Variant{K::wgmma, 0, 1, "wgmma_ws_sorted", false, 0, 128, 1},
+                            Variant{K::wgmma, 64, -1, "wgmma_ws64x2", false, 0, 128, 2},
+                            Variant{K::wgmma, 64, 0, "wgmma_ws64x2_unsorted", false, 0, 128, 2},
+                            Variant{K::wgmma, 0, -1, "wgmma_old", false, 0, 0, 0}}) {
       if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
       if (v.kernel == K::wgmma && !wg) continue;
       if (v.tile == 128 && v.rows == 256 && co <= 128) continue;  // the same as wgmma_r256 there, or half idle
@@ -347,6 +350,7 @@ int main(int argc, char** argv) {
       variants += ", \"wgmma_tile_rows_vs_default_rel\": " + std::to_string(tall);
       double ws = 0;  // the warp-specialized kernel, every width, against the default
       for (int t : {0, 64, 128, 256}) ws = std::max(ws, diff(K::wgmma, t, false, 0, 128, 1));
+      ws = std::max(ws, diff(K::wgmma, 64, false, 0, 128, 2));
       variants += ", \"wgmma_ws_vs_default_rel\": " + std::to_string(ws);
       const double nosplit = diff(K::wgmma, 0, false, 1), split3 = diff(K::wgmma, 0, false, 3);
       variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +

@@ -585,7 +585,8 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
             std::tuple{K::wmma, 128, 0, 0}, std::tuple{K::mma, 0, 0, 0}, std::tuple{K::mma, 64, 0, 0},
             std::tuple{K::mma, 128, 0, 0}, std::tuple{K::mma, 256, 0, 0}, std::tuple{K::wgmma, 0, 0, -1},
             std::tuple{K::wgmma, 64, 0, 0}, std::tuple{K::wgmma, 256, 0, 0}, std::tuple{K::wgmma, 64, 256, 0},
-            std::tuple{K::wgmma, 128, 256, 0}, std::tuple{K::wgmma, 0, 128, 1}, std::tuple{K::wgmma, 256, 128, 1}}) {
+            std::tuple{K::wgmma, 128, 256, 0}, std::tuple{K::wgmma, 0, 128, 1}, std::tuple{K::wgmma, 256, 128, 1},
+            std::tuple{K::wgmma, 64, 128, 2}}) {
         if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
         const bool sorted = kernel == K::mma || kernel == K::wgmma;
         if (sorted && (s.ci % 8 || s.co % 8)) continue;  // the sorted-row kernels' 16-byte copies
@@ -765,14 +766,16 @@ const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kW
                                      // the warp-specialized kernel: every width, sorted and not, 256-row launches
                                      {0, true, 0, kWg, false, 1, 128, 1},   {64, true, 0, kWg, false, 1, 128, 1},
                                      {128, false, 0, kWg, false, 1, 128, 1}, {256, true, 256, kWg, false, 1, 128, 1},
-                                     {64, false, 384, kWg, false, 1, 128, 1}};
+                                     {64, false, 384, kWg, false, 1, 128, 1}, {64, true, 0, kWg, false, 1, 128, 2},
+                                     {64, false, 256, kWg, false, 1, 128, 2}};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
 // output is again independent of width, row order, launch size and skipping.
 const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, false, 3},   {64, true, 0, kWg, false, 3},
                                           {256, true, 0, kWg, false, 3}, {0, false, 0, kWg, false, 3},
                                           {128, true, 256, kWg, false, 3}, {128, true, 0, kWg, true, 3},
                                           {64, true, 0, kWg, false, 3, 256},  {128, false, 384, kWg, false, 3, 256},
-                                          {0, true, 0, kWg, false, 3, 128, 1},  {256, false, 256, kWg, false, 3, 128, 1}};
+                                          {0, true, 0, kWg, false, 3, 128, 1},  {256, false, 256, kWg, false, 3, 128, 1},
+                                          {64, true, 0, kWg, false, 3, 128, 2}};
 // The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
 const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, false, 0}, {64, false, 0, kWg, false, 0},
                                          {256, true, 256, kWg, true, 0}, {128, true, 0, kWg, false, 27},
@@ -936,7 +939,7 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   for (int splits : {1, 3})
     for (bool skip : {true, false})
       for (int rows : {128, 256})
-        for (int ws : {0, 1}) {
+        for (int ws : {0, 1, 2}) {
           a.wgmma_skip = skip;
           a.splits = splits;
           a.tile_rows = rows;

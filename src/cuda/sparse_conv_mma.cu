@@ -404,9 +404,14 @@ int tile_rows(const sb::ConvArgs& a) {
   return tall_blocks >= kTallMinBlocksPerSm * multiprocessor_count(a.device) ? 2 * kTileRows : kTileRows;
 }
 
-bool warp_specialized(const sb::ConvArgs& a) {
-  if (a.wgmma_ws >= 0) return a.wgmma_ws != 0;
-  return false;  // not measured yet
+int warp_specialized(const sb::ConvArgs& a) {
+  if (a.wgmma_ws >= 0) return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
+  // 256-wide column tiles (one block a multiprocessor either way). On the H200 (2026-11-29, results
+  // file tc5; R = 1024 shell, sorted rows) at Ci = Co = 256: 24.7 ms against 26.4 for every warp
+  // gathering and multiplying; at 128 and 64 channels the latter's two blocks a multiprocessor hide
+  // each tile's prologue and epilogue, which the warp-specialized kernel's one block exposes (10.2
+  // vs 8.8 ms at C = 128, 5.3 vs 3.8 at C = 64).
+  return tile_co(a) == 256 ? 1 : 0;
 }
 
 int64_t chunk_rows(const sb::ConvArgs& a) {
@@ -475,7 +480,7 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
       if constexpr (!std::is_same_v<T, float>) {
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
-          const bool ws = warp_specialized(a);
+          const int ws = warp_specialized(a);
           if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, ws, rows, nsplit, s);
           else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, ws, rows, nsplit, s);
           else launch_wgmma<T, 256>(p, a.wgmma_skip, ws, rows, nsplit, s);

@@ -59,8 +59,9 @@ int splits(const spconv::backend::ConvArgs& a);
 // The wgmma kernel's rows a block: a.tile_rows when set, else by the rule in sparse_conv_mma.cu; always 128 for the mma kernel and for 256-wide
 // column tiles (256 × 256 f32 accumulators do not fit the registers).
 int tile_rows(const spconv::backend::ConvArgs& a);
-// Whether the wgmma kernel runs warp-specialized: a.wgmma_ws when 0 or 1, else by the rule in sparse_conv_mma.cu.
-bool warp_specialized(const spconv::backend::ConvArgs& a);
+// Whether the wgmma kernel runs warp-specialized, and with how many blocks a multiprocessor (0: not):
+// a.wgmma_ws when ≥ 0, else by the rule in sparse_conv_mma.cu.
+int warp_specialized(const spconv::backend::ConvArgs& a);
 // Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma
 // kernel with 256-row tiles never (measured faster on the map's order at every size, results file
 // tc4), with 128-row tiles when N·Ci·Co ≥ kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
@@ -89,9 +90,10 @@ struct Params : ConvParams {
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.
 // rows: 128 or (BN ≤ 128) 256 rows a block.
-// ws: the warp-specialized kernel (128-row tiles without skip only; ignored otherwise).
+// ws: the warp-specialized kernel with 1 or (BN = 64) 2 blocks a multiprocessor, 0 not (128-row
+// tiles without skip only; ignored otherwise).
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, bool ws, int rows, int splits, cudaStream_t s);
+void launch_wgmma(const Params& p, bool skip, int ws, int rows, int splits, cudaStream_t s);
 template <typename T>
 void finish_split(const Params& p, int splits, cudaStream_t s);
 

@@ -452,23 +452,31 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
 // published at step s − STAGES + 1 + LAG ≤ s − 1.
 // Same tile (128 rows × BN), same map prologue, same sums in the same order: the output is bitwise
 // that of kernel_conv_wgmma.
-template <int BN_>
+// BLOCKS = 2 (BN = 64): two blocks a multiprocessor, each with half the stages, so one block's
+// prologue and epilogue overlap the other's main loop. Not at BN = 128: its wgmma needs ~90
+// registers, two blocks of 384 threads allow 85 (and setmaxnreg does not raise what ptxas
+// allocates: C7602 "insufficient registers (80)").
+template <int BN_, int BLOCKS_ = 1>
 struct WsTile {
-  static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 2 * BM, PRODUCERS = 128;
+  static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 2 * BM, PRODUCERS = 128, BLOCKS = BLOCKS_;
   static constexpr int THREADS = CONSUMERS + PRODUCERS;
   static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
-  static constexpr int STAGES = 192 * 1024 / STAGE;  // 4, 6, 8 stages for BN = 256, 128, 64
+  // one block: 4, 6, 8 stages for BN = 256, 128, 64; two blocks: 4 for BN = 64
+  static constexpr int STAGES = (BLOCKS == 1 ? 192 : 96) * 1024 / STAGE;
   static constexpr int LAG = STAGES - 2;
+  static_assert(BLOCKS == 1 || BN == 64, "two blocks only at 64 channels");
   static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB; + nb
   static constexpr int A_COPIES = BM * BK / 8 / PRODUCERS, A_RSTEP = PRODUCERS / 8;
   static_assert(A_RSTEP % 8 == 0, "fixed A row phase per thread");
   static_assert(LAG >= 1 && LAG <= 7, "cp.async.wait_group's immediate");
   static_assert(size_t(BM) * (BN + 8) * 2 <= size_t(STAGES) * STAGE, "the epilogue staging reuses the stages");
+  // One block's shared memory at K = 32; two blocks fit a multiprocessor's 228 KB up to K = 27 (2 × (97 +
+  // 13.5 (map slice) + 0.7 + 1 (reserved)) KB), larger K runs one.
   static_assert(SMEM + size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
 };
 
 template <typename T, typename Tile>
-__global__ void __launch_bounds__(Tile::THREADS, 1)
+__global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
     kernel_conv_wgmma_ws(const __grid_constant__ CUtensorMap wmap, Params p, int col_tiles) {
 #ifdef FRUGAL_WGMMA
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, THREADS = Tile::THREADS;
@@ -647,9 +655,9 @@ bool weight_map(const Params& p, CUtensorMap* map) {
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int BN>
+template <typename T, int BN, int BLOCKS>
 void launch_ws(const Params& p, const CUtensorMap& map, int splits, cudaStream_t s) {
-  using Tile = WsTile<BN>;
+  using Tile = WsTile<BN, BLOCKS>;
   auto* fn = kernel_conv_wgmma_ws<T, Tile>;
   const int col_tiles = ceil_div(p.co, BN);
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;
@@ -661,7 +669,7 @@ void launch_ws(const Params& p, const CUtensorMap& map, int splits, cudaStream_t
 }
 
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, bool ws, int rows, int splits, cudaStream_t s) {
+void launch_wgmma(const Params& p, bool skip, int ws, int rows, int splits, cudaStream_t s) {
   if constexpr (BN <= 128) {
     // no skip variant: its serialized wgmmas lost at every shape (tc3)
     if (rows == 2 * kTileRows) {
@@ -670,7 +678,11 @@ void launch_wgmma(const Params& p, bool skip, bool ws, int rows, int splits, cud
     }
   }
   if (skip) return launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, true>, p, splits, s);
-  if (CUtensorMap map; ws && weight_map<T>(p, &map)) return launch_ws<T, BN>(p, map, splits, s);
+  if (CUtensorMap map; ws && weight_map<T>(p, &map)) {
+    if constexpr (BN == 64)
+      if (ws == 2) return launch_ws<T, BN, 2>(p, map, splits, s);
+    return launch_ws<T, BN, 1>(p, map, splits, s);
+  }
   launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, false>, p, splits, s);
 }
 
@@ -684,11 +696,11 @@ void finish_split(const Params& p, int splits, cudaStream_t s) {
 template void finish_split<__half>(const Params&, int, cudaStream_t);
 template void finish_split<__nv_bfloat16>(const Params&, int, cudaStream_t);
 
-template void launch_wgmma<__half, 64>(const Params&, bool, bool, int, int, cudaStream_t);
-template void launch_wgmma<__half, 128>(const Params&, bool, bool, int, int, cudaStream_t);
-template void launch_wgmma<__half, 256>(const Params&, bool, bool, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, bool, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, bool, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, bool, int, int, cudaStream_t);
+template void launch_wgmma<__half, 64>(const Params&, bool, int, int, int, cudaStream_t);
+template void launch_wgmma<__half, 128>(const Params&, bool, int, int, int, cudaStream_t);
+template void launch_wgmma<__half, 256>(const Params&, bool, int, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, int, int, cudaStream_t);
 
 }  // namespace frugal::cuda::spconv_mma
