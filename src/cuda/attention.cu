@@ -703,68 +703,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     prefetch_tokens(p.sliding ? w.t0 % cap : w.t0,
                     min(w.t1 - w.t0, static_cast<int64_t>(p.prefetch + 1) * kWarps * S::CH), threadIdx.x, kThreads);
 
-  const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
-  const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
-  const float* ksb = p.ks + head * p.capacity;
-  const float* vsb = p.vs + head * p.capacity;
-  const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
-  int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
-  int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
-  uint32_t kw[S::NSUB][2][S::KCB / 4];
-  uint32_t vw[S::NSUB][4][S::VCB / 4];
-  float ksc[S::NSUB][2], vsc[S::NSUB][2];
-  // This warp's chunk registers, and their loads. Full chunk: every token valid and the slots
-  // contiguous (no ring wrap), so each lane's addresses are one base pointer plus compile-time
-  // offsets; otherwise per-token slots, tokens past the slice reading the slice's first token
-  // (masked in softmax_step).
-  auto is_full = [&](int64_t st, int64_t sl) { return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap); };
-  auto slot_of = [&](int64_t st, int64_t sl, int i) -> int64_t {
-    if (st + i >= w.t1) return slot_t0;
-    return p.sliding ? advance_slot(sl, i, cap) : st + i;
-  };
-  auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
-  auto load_k = [&](int64_t st, int64_t sl) {
-    if (is_full(st, sl)) {
-      const uint8_t* k_lane = kbase + (sl + g) * KROW;
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-          ksc[j][n] = __ldg(ksb + sl + g + 16 * j + 8 * n);
-          vsc[j][n] = __ldg(vsb + sl + g + 16 * j + 8 * n);
-        }
-    } else {
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          const int64_t s = slot_of(st, sl, 16 * j + 8 * n + g);
-          load_words<S::KCB>(kbase + s * KROW, kw[j][n]);
-          ksc[j][n] = __ldg(ksb + s);
-          vsc[j][n] = __ldg(vsb + s);
-        }
-    }
-  };
-  auto load_v = [&](int64_t st, int64_t sl) {
-    if (is_full(st, sl)) {
-      const uint8_t* v_lane = vbase + (sl + 2 * t4) * VROW;
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          load_words<S::VCB>(vbase + slot_of(st, sl, 2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
-    }
-  };
   // The block's query rows (rows warp, warp + 4) and K's signs are requested first, so their
   // memory latency overlaps the codebook loads and the table stores (round 5; before, the two
-  // round trips were in series: the query loads were issued after the tables were written). Their
-  // conversion waits until after the table fill (raw bits now: a pending load does not stall).
+  // round trips were in series: the query loads were issued after the tables were written).
   constexpr int kRowsPerWarp = kHeadsPerBlock / kWarps;
   uint32_t qraw[kRowsPerWarp][D / 32];
   float qsgn[D / 32];
@@ -776,14 +717,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     const int64_t base = w.b * p.q_stride_b + (w.hq0 + min(r, w.heads - 1)) * p.q_stride_h;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
-  }
-  // The warp's first chunk is requested before the tables and the query rotation too (round 5):
-  // its DRAM latency overlaps them instead of following them (at short lengths, where a
-  // block has one or two chunks a warp, that wait was part of every call's fixed cost). V's rows
-  // too, except at D > 128 without the rotating pipeline (registers: they follow the scores there).
-  if (start < w.t1) {
-    load_k(start, start_slot);
-    if constexpr (D <= 128 || S::kRotate) load_v(start, start_slot);
   }
   build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
              KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
@@ -831,6 +764,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
   const float hf0 = (2 * t4 < w.heads ? sig[2 * t4] : 0.0f) * p.score_scale;
   const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
 
+  const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
+  const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
+  const float* ksb = p.ks + head * p.capacity;
+  const float* vsb = p.vs + head * p.capacity;
+  const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
 
@@ -978,6 +916,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     }
   };
 
+  int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
+  int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
   if constexpr (S::kRotate) {
     // The rotating register pipeline (D = 256): the next chunk's K rows and both scales are
     // requested as soon as the scores have consumed this chunk's, its V rows as soon as the Oᵀ
@@ -986,6 +926,59 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     // below at D = 256 (no register cap there); at D = 128 it was 17% slower at the 128-register cap
     // (spills) and 5% slower at 168 registers, 3 blocks/SM (bench/results/2026-11-29-decode-attention-r3.md).
     // The in-loop L2 prefetch (p.prefetch, off by default) is not applied on this path.
+    uint32_t kw[S::NSUB][2][S::KCB / 4];
+    uint32_t vw[S::NSUB][4][S::VCB / 4];
+    float ksc[S::NSUB][2], vsc[S::NSUB][2];
+    // Full chunk: every token valid and the slots contiguous (no ring wrap); otherwise per-token
+    // slots, tokens past the slice reading the slice's first token (masked below).
+    auto is_full = [&](int64_t st, int64_t sl) { return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap); };
+    auto slot_of = [&](int64_t st, int64_t sl, int i) -> int64_t {
+      if (st + i >= w.t1) return slot_t0;
+      return p.sliding ? advance_slot(sl, i, cap) : st + i;
+    };
+    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+    auto load_k = [&](int64_t st, int64_t sl) {
+      if (is_full(st, sl)) {
+        const uint8_t* k_lane = kbase + (sl + g) * KROW;
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + sl + g + 16 * j + 8 * n);
+            vsc[j][n] = __ldg(vsb + sl + g + 16 * j + 8 * n);
+          }
+      } else {
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            const int64_t s = slot_of(st, sl, 16 * j + 8 * n + g);
+            load_words<S::KCB>(kbase + s * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + s);
+            vsc[j][n] = __ldg(vsb + s);
+          }
+      }
+    };
+    auto load_v = [&](int64_t st, int64_t sl) {
+      if (is_full(st, sl)) {
+        const uint8_t* v_lane = vbase + (sl + 2 * t4) * VROW;
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            load_words<S::VCB>(vbase + slot_of(st, sl, 2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+      }
+    };
+    if (start < w.t1) {
+      load_k(start, start_slot);
+      load_v(start, start_slot);
+    }
     while (start < w.t1) {
       const int64_t next = start + kWarps * S::CH;
       const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
@@ -1009,34 +1002,76 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
       start_slot = next_slot;
     }
   } else {
-    // One chunk of CH tokens a warp per iteration: its rows were requested at the end of the last
-    // iteration (the first before the prologue); the next chunk's are requested once this one's
-    // products are done (at D > 128 this chunk's V rows after the scores, to keep the registers
-    // for the accumulators).
-    for (; start < w.t1;) {
+    // One chunk of CH tokens. kFull: every token valid and the slots contiguous (no ring wrap), so
+    // each lane's addresses are one base pointer plus compile-time offsets; otherwise per-token slots,
+    // tokens past the slice read the slice's first token and are masked.
+    auto chunk = [&](auto full_tag) {
+      constexpr bool kFull = decltype(full_tag)::value;
+      const int64_t cs = p.sliding ? start_slot : start;  // slot of the chunk's first token
+      auto slot_of = [&](int i) -> int64_t {
+        if (start + i >= w.t1) return slot_t0;
+        return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
+      };
+      // K rows and both scales: tokens g and g + 8 of each 16-token tile; V rows: tokens 2t4, 2t4 + 1,
+      // 2t4 + 8, 2t4 + 9.
+      const uint8_t* k_lane = kbase + (cs + g) * KROW;
+      const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;
+      const float* ks_lane = ksb + cs + g;
+      const float* vs_lane = vsb + cs + g;
+      auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+      // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
+      // the V rows only after the scores, to keep the registers for the accumulators.
+      uint32_t kw[S::NSUB][2][S::KCB / 4];
+      uint32_t vw[S::NSUB][4][S::VCB / 4];
+      float ksc[S::NSUB][2], vsc[S::NSUB][2];
+      auto load_v = [&] {
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if constexpr (kFull)
+              load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
+            else
+              load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+          }
+      };
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j) {
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          if constexpr (kFull) {
+            load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
+            vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
+          } else {
+            const int64_t sl = slot_of(16 * j + 8 * n + g);
+            load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + sl);
+            vsc[j][n] = __ldg(vsb + sl);
+          }
+        }
+      }
+      if constexpr (D <= 128) load_v();
+      float sc[S::NSUB][4];
+      scores(kw, sc);
+      if constexpr (D > 128) load_v();
+      const float inv_u = softmax_step(full_tag, start, sc, ksc, vsc);
+      accumulate_pv(sc, vsc, vw, inv_u);
+    };
+
+    for (; start < w.t1; start += kWarps * S::CH) {
       if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
         const int64_t ahead = static_cast<int64_t>(p.prefetch) * kWarps * S::CH;
         if (start + ahead < w.t1)
           prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
                           min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
       }
-      auto chunk = [&](auto full_tag) {
-        float sc[S::NSUB][4];
-        scores(kw, sc);
-        if constexpr (D > 128) load_v(start, start_slot);
-        const float inv_u = softmax_step(full_tag, start, sc, ksc, vsc);
-        accumulate_pv(sc, vsc, vw, inv_u);
-      };
-      if (is_full(start, start_slot))
+      const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
+      if (full)
         chunk(std::true_type{});
       else
         chunk(std::false_type{});
-      start += kWarps * S::CH;
-      start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start;
-      if (start < w.t1) {
-        load_k(start, start_slot);
-        if constexpr (D <= 128) load_v(start, start_slot);
-      }
+      start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
     }
   }
 
