@@ -1330,11 +1330,13 @@ int blocks_per_sm(KernelFn fn, int smem, int smem_max) {
 }
 
 // Slices per sequence: fill the resident slots of the GPU in whole waves, with slices of ≥ 128
-// tokens and at most max(32, L / 2048) of them: the combine's cost grows with the slice count, and
+// tokens and at most max(32, L / 2048) of them: the merge's cost grows with the slice count, and
 // the first sweep on an H200 (bench/results/2026-11-29-decode-attention.md) found more slices slower
 // for long sequences (B=1, D=128: L=32K best at 32, L=128K at 64). Since round 4 made the per-block
 // cost small, short ones want more: B=1 L=4K is best at 32 slices of 128 tokens (0.0159 ms D=128,
 // 0.0237 D=256, against 0.0168 / 0.0253 at 16; bench/results/2026-11-29-decode-attention-r4.md).
+// Re-swept with round 5's one-kernel merge: still 32 (D=128: 0.0151 ms against 0.0160 at 16,
+// 0.0165 at 48, 0.0172 at 64; D=256: 16 and 32 tie, 40+ slower; decode-attention-r5.md).
 int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap_splits) {
   const int64_t by_len = std::max<int64_t>(1, (max_len + 127) / 128);
   const int64_t by_combine = std::max<int64_t>(32, max_len / 2048);
