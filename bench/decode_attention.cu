@@ -11,7 +11,8 @@
 //
 // Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
-//   profilers); --sweep: the slice sweep of every row too (the split heuristic's data)
+//   profilers); --sweep: the slice sweep of every row too (the split heuristic's data; slices of
+//   >= 64 tokens). Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -134,6 +135,15 @@ double time_median_ms(Flusher& flush, F&& fn, int warm, int reps) {
   return ms[reps / 2];
 }
 
+// FNV-1a of the output's bytes: two builds (or two runs) gave bitwise the same result iff equal.
+uint64_t out_hash(const Tensor& out) {
+  std::vector<uint8_t> h(out.nbytes());
+  CHECK(cudaMemcpy(h.data(), out.data(), h.size(), cudaMemcpyDeviceToHost));
+  uint64_t x = 1469598103934665603ull;
+  for (uint8_t c : h) x = (x ^ c) * 1099511628211ull;
+  return x;
+}
+
 struct Row {
   int B, Hq, Hkv, D;
   int64_t L;
@@ -204,7 +214,7 @@ int main(int argc, char** argv) {
     else
       kernel_fill_float<<<256, 256>>>(q.data_as<float>(), q.numel(), 7);
     Tensor out = Tensor::empty({s.B, s.Hq, s.D}, qd, Device::cuda());
-    Tensor ws = Tensor::empty({static_cast<int64_t>(attention::decode_attention_workspace_bytes(q, k))}, DType::u8,
+    Tensor ws = Tensor::zeros({static_cast<int64_t>(attention::decode_attention_workspace_bytes(q, k))}, DType::u8,
                               Device::cuda());
     attention::DecodeOptions opt;
     opt.math = math;
@@ -215,8 +225,8 @@ int main(int argc, char** argv) {
       opt.lengths = lens;
       const double ms = time_median_ms(
           flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, 40);
-      std::printf("B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost): %9.4f ms\n", s.B, s.Hq, s.Hkv,
-                  s.D, (long long)len, ms);
+      std::printf("B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost): %9.4f ms  out %016llx\n", s.B,
+                  s.Hq, s.Hkv, s.D, (long long)len, ms, (unsigned long long)out_hash(out));
       return;
     }
     const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
@@ -226,9 +236,11 @@ int main(int argc, char** argv) {
     Row r{s.B,           s.Hq,   s.Hkv, s.D, s.L, kb, vb, math == attention::Math::f32 ? "f32" : "f16",
           to_string(qd), splits, ms,    big};
     std::printf(
-        "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s %9.4f ms  %6.2f TB/s  (%.0f%% of read BW)\n",
+        "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s %9.4f ms  %6.2f TB/s  (%.0f%% of read BW)  "
+        "out %016llx\n",
         r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(),
-        splits ? std::to_string(splits).c_str() : "auto", ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps);
+        splits ? std::to_string(splits).c_str() : "auto", ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps,
+        (unsigned long long)out_hash(out));
     std::fflush(stdout);
     rows.push_back(r);
   };
@@ -239,7 +251,7 @@ int main(int argc, char** argv) {
     // K/V head) times s, up to ~4 blocks per SM.
     const int pairs = s.B * s.Hkv;
     for (int sp : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 96})
-      if (pairs * sp <= 4 * 132 && sp * 128 <= s.L) run(s, 4, 4, attention::Math::f16, DType::f16, sp);
+      if (pairs * sp <= 4 * 132 && sp * 64 <= s.L) run(s, 4, 4, attention::Math::f16, DType::f16, sp);
   }
   // The fixed cost of a call on the short rows: 16 tokens attended (one slice, one tile a block).
   if (quick && one[0] == 0)

@@ -650,7 +650,7 @@ TEST(DecodeAttentionCuda, ForcedSplitsAndWorkspace) {
   kv::Cache kd = f.k.to(Device::cuda()), vd = f.v.to(Device::cuda());
   Tensor qd = q.host.to(Device::cuda());
   Tensor ws =
-      Tensor::empty({static_cast<int64_t>(decode_attention_workspace_bytes(qd, kd))}, DType::u8, Device::cuda());
+      Tensor::zeros({static_cast<int64_t>(decode_attention_workspace_bytes(qd, kd))}, DType::u8, Device::cuda());
   DecodeOptions opt;
   opt.workspace = ws.view();
   const std::vector<double> a = to_double(decode_attention(qd, kd, vd, opt));
@@ -659,6 +659,61 @@ TEST(DecodeAttentionCuda, ForcedSplitsAndWorkspace) {
   Tensor small = Tensor::empty({16}, DType::u8, Device::cuda());
   opt.workspace = small.view();
   EXPECT_THROW(decode_attention(qd, kd, vd, opt), Error);
+}
+
+// With more than one slice the f16 kernel's last block of each (sequence, K/V head, head tile)
+// merges the slices, found by an arrival counter in the workspace that the merging block sets back
+// to zero. One zero-filled workspace (at an odd offset: any u8 view may be passed) serves a run of
+// calls with different slice counts, the f32 path (which does not use the counters) in between, and
+// repeats: every result must be bitwise the one of a call with its own fresh workspace, and match
+// the CPU. A counter left non-zero, or a merge that ran before every slice had arrived, would leave
+// NaN rows (the output is poisoned first) or wrong ones. Head tiles of 8 and 4 heads (group 12), an
+// empty sequence, ragged slices, every head dimension.
+TEST(DecodeAttentionCuda, F16MergeInTheLastBlockReusesOneWorkspace) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  for (int d : {64, 128, 256, 512}) {
+    Shape s;
+    s.batch = 3;
+    s.kv_heads = 2;
+    s.q_heads = 24;
+    s.dim = d;
+    std::mt19937_64 rng(test_seed() ^ d);
+    Filled f = fill(s, {1000, 0, 517}, rng);
+    Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
+    kv::Cache kd = f.k.to(Device::cuda()), vd = f.v.to(Device::cuda());
+    Tensor qd = q.host.to(Device::cuda());
+    const int64_t bytes = static_cast<int64_t>(decode_attention_workspace_bytes(qd, kd));
+    Tensor ws_buf = Tensor::zeros({bytes + 3}, DType::u8, Device::cuda());
+    const TensorView ws(static_cast<uint8_t*>(ws_buf.data()) + 3, DType::u8, {bytes}, Device::cuda());
+    auto call = [&](Math m, int splits, bool shared) {
+      Tensor out_host = Tensor::empty({s.batch, s.q_heads, s.dim}, DType::f32);  // f32: the exact path's 1e-5 holds
+      std::fill_n(static_cast<uint8_t*>(out_host.data()), out_host.nbytes(), 0xFF);  // NaN
+      Tensor out = out_host.to(Device::cuda());
+      Tensor own = Tensor::zeros({bytes}, DType::u8, Device::cuda());
+      DecodeOptions opt;
+      opt.math = m;
+      opt.num_splits = splits;
+      opt.workspace = shared ? ws : own.view();
+      decode_attention(qd, kd, vd, out, opt);
+      return to_double(out);
+    };
+    std::vector<double> cpu;
+    {
+      DecodeOptions opt;
+      cpu = to_double(run(f, q, Device::cpu(), DType::f32, opt));
+    }
+    for (int splits : {2, 7, 63, 1, 0, 5, 63, 2}) {
+      const std::vector<double> got = call(Math::f16, splits, true);
+      EXPECT_TRUE(all_finite(got)) << describe(s) << " splits " << splits;
+      EXPECT_EQ(got, call(Math::f16, splits, false)) << describe(s) << " splits " << splits;
+      EXPECT_LE(testing::rel_error(got, cpu), 1e-2) << describe(s) << " splits " << splits;
+      if (splits == 7) {
+        const std::vector<double> exact = call(Math::f32, 7, true);
+        EXPECT_LE(testing::rel_error(exact, cpu), 1e-5) << describe(s);
+      }
+    }
+  }
 }
 
 TEST(DecodeAttentionCuda, RingWrapMixedLengthsAndEmptySequences) {

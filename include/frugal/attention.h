@@ -41,16 +41,21 @@
 // The number of slices is picked from the shape (DecodeOptions::num_splits overrides it): whole
 // waves of resident blocks, slices of at least 128 tokens and at most max(32, L / 2048) of them
 // (measured on an H200: bench/results/2026-11-29-decode-attention.md); when there is more than
-// one, a second kernel combines the slices' partial softmax states.
+// one, the slices' partial softmax states are merged: on the f16 path by the last block of each
+// (sequence, K/V head, head tile) to finish (one kernel), on the f32 path by a second kernel.
 // Supported on the GPU: head_dim 4..512 (f32) / 64..512 (f16), any bits of the cache (f32) /
 // 4 or 8 (f16). The CPU supports every cache configuration.
 //
-// Workspace (GPU, when the sequence is split): partial states of (head_dim + 2) floats per
-// (sequence, query head, slice), plus the token ranges when batch > 128. Pass
-// DecodeOptions::workspace (u8, on the device, at least decode_attention_workspace_bytes) to
-// keep allocation out of the call — then the call is also CUDA-graph capturable when
-// batch ≤ 128. Without one, the call allocates it stream-ordered from frugal's scratch pool (cuda::Scratch)
-// on `stream`, which never synchronizes the device.
+// Workspace (GPU, when the sequence is split): one arrival counter per (sequence, query head),
+// partial states of (head_dim + 2) floats per (sequence, query head, slice), plus the token ranges
+// when batch > 128. Pass DecodeOptions::workspace (u8, on the device, at least
+// decode_attention_workspace_bytes, ZERO-FILLED once when it is created: Tensor::zeros) to keep
+// allocation out of the call — then the call is also CUDA-graph capturable when batch ≤ 128. Every
+// call leaves the counters zero again, so the workspace is reused as is, call after call and graph
+// replay after replay; it must not be written by anything else in between (nor used by two calls
+// at once). Without one, the call allocates it stream-ordered from frugal's scratch pool
+// (cuda::Scratch) on `stream` and zeroes its counters (a memset on `stream`), which never
+// synchronizes the device.
 #pragma once
 
 #include <cstddef>
@@ -74,7 +79,7 @@ struct DecodeOptions {
   std::span<const int64_t> lengths;    // empty, or one per sequence (see the header comment)
   Math math = Math::automatic;
   int num_splits = 0;    // GPU slices per sequence; 0 = chosen from the shape
-  TensorView workspace;  // GPU scratch (u8); empty = allocated per call
+  TensorView workspace;  // GPU scratch (u8, zero-filled when created); empty = allocated per call
 };
 
 // q [B, Hq, D] (f32 | f16 | bf16; the last dimension contiguous, any strides for B and H);
@@ -87,7 +92,8 @@ Tensor decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache
                         Stream stream = nullptr);
 
 // Bytes of GPU workspace that suffice for any decode_attention call with this q shape on
-// caches shaped like `k` (any lengths, any num_splits the call accepts). 0 on the CPU.
+// caches shaped like `k` (any lengths, any num_splits the call accepts). 0 on the CPU. Allocate
+// it zero-filled (Tensor::zeros): see "Workspace" above.
 size_t decode_attention_workspace_bytes(const TensorView& q, const kv::Cache& k);
 
 }  // namespace frugal::attention

@@ -65,13 +65,28 @@ inline int64_t max_splits(int batch, int kv_heads, int group, int64_t capacity) 
   return std::min(by_blocks, by_tokens);
 }
 
-// Workspace layout: [partial O: B*Hq*splits*D f32][partial (m, l): B*Hq*splits*2 f32][ranges: 2*B i64].
+// Workspace layout (offsets from the workspace pointer rounded up to kWorkspaceAlign, which the
+// kWorkspaceAlign bytes of slack cover — any u8 tensor may be passed):
+//   [arrival counters: u32 per (sequence, query head) — at least one per (sequence, K/V head, head
+//    tile) — at a fixed place so every call finds them whatever its slice count; ZERO before the
+//    first call, and every call leaves them zero]
+//   [partial O: B*Hq*splits*D f32][partial (m, l): B*Hq*splits*2 f32][ranges: 2*B i64]
+constexpr size_t kWorkspaceAlign = 256;
+struct WorkspaceLayout {
+  size_t counters = 0, partial_o = 0, partial_ml = 0, ranges = 0, end = 0;  // byte offsets; end = bytes used
+};
+inline WorkspaceLayout workspace_layout(int batch, int q_heads, int dim, int64_t splits) {
+  auto up = [](size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; };
+  const size_t rows = static_cast<size_t>(batch) * q_heads;
+  WorkspaceLayout l;
+  l.partial_o = up(rows * sizeof(uint32_t));
+  l.partial_ml = l.partial_o + rows * splits * dim * sizeof(float);
+  l.ranges = up(l.partial_ml + rows * splits * 2 * sizeof(float));
+  l.end = l.ranges + (batch > kInlineBatch ? 2 * sizeof(int64_t) * batch : 0);
+  return l;
+}
 inline size_t workspace_bytes(int batch, int q_heads, int dim, int64_t splits) {
-  const size_t partials = static_cast<size_t>(batch) * q_heads * splits;
-  size_t bytes = partials * (dim + 2) * sizeof(float);
-  bytes = (bytes + 255) / 256 * 256;
-  if (batch > kInlineBatch) bytes += 2 * sizeof(int64_t) * batch;
-  return bytes;
+  return workspace_layout(batch, q_heads, dim, splits).end + kWorkspaceAlign;
 }
 
 }  // namespace frugal::attention::backend

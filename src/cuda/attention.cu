@@ -3,10 +3,11 @@
 // Grid: (slice of the sequence, K/V head × tile of ≤ 8 query heads, sequence); 4 warps a block,
 // each warp streaming its own chunks of the block's slice with its own running softmax state;
 // the warps' states are merged in shared memory, then either finalized (one slice: normalize,
-// one inverse FWHT with V's signs, store) or written as a partial for kernel_combine.
+// one inverse FWHT with V's signs, store) or written as a partial state of the slice.
 //
-// Two math paths with the same structure and the same partial format:
+// Two math paths with the same structure:
 //   * kernel_decode_f32: exact f32 on CUDA cores; lane = token for the scores, lane = dims for V.
+//     Its partials are merged by a second kernel, kernel_combine.
 //   * kernel_decode_f16: tensor cores (mma.sync m16n8k16, fp16 operands, f32 accumulators). Per
 //     16-token tile, Sᵀ = K·Qᵀ with the tokens as M, K as the A operand and the ≤ 8 query heads as
 //     N; then Oᵀ += Vᵀ·Pᵀ with 16 dims as M, the heads as N and the 16 tokens as K. movmatrix.trans
@@ -23,7 +24,10 @@
 //     The prologue (q rotation, σ, fragments) and the epilogue (merge, finish) run one warp per head
 //     row with D known at compile time (round 4: 3/4 of the instructions at short lengths were the
 //     block-wide versions' runtime divisions and barriers).
-//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md and -r4.md.
+//     Its partials are merged by the last block of each (sequence, K/V head, head tile) to finish,
+//     found with an arrival counter in the workspace (merge_slices; round 5: the second kernel's
+//     launch and latency were a sizeable part of the short rows).
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r5.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -57,8 +61,9 @@ struct Params {
   int out_dtype;
   int64_t q_stride_b, q_stride_h;
   void* out;
-  float* part_o;   // [B*Hq*splits][D]
+  float* part_o;   // [B*Hq*splits][D] (f16 kernel: dim lane + 32j at lane·D/32 + j, see kernel_decode_f16)
   float* part_ml;  // [B*Hq*splits][2]: running max (log2 units), sum
+  unsigned* counters;  // f16 kernel, split calls: arrivals per (sequence, K/V head, head tile); zero between calls
   const uint8_t* kp;
   const float* ks;
   const float* ksign;
@@ -86,6 +91,20 @@ __device__ __forceinline__ float load_elem(const void* base, int dtype, int64_t 
   if (dtype == 0) return static_cast<const float*>(base)[i];
   if (dtype == 1) return __half2float(static_cast<const __half*>(base)[i]);
   return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+}
+
+// The bits of element i (f32, or a 16-bit f16 / bf16 in the low half), converted later by
+// raw_to_float: a load whose value is not consumed yet does not stall the warp, so the query loads
+// can be in flight while the tables are built.
+__device__ __forceinline__ uint32_t load_raw(const void* base, int dtype, int64_t i) {
+  if (dtype == 0) return __float_as_uint(static_cast<const float*>(base)[i]);
+  return static_cast<const unsigned short*>(base)[i];
+}
+
+__device__ __forceinline__ float raw_to_float(uint32_t bits, int dtype) {
+  if (dtype == 0) return __uint_as_float(bits);
+  if (dtype == 1) return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+  return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(bits)));
 }
 
 __device__ __forceinline__ void store_elem(void* base, int dtype, int64_t i, float v) {
@@ -375,6 +394,104 @@ __device__ __forceinline__ int cw_swizzle(int g, int t4) {
   return ((g >> GB) | (t4 << (3 - GB))) & (MB - 1);
 }
 
+// N consecutive floats (N = 2, 4, 8 or 16; the address 8- or 16-byte aligned) as vector accesses.
+template <int N>
+__device__ __forceinline__ void store_vec(float* dst, const float (&v)[N]) {
+  if constexpr (N == 2) {
+    *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i)
+      reinterpret_cast<float4*>(dst)[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+  }
+}
+
+// The same, loaded through L2 (__ldcg: another block wrote them during this kernel).
+template <int N>
+__device__ __forceinline__ void load_vec_cg(const float* src, float (&v)[N]) {
+  if constexpr (N == 2) {
+    const float2 x = __ldcg(reinterpret_cast<const float2*>(src));
+    v[0] = x.x;
+    v[1] = x.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+      const float4 x = __ldcg(reinterpret_cast<const float4*>(src) + i);
+      v[4 * i] = x.x;
+      v[4 * i + 1] = x.y;
+      v[4 * i + 2] = x.z;
+      v[4 * i + 3] = x.w;
+    }
+  }
+}
+
+// One output row from the slices' partial states, by one warp: out[b, hq] = the partials' O
+// weighted by 2^(m_s − M), over Σ l_s·2^(m_s − M). The same floating-point operations in the same
+// order as kernel_combine<D> (round 4's second kernel), so the result is bitwise the same: there,
+// thread t = 32k + j of 128 summed l over the slices t, t + 128, ..., each warp's sums were added by
+// a butterfly, then warp 0's + 1's + 2's + 3's; and the O of dims 4v..4v+3 was summed by
+// G = 512/D groups of threads, group i over the slices i, i + G, ... in order, then group 0's + 1's
+// + ... — here lk[k] and acc[i] are those sums, in the same order.
+template <int D>
+__device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
+  constexpr int E = D / 32;        // dims a lane holds: lane + 32j
+  constexpr int G = 512 / D;       // kernel_combine's slice groups (kThreads threads of float4 each)
+  constexpr int NB = 2 * G;        // slices loaded together (2G·E = 32 floats of registers a lane)
+  static_assert(32 % NB == 0 && kThreads * 4 == 512, "a batch stays inside a chunk of 32 slices");
+  const int lane = threadIdx.x & 31, S = p.splits;
+  const int64_t row = static_cast<int64_t>(b) * p.q_heads + hq;
+  const float* ml = p.part_ml + row * S * 2;
+  const float* po = p.part_o + row * S * D + lane * E;
+
+  float2 ml0 = make_float2(kNegInf, 0.0f);  // slice `lane`'s (m, l)
+  if (lane < S) ml0 = __ldcg(reinterpret_cast<const float2*>(ml) + lane);
+  float mx = ml0.x;
+  for (int s = 32 + lane; s < S; s += 32) mx = fmaxf(mx, __ldcg(ml + 2 * s));
+  const float M = warp_max(mx);
+
+  float lk[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc[G][E];
+#pragma unroll
+  for (int i = 0; i < G; ++i)
+#pragma unroll
+    for (int j = 0; j < E; ++j) acc[i][j] = 0.0f;
+  for (int c = 0; 32 * c < S; ++c) {
+    const int sl = 32 * c + lane;
+    const float2 mlv = c == 0 ? ml0 : (sl < S ? __ldcg(reinterpret_cast<const float2*>(ml) + sl) : ml0);
+    float wgt = 0.0f;  // the weight of slice sl
+    if (sl < S) {
+      wgt = M == kNegInf ? 0.0f : exp2f(mlv.x - M);
+      lk[c & 3] += mlv.y * wgt;
+    }
+    const int n = min(32, S - 32 * c);
+    for (int i = 0; i < n; i += NB) {
+      float x[NB][E];
+#pragma unroll
+      for (int k = 0; k < NB; ++k)
+        if (i + k < n) load_vec_cg<E>(po + static_cast<int64_t>(32 * c + i + k) * D, x[k]);
+#pragma unroll
+      for (int k = 0; k < NB; ++k) {
+        const float wk = __shfl_sync(0xffffffffu, wgt, i + k);
+        if (i + k < n)
+#pragma unroll
+          for (int j = 0; j < E; ++j) acc[k % G][j] += x[k][j] * wk;
+      }
+    }
+  }
+  float L = warp_sum(lk[0]);
+#pragma unroll
+  for (int k = 1; k < 4; ++k) L = L + warp_sum(lk[k]);
+  float v[E];
+#pragma unroll
+  for (int j = 0; j < E; ++j) {
+    float o = acc[0][j];
+#pragma unroll
+    for (int i = 1; i < G; ++i) o += acc[i][j];
+    v[j] = o;
+  }
+  warp_store_row<D>(p, b, hq, v, L);
+}
+
 // ---- the exact f32 kernel -------------------------------------------------------------------
 
 // Calls f(d, code) for every code of a packed row, reading 32-bit words where the layout allows.
@@ -586,31 +703,36 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     prefetch_tokens(p.sliding ? w.t0 % cap : w.t0,
                     min(w.t1 - w.t0, static_cast<int64_t>(p.prefetch + 1) * kWarps * S::CH), threadIdx.x, kThreads);
 
+  // The block's query rows (rows warp, warp + 4) and K's signs are requested first, so their
+  // memory latency overlaps the codebook loads and the table stores (round 5; before, the two
+  // round trips were in series: the query loads were issued after the tables were written).
+  constexpr int kRowsPerWarp = kHeadsPerBlock / kWarps;
+  uint32_t qraw[kRowsPerWarp][D / 32];
+  float qsgn[D / 32];
+#pragma unroll
+  for (int j = 0; j < D / 32; ++j) qsgn[j] = p.ksign ? __ldg(p.ksign + lane + 32 * j) : 1.0f;
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int r = i * kWarps + warp;
+    const int64_t base = w.b * p.q_stride_b + (w.hq0 + min(r, w.heads - 1)) * p.q_stride_h;
+#pragma unroll
+    for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
+  }
   build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
              KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
-  // Rotated queries as fp16 B fragments, one warp per head row (rows warp, warp + 4): load, s_K,
-  // FWHT and the per-head power-of-two scale σ ≥ max|q_rot| (so the fp16 query cannot overflow with
-  // bf16 inputs) all in registers; then each value goes to its place in qf [KS][kQfStride] uint2,
-  // entry (s, lane g·4 + t4) = dims (D/4)·t4 + 4s + 0..3 of head g (the B operand of Sᵀ = K·Qᵀ: K
-  // index = dims 2t4, 2t4+1 | 2t4+8, 2t4+9 of k-step s in the permuted order, N = head g). Same
-  // arithmetic as the block-wide load_rotated_queries + fwht_rows + σ, bitwise.
+  // Rotated queries as fp16 B fragments, one warp per head row (rows warp, warp + 4): s_K, FWHT and
+  // the per-head power-of-two scale σ ≥ max|q_rot| (so the fp16 query cannot overflow with bf16
+  // inputs) all in registers; then each value goes to its place in qf [KS][kQfStride] uint2, entry
+  // (s, lane g·4 + t4) = dims (D/4)·t4 + 4s + 0..3 of head g (the B operand of Sᵀ = K·Qᵀ: K index =
+  // dims 2t4, 2t4+1 | 2t4+8, 2t4+9 of k-step s in the permuted order, N = head g). Same arithmetic
+  // as the block-wide load_rotated_queries + fwht_rows + σ, bitwise (× 1 where there are no signs).
   __half* qfh = reinterpret_cast<__half*>(qf);
 #pragma unroll
-  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += kWarps) {
-    const int r = r0 + warp;
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int r = i * kWarps + warp;
     float v[D / 32];
-    if (r < w.heads) {
-      const int64_t base = w.b * p.q_stride_b + (w.hq0 + r) * p.q_stride_h;
 #pragma unroll
-      for (int j = 0; j < D / 32; ++j) {
-        const int d = lane + 32 * j;
-        const float x = load_elem(p.q, p.q_dtype, base + d);
-        v[j] = p.ksign ? x * __ldg(p.ksign + d) : x;
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < D / 32; ++j) v[j] = 0.0f;
-    }
+    for (int j = 0; j < D / 32; ++j) v[j] = r < w.heads ? raw_to_float(qraw[i][j], p.q_dtype) * qsgn[j] : 0.0f;
     warp_fwht<D>(v);
     float mx = 0;
 #pragma unroll
@@ -958,9 +1080,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     l0 += __shfl_xor_sync(0xffffffffu, l0, o);
     l1 += __shfl_xor_sync(0xffffffffu, l1, o);
   }
-  // The combine (launched with programmatic stream serialization) may now be scheduled; its
-  // griddepcontrol.wait still waits for this whole grid and its memory.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   __syncthreads();  // every warp is done with the tables: the merge area aliases them
   // True O = acc · u, as float2 (dims d0, d0 + 1) at the swizzled pair (cw_swizzle).
   {
@@ -1014,14 +1133,36 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     if (p.splits == 1) {
       warp_store_row<D>(p, w.b, w.hq0 + r, v, L);
     } else {
+      // This slice's partial; dims lane + 32j at lane·(D/32) + j (one vector store a lane).
       const int64_t row = (static_cast<int64_t>(w.b) * p.q_heads + w.hq0 + r) * p.splits + w.split;
-#pragma unroll
-      for (int j = 0; j < D / 32; ++j) p.part_o[row * D + lane + 32 * j] = v[j];
-      if (lane == 0) {
-        p.part_ml[2 * row] = M;
-        p.part_ml[2 * row + 1] = L;
-      }
+      store_vec<D / 32>(p.part_o + row * D + lane * (D / 32), v);
+      if (lane == 0) *reinterpret_cast<float2*>(p.part_ml + 2 * row) = make_float2(M, L);
     }
+  }
+  if (p.splits == 1) return;
+  // The last block of this (sequence, K/V head, head tile) to finish merges every slice's partial
+  // (no second kernel: round 5). The arrival counter lives in the workspace; the block that sees
+  // splits − 1 earlier arrivals sets it back to zero, so the next call (or a CUDA-graph replay)
+  // finds it zero with no memset. Fences as cooperative groups' grid barrier: the block's partials
+  // are published by the barrier and one release fence before the atomic; the acquire fence after
+  // it orders the merging block's reads (which go to L2: __ldcg).
+  __syncthreads();
+  bool last = false;
+  if (threadIdx.x == 0) {
+    unsigned* counter = p.counters + (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y);
+    __threadfence();
+    last = atomicAdd(counter, 1u) == static_cast<unsigned>(p.splits - 1);
+    if (last) {
+      atomicExch(counter, 0u);
+      __threadfence();
+    }
+  }
+  if (!__syncthreads_or(last)) return;
+#pragma unroll 1
+  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += kWarps) {
+    const int r = r0 + warp;
+    if (r >= w.heads) break;
+    merge_slices<D>(p, w.b, w.hq0 + r);
   }
 }
 
@@ -1038,7 +1179,8 @@ __device__ float block_reduce(float x, float* red) {
   return r;
 }
 
-// One output row per block: the slices' partial states, weighted by 2^(m_s − M), then finalized.
+// One output row per block (the f32 kernel's partials): the slices' partial states, weighted by
+// 2^(m_s − M), then finalized. (The f16 kernel merges its own, the same way: merge_slices.)
 // Latency-bound on small problems, so the slices are spread over the threads: D/4 threads cover a
 // row with float4 loads, and the kThreads / (D/4) groups of them take every G-th slice; the groups'
 // sums are then added in a fixed order (the result does not depend on timing).
@@ -1188,11 +1330,13 @@ int blocks_per_sm(KernelFn fn, int smem, int smem_max) {
 }
 
 // Slices per sequence: fill the resident slots of the GPU in whole waves, with slices of ≥ 128
-// tokens and at most max(32, L / 2048) of them: the combine's cost grows with the slice count, and
+// tokens and at most max(32, L / 2048) of them: the merge's cost grows with the slice count, and
 // the first sweep on an H200 (bench/results/2026-11-29-decode-attention.md) found more slices slower
 // for long sequences (B=1, D=128: L=32K best at 32, L=128K at 64). Since round 4 made the per-block
 // cost small, short ones want more: B=1 L=4K is best at 32 slices of 128 tokens (0.0159 ms D=128,
 // 0.0237 D=256, against 0.0168 / 0.0253 at 16; bench/results/2026-11-29-decode-attention-r4.md).
+// Re-swept with round 5's one-kernel merge: still 32 (D=128: 0.0151 ms against 0.0160 at 16,
+// 0.0165 at 48, 0.0172 at 64; D=256: 16 and 32 tie, 40+ slower; decode-attention-r5.md).
 int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap_splits) {
   const int64_t by_len = std::max<int64_t>(1, (max_len + 127) / 128);
   const int64_t by_combine = std::max<int64_t>(32, max_len / 2048);
@@ -1277,18 +1421,28 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   p.score_scale = a.softmax_scale * kLog2e / static_cast<float>(a.dim);
   p.prefetch = prefetch_distance();
 
-  // Workspace: partials when split, ranges when the batch is too large for the parameters.
-  const size_t partial_bytes =
-      splits > 1 ? (static_cast<size_t>(a.batch) * a.q_heads * splits * (a.dim + 2) * sizeof(float) + 255) / 256 * 256
-                 : 0;
-  const size_t range_bytes = a.batch > kInlineBatch ? 2 * sizeof(int64_t) * a.batch : 0;
-  const size_t need = partial_bytes + range_bytes;
-  void* ws = a.workspace;
+  // Workspace: counters and partials when split, ranges when the batch is too large for the
+  // parameters (layout: be::workspace_layout; its base rounded up to be::kWorkspaceAlign).
+  const bool f16 = a.math == attention::Math::f16;
+  const be::WorkspaceLayout lay = be::workspace_layout(a.batch, a.q_heads, a.dim, splits);
+  const bool need = splits > 1 || a.batch > kInlineBatch;
+  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   std::optional<Scratch> scratch;  // when the caller gave no workspace: stream-ordered, from frugal's pool
-  if (need > 0 && ws == nullptr) ws = scratch.emplace(need, st).as<void>();
+  if (need && ws == nullptr) {
+    ws = scratch.emplace(lay.end + be::kWorkspaceAlign, st).as<uint8_t>();
+    ws = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ws) + be::kWorkspaceAlign - 1) /
+                                    be::kWorkspaceAlign * be::kWorkspaceAlign);
+    // A fresh allocation: its counters must start at zero (a caller's workspace is zeroed once, when
+    // it is created, and every call leaves its counters zero).
+    if (splits > 1 && f16) FRUGAL_CUDA_CHECK(cudaMemsetAsync(ws + lay.counters, 0, lay.partial_o - lay.counters, st));
+  } else if (need) {
+    ws = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ws) + be::kWorkspaceAlign - 1) / be::kWorkspaceAlign *
+                                    be::kWorkspaceAlign);
+  }
   if (splits > 1) {
-    p.part_o = static_cast<float*>(ws);
-    p.part_ml = p.part_o + static_cast<size_t>(a.batch) * a.q_heads * splits * a.dim;
+    p.counters = reinterpret_cast<unsigned*>(ws + lay.counters);
+    p.part_o = reinterpret_cast<float*>(ws + lay.partial_o);
+    p.part_ml = reinterpret_cast<float*>(ws + lay.partial_ml);
   }
   // [begin, end) pairs: in the parameters for small batches, else through the workspace.
   auto put_ranges = [&](int64_t* r) {
@@ -1297,11 +1451,11 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
       r[2 * b + 1] = a.end[b];
     }
   };
-  if (range_bytes > 0) {
+  if (a.batch > kInlineBatch) {
     std::vector<int64_t> ranges(2 * static_cast<size_t>(a.batch));
     put_ranges(ranges.data());
-    int64_t* dev = reinterpret_cast<int64_t*>(static_cast<uint8_t*>(ws) + partial_bytes);
-    FRUGAL_CUDA_CHECK(cudaMemcpyAsync(dev, ranges.data(), range_bytes, cudaMemcpyHostToDevice, st));
+    int64_t* dev = reinterpret_cast<int64_t*>(ws + lay.ranges);
+    FRUGAL_CUDA_CHECK(cudaMemcpyAsync(dev, ranges.data(), lay.end - lay.ranges, cudaMemcpyHostToDevice, st));
     p.ranges_dev = dev;
   } else {
     put_ranges(p.ranges);
@@ -1311,14 +1465,14 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
                   static_cast<unsigned>(a.batch));
   launch.fn<<<grid, kThreads, launch.smem, st>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
-  if (splits > 1) {
-    // [groups][D] + [D] + [splits] + 2·kWarps + 1 floats, groups·D = max(kThreads·4, D): ≤ 12 KB, under
-    // the default 48 KB.
+  if (splits > 1 && !f16) {
+    // The f32 kernel's slices are combined by a second kernel (the f16 kernel merges them in its
+    // last block of each tile). [groups][D] + [D] + [splits] + 2·kWarps + 1 floats, groups·D =
+    // max(kThreads·4, D): ≤ 12 KB, under the default 48 KB.
     const int groups_d = std::max(kThreads * 4, a.dim);
     const int smem = 4 * (groups_d + a.dim + static_cast<int>(splits) + 2 * kWarps + 1);
 
-    // Programmatic dependent launch: the combine's launch overlaps the main grid's last blocks
-    // (worth ~µs on the short rows, where the two launches are a large part of the time).
+    // Programmatic dependent launch: the combine's launch overlaps the main grid's last blocks.
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(a.batch * a.q_heads));
     cfg.blockDim = dim3(kThreads);
