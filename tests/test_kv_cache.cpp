@@ -807,6 +807,24 @@ TEST(KvCacheCuda, LargeAppendsMatchCpuForEveryDtypeAndLayout) {
     }
 }
 
+// A large call that wraps a ring (the slot wraps inside the tiles of one launch), at 8 and 4 bits,
+// D = 64 and 128, three input dtypes and strided heads.
+TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed() + 27);
+  for (int bits : {8, 4})
+    for (int d : {64, 128}) {
+      SCOPED_TRACE("D = " + std::to_string(d) + ", bits = " + std::to_string(bits));
+      Twin tw({.num_kv_heads = 8, .head_dim = d, .capacity = 2300, .sliding = true, .bits = bits, .sign_seed = 5},
+              true);
+      tw.append(333, DType::f16, Layout::contiguous, rng, -1, true);
+      tw.append(2100, DType::bf16, Layout::strided_heads, rng, -1, true);  // 16,800 vectors, wraps at 1,967
+      tw.append(2100, DType::f32, Layout::contiguous, rng, -1, true);
+      tw.expect_gpu_matches_cpu();
+    }
+}
+
 TEST(KvCacheCuda, ManySequencesUseTheDeviceStartArray) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
