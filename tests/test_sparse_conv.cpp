@@ -948,9 +948,10 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
         }
 }
 
-// A grid large enough for the size rule to pick 256-row tiles at Ci = Co = 64 (343K rows: 1340 tall
-// blocks, ≥ 8 a multiprocessor on an H200 or H100), rows in the map's order: the default's output
-// equals the 128-row tiles' bit for bit, and sampled rows match a double sum over their neighbors.
+// A grid large enough for the size rule to pick the two-block warp-specialized kernel at Ci = Co = 64
+// (343K rows: 1340 tall blocks, ≥ 8 a multiprocessor on an H200 or H100), rows in the map's order:
+// the default's output equals the 128- and 256-row tiles' bit for bit, and sampled rows match a
+// double sum over their neighbors.
 TEST(SpconvCudaWgmma, DefaultOnALargeGridOfNarrowChannels) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
   FRUGAL_TRACE_SEED();

@@ -85,8 +85,10 @@ struct MapStatus {
 //         f16/bf16 with K ≤ 32, Ci and Co multiples of 8, 16-byte aligned tensors.
 //   wgmma the same row orders and tiles through Hopper's asynchronous warpgroup MMA (wgmma,
 //         sm_90a; src/cuda/sparse_conv_wgmma.cu), skipping per tile (or per 64-row warpgroup:
-//         wgmma_skip), split over offset ranges on small grids; what mma takes, on a device whose
-//         loaded code was compiled for sm_90a.
+//         wgmma_skip), split over offset ranges on small grids, warp-specialized (a producer
+//         warpgroup gathers, the copy engine brings the weights, two consumer warpgroups multiply)
+//         where that was measured faster; what mma takes, on a device whose loaded code was
+//         compiled for sm_90a.
 // automatic: simt for f32; for f16/bf16 the kernel FRUGAL_SPCONV_KERNEL names (simt | wmma | mma |
 // wgmma) when set, else wgmma where it applies and the device runs it, then mma, then wmma.
 enum class ConvKernel : uint8_t { automatic, simt, wmma, mma, wgmma };

@@ -390,28 +390,40 @@ int tile_co(const sb::ConvArgs& a) {
   return bn;
 }
 
-int tile_rows(const sb::ConvArgs& a) {
-  if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) > 128) return kTileRows;
-  if (a.tile_rows) return a.tile_rows;
-  // Tall tiles at Ci, Co ≤ 64 where their grid holds at least 8 blocks a multiprocessor (one block
-  // runs per multiprocessor, so a short grid loses its tail). On the H200 (results file tc4) they
-  // beat the 128-row tiles at Ci = Co = 64 by 2–4% with rows in the map's order (R = 256, 512,
-  // 1024; ≥ 8.6 blocks a multiprocessor) and lost by 4% at Ci = Co = 128 and on sorted rows;
-  // smaller grids and other widths were not measured.
-  constexpr int64_t kTallMinBlocksPerSm = 8;
-  if (a.co > 64 || a.ci > 64) return kTileRows;
+namespace {
+// Ci, Co ≤ 64 with at least 8 tall (256-row) blocks a multiprocessor: where the kernels that run one
+// block a multiprocessor (the tall tiles) lose little to a short grid's tail, and where the two-block
+// warp-specialized kernel was measured.
+bool narrow_on_a_large_grid(const sb::ConvArgs& a) {
+  constexpr int64_t kMinTallBlocksPerSm = 8;
+  if (a.co > 64 || a.ci > 64) return false;
   const int64_t tall_blocks = ceil_div<int64_t>(a.n, 2 * kTileRows) * ceil_div<int64_t>(a.co, tile_co(a));
-  return tall_blocks >= kTallMinBlocksPerSm * multiprocessor_count(a.device) ? 2 * kTileRows : kTileRows;
+  return tall_blocks >= kMinTallBlocksPerSm * multiprocessor_count(a.device);
 }
+}  // namespace
 
 int warp_specialized(const sb::ConvArgs& a) {
   if (a.wgmma_ws >= 0) return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
-  // 256-wide column tiles (one block a multiprocessor either way). On the H200 (2026-11-29, results
-  // file tc5; R = 1024 shell, sorted rows) at Ci = Co = 256: 24.7 ms against 26.4 for every warp
-  // gathering and multiplying; at 128 and 64 channels the latter's two blocks a multiprocessor hide
-  // each tile's prologue and epilogue, which the warp-specialized kernel's one block exposes (10.2
-  // vs 8.8 ms at C = 128, 5.3 vs 3.8 at C = 64).
-  return tile_co(a) == 256 ? 1 : 0;
+  if (a.wgmma_skip) return 0;
+  // The H200 (2026-11-29, results file tc5; R = 1024 and 512 shells): 256-wide column tiles (one
+  // block a multiprocessor either way) at Ci = Co = 256: 23.7 ms against 27.3 for every warp
+  // gathering and multiplying. Ci = Co = 64 on large grids, two blocks a multiprocessor, the map's
+  // row order: 3.33 ms against 3.81 for the best of the others (R = 1024), 0.84 against 0.93 (R =
+  // 512). At 128 channels the one-block kernel exposes each tile's prologue and epilogue, which the
+  // others' two blocks hide (10.1 vs 8.7 ms), and two blocks do not fit its registers.
+  if (tile_co(a) == 256) return 1;
+  if (a.tile_rows != 2 * kTileRows && narrow_on_a_large_grid(a)) return 2;
+  return 0;
+}
+
+int tile_rows(const sb::ConvArgs& a) {
+  if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) > 128) return kTileRows;
+  if (a.tile_rows) return a.tile_rows;
+  // Tall tiles at Ci, Co ≤ 64 on a large grid where the warp-specialized kernel is switched off: on
+  // the H200 (results file tc4) they beat the 128-row tiles there by 2–4% with rows in the map's
+  // order (R = 256, 512, 1024; ≥ 8.6 blocks a multiprocessor) and lost by 4% at Ci = Co = 128 and on
+  // sorted rows.
+  return warp_specialized(a) == 0 && narrow_on_a_large_grid(a) ? 2 * kTileRows : kTileRows;
 }
 
 int64_t chunk_rows(const sb::ConvArgs& a) {
@@ -424,7 +436,7 @@ int64_t chunk_rows(const sb::ConvArgs& a) {
 bool sorts(const sb::ConvArgs& a) {
   if (a.sort_rows >= 0) return a.sort_rows != 0;
   if (a.kernel != sb::ConvKernel::wgmma) return true;
-  if (tile_rows(a) == 2 * kTileRows) return false;
+  if (tile_rows(a) == 2 * kTileRows || warp_specialized(a) == 2) return false;  // measured: the map's order
   return static_cast<double>(a.n) * a.ci * a.co >= kSortWork;
 }
 

@@ -63,7 +63,8 @@ int tile_rows(const spconv::backend::ConvArgs& a);
 // a.wgmma_ws when ≥ 0, else by the rule in sparse_conv_mma.cu.
 int warp_specialized(const spconv::backend::ConvArgs& a);
 // Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma
-// kernel with 256-row tiles never (measured faster on the map's order at every size, results file
+// kernel with 256-row tiles or the two-block warp-specialized kernel never (measured faster on the
+// map's order at every size, results files tc4 and tc5
 // tc4), with 128-row tiles when N·Ci·Co ≥ kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
 // own order was faster for the wgmma kernel, or within 1%, on every shape below that (0.23 vs
 // 0.31 ms at N = 8.4K, C = 512; 1.04 vs 1.12 at N = 1.2M, C = 64), and sorted rows faster, or

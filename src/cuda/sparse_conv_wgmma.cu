@@ -21,6 +21,12 @@
 // a fixed order (offsets ascending, then Ci), so results are bitwise reproducible (and, measured,
 // bitwise equal to the mma kernel's).
 //
+// Two kernels share that tile, map prologue and epilogue: kernel_conv_wgmma, where every warp both
+// gathers and multiplies (steps separated by block barriers), and kernel_conv_wgmma_ws, where a
+// producer warpgroup gathers (and the copy engine brings the weights) while two consumer
+// warpgroups multiply, synchronized by mbarriers; the dispatcher (sparse_conv_mma.cu) picks one by
+// shape, from measurements. Both sum every element in the same order: bitwise equal outputs.
+//
 // Split launches (small grids): blockIdx.y = j of S sums only the offsets [K·j/S, K·(j+1)/S) and
 // writes f32 partials; kernel_finish_split adds them in split order, plus the bias.
 //
