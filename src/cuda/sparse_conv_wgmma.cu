@@ -626,14 +626,16 @@ bool wgmma_available(int device) {
   return known[device] == 1;
 }
 
-template <typename Tile, typename Fn>
-void launch_tile(Fn* fn, const Params& p, int splits, cudaStream_t s) {
+// One launch of either kernel over p's rows: fn(lead..., p, col_tiles), where lead is nothing (the
+// plain kernel) or the weights' tensor map (the warp-specialized one).
+template <typename Tile, typename Fn, typename... Lead>
+void launch_tile(Fn* fn, const Params& p, int splits, cudaStream_t s, const Lead&... lead) {
   const int col_tiles = ceil_div(p.co, Tile::BN);
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
   const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
   allow_dynamic_smem(reinterpret_cast<const void*>(fn), static_cast<int>(smem));
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
-  fn<<<grid, Tile::THREADS, smem, s>>>(p, col_tiles);
+  fn<<<grid, Tile::THREADS, smem, s>>>(lead..., p, col_tiles);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
@@ -661,19 +663,6 @@ bool weight_map(const Params& p, CUtensorMap* map) {
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int BN, int BLOCKS>
-void launch_ws(const Params& p, const CUtensorMap& map, int splits, cudaStream_t s) {
-  using Tile = WsTile<BN, BLOCKS>;
-  auto* fn = kernel_conv_wgmma_ws<T, Tile>;
-  const int col_tiles = ceil_div(p.co, BN);
-  const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;
-  const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
-  allow_dynamic_smem(reinterpret_cast<const void*>(fn), static_cast<int>(smem));
-  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
-  fn<<<grid, Tile::THREADS, smem, s>>>(map, p, col_tiles);
-  FRUGAL_CUDA_CHECK_LAUNCH();
-}
-
 template <typename T, int BN>
 void launch_wgmma(const Params& p, bool skip, int ws, int rows, int splits, cudaStream_t s) {
   if constexpr (BN <= 128) {
@@ -685,9 +674,10 @@ void launch_wgmma(const Params& p, bool skip, int ws, int rows, int splits, cuda
   }
   if (skip) return launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, true>, p, splits, s);
   if (CUtensorMap map; ws && weight_map<T>(p, &map)) {
-    if constexpr (BN == 64)
-      if (ws == 2) return launch_ws<T, BN, 2>(p, map, splits, s);
-    return launch_ws<T, BN, 1>(p, map, splits, s);
+    if constexpr (BN == 64) {
+      if (ws == 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
+    }
+    return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, map);
   }
   launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, false>, p, splits, s);
 }
