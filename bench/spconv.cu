@@ -7,7 +7,8 @@
 //   * submanifold_conv (checked: includes the one 8-byte readback; unchecked: kernel only) for the
 //     default kernel and the variants (WMMA with 64/128-wide channel tiles, CUDA cores, mma.sync on
 //     sorted rows with 64/128/256-wide tiles, mma on unsorted rows, the wgmma kernel with 64/128/256
-//     wide tiles, unsorted, with the per-warpgroup skip and unsplit, and the default in bf16),
+//     wide tiles, unsorted and unsplit, 128- and 256-row tiles, the warp-specialized kernel, and the
+//     default in bf16),
 //   * the share of useful products of the mma kernel (its row order replicated on the host),
 // and writes PREFIX.nbr (nbr[:, samples] int32) and PREFIX.out (out[samples, :] fp16) for the
 // sampled rows r_i = i·(N−1)/(S−1), and one JSON line on stdout.
@@ -128,8 +129,8 @@ __global__ void kernel_to_bf16(const __half* src, __nv_bfloat16* dst, int64_t co
 //          what the mma kernel's loads cover);
 //   group  16-row groups that have the offset (the tensor-core work of the mma kernel);
 //   warp   per offset, twice the busier of the two row-warps' groups (its time on a tile);
-//   wg     64-row halves that have the offset (the wgmma kernel's work with its per-warpgroup skip;
-//          without it, the wgmma kernel computes what "tile" counts).
+//   wg     64-row halves that have the offset (what a per-warpgroup skip would compute; the wgmma
+//          kernels compute what "tile" counts).
 struct Share {
   double tile = 0, group = 0, warp = 0, wg = 0;
 };
@@ -269,7 +270,6 @@ int main(int argc, char** argv) {
       int tile;
       int sorted;  // 1, 0, or -1: by the size rule
       const char* name;
-      bool skip = false;
       int splits = 0;
       int rows = 128;  // wgmma: rows a block (0: by the size rule)
       int ws = 0;      // wgmma: the warp-specialized kernel
@@ -281,29 +281,27 @@ int main(int argc, char** argv) {
                             Variant{K::mma, 0, false, "mma_unsorted"}, Variant{K::mma, 0, true, "mma_default"},
                             Variant{K::wgmma, 64, true, "wgmma64"}, Variant{K::wgmma, 128, true, "wgmma128"},
                             Variant{K::wgmma, 256, true, "wgmma256"}, Variant{K::wgmma, 0, false, "wgmma_unsorted"},
-                            Variant{K::wgmma, 0, true, "wgmma_skip", true},
-                            Variant{K::wgmma, 0, true, "wgmma_nosplit", false, 1},
+                            Variant{K::wgmma, 0, true, "wgmma_nosplit", 1},
                             // 128- against 256-row tiles (results file tc4), rows sorted by the size rule
-                            Variant{K::wgmma, 0, -1, "wgmma_r128", false, 0, 128},
-                            Variant{K::wgmma, 0, 1, "wgmma_r256_sorted", false, 0, 256},
-                            Variant{K::wgmma, 0, 0, "wgmma_r256_unsorted", false, 0, 256},
-                            Variant{K::wgmma, 128, -1, "wgmma128_r256", false, 0, 256},
+                            Variant{K::wgmma, 0, -1, "wgmma_r128", 0, 128},
+                            Variant{K::wgmma, 0, 1, "wgmma_r256_sorted", 0, 256},
+                            Variant{K::wgmma, 0, 0, "wgmma_r256_unsorted", 0, 256},
+                            Variant{K::wgmma, 128, -1, "wgmma128_r256", 0, 256},
                             // the warp-specialized kernel (128-row tiles), rows sorted by the size rule, and not
-                            Variant{K::wgmma, 0, -1, "wgmma_ws", false, 0, 128, 1},
-                            Variant{K::wgmma, 64, -1, "wgmma_ws64", false, 0, 128, 1},
-                            Variant{K::wgmma, 128, -1, "wgmma_ws128", false, 0, 128, 1},
-                            Variant{K::wgmma, 0, 0, "wgmma_ws_unsorted", false, 0, 128, 1},
-                            Variant{K::wgmma, 0, 1, "wgmma_ws_sorted", false, 0, 128, 1},
-                            Variant{K::wgmma, 64, -1, "wgmma_ws64x2", false, 0, 128, 2},
-                            Variant{K::wgmma, 64, 0, "wgmma_ws64x2_unsorted", false, 0, 128, 2},
-                            Variant{K::wgmma, 0, -1, "wgmma_old", false, 0, 0, 0}}) {
+                            Variant{K::wgmma, 0, -1, "wgmma_ws", 0, 128, 1},
+                            Variant{K::wgmma, 64, -1, "wgmma_ws64", 0, 128, 1},
+                            Variant{K::wgmma, 128, -1, "wgmma_ws128", 0, 128, 1},
+                            Variant{K::wgmma, 0, 0, "wgmma_ws_unsorted", 0, 128, 1},
+                            Variant{K::wgmma, 0, 1, "wgmma_ws_sorted", 0, 128, 1},
+                            Variant{K::wgmma, 64, -1, "wgmma_ws64x2", 0, 128, 2},
+                            Variant{K::wgmma, 64, 0, "wgmma_ws64x2_unsorted", 0, 128, 2},
+                            Variant{K::wgmma, 0, -1, "wgmma_old", 0, 0, 0}}) {
       if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
       if (v.kernel == K::wgmma && !wg) continue;
       if (v.tile == 128 && v.rows == 256 && co <= 128) continue;  // the same as wgmma_r256 there, or half idle
       a.kernel = v.kernel;
       a.tile_co = v.tile;
       a.sort_rows = v.sorted;
-      a.wgmma_skip = v.skip;
       a.splits = v.splits;
       a.tile_rows = v.rows;
       a.wgmma_ws = static_cast<int8_t>(v.ws);
@@ -326,33 +324,30 @@ int main(int argc, char** argv) {
       Tensor o2 = Tensor::empty({n, co}, DType::f16, gpu);
       a.out = o2.data();
       a.sort_rows = true;
-      a.wgmma_skip = false;
       a.splits = 0;
-      auto diff = [&](K kernel, int tile, bool skip, int splits, int rows = 128, int ws = 0) {
+      auto diff = [&](K kernel, int tile, int splits, int rows = 128, int ws = 0) {
         a.kernel = kernel;
         a.wgmma_ws = static_cast<int8_t>(ws);
         a.tile_co = tile;
-        a.wgmma_skip = skip;
         a.splits = splits;
         a.tile_rows = rows;
         check(cudaMemset(o2.data(), 0xff, n * co * 2), "poison");  // NaN
         cuda::spconv_conv(a, nullptr);
         return max_rel_diff(out, o2, n * co);
       };
-      const double mma = diff(K::mma, 0, false, 0);
+      const double mma = diff(K::mma, 0, 0);
       double worst = 0;
-      for (int t : {64, 128, 256}) worst = std::max(worst, diff(K::wgmma, t, false, 0));
-      worst = std::max(worst, diff(K::wgmma, 0, true, 0));
+      for (int t : {64, 128, 256}) worst = std::max(worst, diff(K::wgmma, t, 0));
       double tall = 0;  // 256-row tiles (64- and 128-wide) and 128-row tiles against the default
-      tall = std::max(diff(K::wgmma, 0, false, 0, 128), diff(K::wgmma, 0, false, 0, 256));
-      tall = std::max(tall, diff(K::wgmma, 64, false, 0, 256));
-      tall = std::max(tall, diff(K::wgmma, 128, false, 0, 256));
+      tall = std::max(diff(K::wgmma, 0, 0, 128), diff(K::wgmma, 0, 0, 256));
+      tall = std::max(tall, diff(K::wgmma, 64, 0, 256));
+      tall = std::max(tall, diff(K::wgmma, 128, 0, 256));
       variants += ", \"wgmma_tile_rows_vs_default_rel\": " + std::to_string(tall);
       double ws = 0;  // the warp-specialized kernel, every width, against the default
-      for (int t : {0, 64, 128, 256}) ws = std::max(ws, diff(K::wgmma, t, false, 0, 128, 1));
-      ws = std::max(ws, diff(K::wgmma, 64, false, 0, 128, 2));
+      for (int t : {0, 64, 128, 256}) ws = std::max(ws, diff(K::wgmma, t, 0, 128, 1));
+      ws = std::max(ws, diff(K::wgmma, 64, 0, 128, 2));
       variants += ", \"wgmma_ws_vs_default_rel\": " + std::to_string(ws);
-      const double nosplit = diff(K::wgmma, 0, false, 1), split3 = diff(K::wgmma, 0, false, 3);
+      const double nosplit = diff(K::wgmma, 0, 1), split3 = diff(K::wgmma, 0, 3);
       variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +
                   std::to_string(worst) + ", \"wgmma_nosplit_vs_default_rel\": " + std::to_string(nosplit) +
                   ", \"wgmma_split3_vs_default_rel\": " + std::to_string(split3);
@@ -384,7 +379,6 @@ int main(int argc, char** argv) {
     d.kernel = wg ? K::wgmma : K::mma;
     d.tile_co = 0;
     d.sort_rows = -1;
-    d.wgmma_skip = false;
     d.splits = 0;
     d.tile_rows = 0;
     d.wgmma_ws = -1;

@@ -95,7 +95,7 @@ def read_raw(path, dtype, shape):
 
 
 HEADER = ("   R    C   Co        N |  stock*   g-s | wmma  simt | mma64 mma128 mma256 unsort  mmadef |"
-          "  wg64  wg128  wg256 unsort   skip nosplit | mma-vs-def |"
+          "  wg64  wg128  wg256 unsort     ws nosplit | mma-vs-def |"
           " default(chk)  bf16 | TF/s  | useful: tile grp warp wg (unsorted grp) | err ours stock | map==")
 
 
@@ -110,7 +110,7 @@ def line(r):
     ss, su = o["share_sorted"], o["share_unsorted"]
     return (f"{r['R']:4d} {r['C']:4d} {r['Co']:4d} {r['N']:8d} | {r['stock_ms']:7.2f}{st}{r['gather_scatter_ms']:6.1f} |"
             f" {wm:6.2f} {o.get('simt_ms', nan):6.1f} | {o['mma64_ms']:6.2f} {o['mma128_ms']:6.2f} {o['mma256_ms']:6.2f} {o['mma_unsorted_ms']:6.2f} {wg('mma_default'):6.2f} |"
-            f" {wg('wgmma64'):6.2f} {wg('wgmma128'):6.2f} {wg('wgmma256'):6.2f} {wg('wgmma_unsorted'):6.2f} {wg('wgmma_skip'):6.2f} {wg('wgmma_nosplit'):6.2f} |"
+            f" {wg('wgmma64'):6.2f} {wg('wgmma128'):6.2f} {wg('wgmma256'):6.2f} {wg('wgmma_unsorted'):6.2f} {wg('wgmma_ws'):6.2f} {wg('wgmma_nosplit'):6.2f} |"
             f" {o.get('mma_vs_default_rel', nan):.1e} |"
             f" {o['conv_ms']:6.2f}({o['conv_checked_ms']:6.2f}) {o['bf16_default_ms']:6.2f} | {r['gflop'] / o['conv_ms']:5.0f} |"
             f" {ss['tile']:.2f} {ss['group']:.2f} {ss['warp']:.2f} {ss.get('wg', nan):.2f} ({su['group']:.2f}) |"

@@ -699,14 +699,13 @@ struct MmaVariant {
   bool sort_rows;
   int64_t chunk_rows;
   spconv::backend::ConvKernel kernel = spconv::backend::ConvKernel::mma;
-  bool wgmma_skip = false;
   int splits = 1;  // wgmma: 0 = by grid size
   int tile_rows = 128;  // wgmma: 128 or 256 rows a block (256 only below 256-wide column tiles)
-  int ws = 0;           // wgmma: 1 the warp-specialized kernel (128-row tiles, no skip)
+  int ws = 0;           // wgmma: 1 the warp-specialized kernel, 2 its two-block form (128-row tiles)
 };
 
 std::string describe(const MmaVariant& v) {
-  return std::string(v.kernel == spconv::backend::ConvKernel::wgmma ? (v.wgmma_skip ? "wgmma" : "wgmma noskip")
+  return std::string(v.kernel == spconv::backend::ConvKernel::wgmma ? "wgmma"
                                                                     : "mma") +
          " tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
          " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits) +
@@ -732,7 +731,6 @@ std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tenso
   a.tile_co = v.tile_co;
   a.sort_rows = v.sort_rows;
   a.chunk_rows = v.chunk_rows;
-  a.wgmma_skip = v.wgmma_skip;
   a.splits = v.splits;
   a.tile_rows = v.tile_rows;
   a.wgmma_ws = static_cast<int8_t>(v.ws);
@@ -753,34 +751,34 @@ std::vector<double> to_doubles(const std::vector<uint8_t>& bytes, DType dt) {
 const MmaVariant kMmaVariants[] = {{0, true, 0},   {64, true, 0},   {128, true, 0},
                                    {256, true, 0}, {0, false, 0},   {128, true, 256}};
 constexpr auto kWg = spconv::backend::ConvKernel::wgmma;
-// The wgmma kernel, unsplit: every width, with and without the per-warpgroup skip, unsorted rows,
-// 256-row launches. Bitwise equal among themselves (skipping omits exact zeros).
+// The wgmma kernels, unsplit: every width, sorted and unsorted rows, 256-row launches, 256-row
+// tiles, the warp-specialized kernel. Bitwise equal among themselves (skipping omits exact zeros).
 const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kWg},         {128, true, 0, kWg},
                                      {256, true, 0, kWg},       {0, false, 0, kWg},         {128, true, 256, kWg},
-                                     {64, true, 0, kWg, true},  {256, true, 0, kWg, true},  {256, false, 256, kWg, true},
+                                     {256, false, 256, kWg},
                                      // 256-row tiles (tile_co 0 takes 256-wide tiles on Co > 128 shapes, and
                                      // 128 rows there), sorted and not, launches of 384 rows (1.5 tiles)
-                                     {64, true, 0, kWg, false, 1, 256},     {128, true, 0, kWg, false, 1, 256},
-                                     {0, false, 0, kWg, false, 1, 256},     {64, true, 384, kWg, false, 1, 256},
-                                     {64, false, 0, kWg, false, 1, 256},    {128, false, 384, kWg, false, 1, 256},
+                                     {64, true, 0, kWg, 1, 256},     {128, true, 0, kWg, 1, 256},
+                                     {0, false, 0, kWg, 1, 256},     {64, true, 384, kWg, 1, 256},
+                                     {64, false, 0, kWg, 1, 256},    {128, false, 384, kWg, 1, 256},
                                      // the warp-specialized kernel: every width, sorted and not, 256-row launches
-                                     {0, true, 0, kWg, false, 1, 128, 1},   {64, true, 0, kWg, false, 1, 128, 1},
-                                     {128, false, 0, kWg, false, 1, 128, 1}, {256, true, 256, kWg, false, 1, 128, 1},
-                                     {64, false, 384, kWg, false, 1, 128, 1}, {64, true, 0, kWg, false, 1, 128, 2},
-                                     {64, false, 256, kWg, false, 1, 128, 2}};
+                                     {0, true, 0, kWg, 1, 128, 1},   {64, true, 0, kWg, 1, 128, 1},
+                                     {128, false, 0, kWg, 1, 128, 1}, {256, true, 256, kWg, 1, 128, 1},
+                                     {64, false, 384, kWg, 1, 128, 1}, {64, true, 0, kWg, 1, 128, 2},
+                                     {64, false, 256, kWg, 1, 128, 2}};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
-// output is again independent of width, row order, launch size and skipping.
-const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, false, 3},   {64, true, 0, kWg, false, 3},
-                                          {256, true, 0, kWg, false, 3}, {0, false, 0, kWg, false, 3},
-                                          {128, true, 256, kWg, false, 3}, {128, true, 0, kWg, true, 3},
-                                          {64, true, 0, kWg, false, 3, 256},  {128, false, 384, kWg, false, 3, 256},
-                                          {0, true, 0, kWg, false, 3, 128, 1},  {256, false, 256, kWg, false, 3, 128, 1},
-                                          {64, true, 0, kWg, false, 3, 128, 2}};
+// output is again independent of width, row order, launch size and kernel.
+const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, 3},   {64, true, 0, kWg, 3},
+                                          {256, true, 0, kWg, 3}, {0, false, 0, kWg, 3},
+                                          {128, true, 256, kWg, 3}, {128, true, 0, kWg, 3},
+                                          {64, true, 0, kWg, 3, 256},  {128, false, 384, kWg, 3, 256},
+                                          {0, true, 0, kWg, 3, 128, 1},  {256, false, 256, kWg, 3, 128, 1},
+                                          {64, true, 0, kWg, 3, 128, 2}};
 // The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
-const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, false, 0}, {64, false, 0, kWg, false, 0},
-                                         {256, true, 256, kWg, true, 0}, {128, true, 0, kWg, false, 27},
-                                         {128, true, 0, kWg, false, 0, 256}, {64, true, 0, kWg, false, 27, 256},
-                                         {0, true, 0, kWg, false, 0, 128, 1}, {128, false, 0, kWg, false, 27, 128, 1}};
+const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, 0}, {64, false, 0, kWg, 0},
+                                         {256, true, 256, kWg, 0}, {128, true, 0, kWg, 27},
+                                         {128, true, 0, kWg, 0, 256}, {64, true, 0, kWg, 27, 256},
+                                         {0, true, 0, kWg, 0, 128, 1}, {128, false, 0, kWg, 27, 128, 1}};
 
 template <size_t... N>
 std::vector<MmaVariant> variants_of(const MmaVariant (&... v)[N]) {
@@ -937,15 +935,13 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   a.co = 64;
   a.kernel = kWg;
   for (int splits : {1, 3})
-    for (bool skip : {true, false})
-      for (int rows : {128, 256})
-        for (int ws : {0, 1, 2}) {
-          a.wgmma_skip = skip;
-          a.splits = splits;
-          a.tile_rows = rows;
-          a.wgmma_ws = static_cast<int8_t>(ws);
-          EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257) << "tile_rows " << rows << " ws " << ws;  // the smaller index
-        }
+    for (int rows : {128, 256})
+      for (int ws : {0, 1, 2}) {
+        a.splits = splits;
+        a.tile_rows = rows;
+        a.wgmma_ws = static_cast<int8_t>(ws);
+        EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257) << "tile_rows " << rows << " ws " << ws;  // the smaller index
+      }
 }
 
 // A grid large enough for the size rule to pick the two-block warp-specialized kernel at Ci = Co = 64
@@ -974,8 +970,8 @@ TEST(SpconvCudaWgmma, DefaultOnALargeGridOfNarrowChannels) {
     Tensor out = poisoned(n, c, dt, kGpu);
     submanifold_conv(fd, nbr, wd, &bd.view(), out);
     const auto got = read_bytes(out);
-    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, false, 0, 128}), got) << "128-row tiles";
-    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, true, 0, kWg, false, 0, 256}), got) << "256-row tiles, sorted";
+    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, 0, 128}), got) << "128-row tiles";
+    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, true, 0, kWg, 0, 256}), got) << "256-row tiles, sorted";
     const auto vals = to_doubles(got, dt);
     for (int64_t row : {int64_t{0}, n / 3, n / 2 + side * side + side + 1, n - 1}) {
       std::vector<double> ref(c), out_row(vals.begin() + row * c, vals.begin() + (row + 1) * c);

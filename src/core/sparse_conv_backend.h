@@ -84,11 +84,10 @@ struct MapStatus {
 //         skipping, per 16-row group, the offsets none of its rows has (src/cuda/sparse_conv_mma.cu);
 //         f16/bf16 with K ≤ 32, Ci and Co multiples of 8, 16-byte aligned tensors.
 //   wgmma the same row orders and tiles through Hopper's asynchronous warpgroup MMA (wgmma,
-//         sm_90a; src/cuda/sparse_conv_wgmma.cu), skipping per tile (or per 64-row warpgroup:
-//         wgmma_skip), split over offset ranges on small grids, warp-specialized (a producer
-//         warpgroup gathers, the copy engine brings the weights, two consumer warpgroups multiply)
-//         where that was measured faster; what mma takes, on a device whose loaded code was
-//         compiled for sm_90a.
+//         sm_90a; src/cuda/sparse_conv_wgmma.cu), skipping per tile, split over offset ranges on
+//         small grids, warp-specialized (a producer warpgroup gathers, the copy engine brings the
+//         weights, two consumer warpgroups multiply) where that was measured faster; what mma
+//         takes, on a device whose loaded code was compiled for sm_90a.
 // automatic: simt for f32; for f16/bf16 the kernel FRUGAL_SPCONV_KERNEL names (simt | wmma | mma |
 // wgmma) when set, else wgmma where it applies and the device runs it, then mma, then wmma.
 enum class ConvKernel : uint8_t { automatic, simt, wmma, mma, wgmma };
@@ -107,10 +106,9 @@ struct ConvArgs {
   int tile_co = 0;          // output-channel tile: WMMA 64 or 128, (w)gmma 64, 128 or 256; 0 picks by co
   int8_t sort_rows = -1;    // (w)gmma: 1 rows sorted by neighbor mask, 0 the map's order, -1 by size
   int64_t chunk_rows = 0;   // (w)gmma: rows per launch, a multiple of 128 (0: the default, 2^22)
-  bool wgmma_skip = false;  // wgmma: each 64-row warpgroup skips the offsets its rows lack (slower, measured)
   int splits = 0;           // wgmma: offset ranges summed apart, then reduced in order (0: by grid size)
   int tile_rows = 0;        // wgmma: rows a block, 128 or (tiles ≤ 128 channels) 256; 0 by size
-  int8_t wgmma_ws = -1;     // wgmma, 128-row tiles without wgmma_skip: 1 the warp-specialized kernel (a producer
+  int8_t wgmma_ws = -1;     // wgmma, 128-row tiles: 1 the warp-specialized kernel (a producer
                             // warpgroup gathers, two consumer warpgroups multiply), 2 the same with two blocks a
                             // multiprocessor (tile_co 64), 0 every warp does both, -1 by rule
   int device = 0;   // CUDA device index

@@ -404,7 +404,6 @@ bool narrow_on_a_large_grid(const sb::ConvArgs& a) {
 
 int warp_specialized(const sb::ConvArgs& a) {
   if (a.wgmma_ws >= 0) return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
-  if (a.wgmma_skip) return 0;
   // The H200 (2026-11-29, results file tc5; R = 1024 and 512 shells): 256-wide column tiles (one
   // block a multiprocessor either way) at Ci = Co = 256: 23.7 ms against 27.3 for every warp
   // gathering and multiplying. Ci = Co = 64 on large grids, two blocks a multiprocessor, the map's
@@ -493,9 +492,9 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
           const int ws = warp_specialized(a);
-          if (bn == 64) launch_wgmma<T, 64>(p, a.wgmma_skip, ws, rows, nsplit, s);
-          else if (bn == 128) launch_wgmma<T, 128>(p, a.wgmma_skip, ws, rows, nsplit, s);
-          else launch_wgmma<T, 256>(p, a.wgmma_skip, ws, rows, nsplit, s);
+          if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
+          else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);
+          else launch_wgmma<T, 256>(p, ws, rows, nsplit, s);
           if (part) finish_split<T>(p, nsplit, s);
           return;
         }

@@ -87,14 +87,13 @@ struct Params : ConvParams {
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
 };
 // The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256;
-// skip: each 64-row warpgroup skips the offsets none of its rows has (else only the tile's).
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.
 // rows: 128 or (BN ≤ 128) 256 rows a block.
 // ws: the warp-specialized kernel with 1 or (BN = 64) 2 blocks a multiprocessor, 0 not (128-row
-// tiles without skip only; ignored otherwise).
+// tiles only; ignored otherwise).
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, int ws, int rows, int splits, cudaStream_t s);
+void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s);
 template <typename T>
 void finish_split(const Params& p, int splits, cudaStream_t s);
 

@@ -341,11 +341,10 @@ __device__ __forceinline__ void gather_a(unsigned char* dst, const int32_t* nb_k
   }
 }
 
-// SKIP: a warpgroup skips the offsets none of its 64 rows has. ptxas cannot prove that branch
-// uniform per warpgroup, so it serializes the wgmmas of such kernels (warning C7520: each waits for
-// the previous); without SKIP only the offsets no row of the tile has are skipped (act_s), and the
-// wgmmas of a step pipeline. Which costs less is measured (results file).
-template <typename T, typename Tile, bool SKIP>
+// Only the offsets no row of the tile has are skipped (act_s). Skipping per 64-row warpgroup too was
+// measured slower at every shape (results file tc3: ptxas cannot prove that branch uniform per
+// warpgroup and serializes the wgmmas, warning C7520) and removed.
+template <typename T, typename Tile>
 __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_wgmma(Params p, int col_tiles) {
 #ifdef FRUGAL_WGMMA
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, THREADS = Tile::THREADS;
@@ -369,9 +368,6 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   tile_prologue<BM, THREADS>(p, t0, nb_s, row_s, group_s, act_s, &act_count);
   const int chunks = (p.ci + BK - 1) / BK;
   const int steps = act_count * chunks;
-  uint32_t wg_mask = 0;  // offsets present in this warpgroup's 64 rows
-#pragma unroll
-  for (int g = 0; g < 64 / kGroupRows; ++g) wg_mask |= group_s[wg * (64 / kGroupRows) + g];
 
   // Each thread's copies: A rows tid/8 + (THREADS/8)·q, chunk tid % 8; B chunk tid % (BN/8) of rows
   // tid / (BN/8) + q · THREADS / (BN/8). The swizzled destinations are fixed per thread.
@@ -412,17 +408,15 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
     cp_async_commit();
     wgmma_fence();
     fence_acc(acc);
-    if (!SKIP || (wg_mask >> act_s[s / chunks] & 1u)) {  // uniform per warpgroup
-      const uint32_t st = sbase + (s % STAGES) * Tile::STAGE;
+    const uint32_t st = sbase + (s % STAGES) * Tile::STAGE;
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const uint64_t da = smem_desc(st + wg * 64 * 128 + kk * 32, 16, 1024);
-        const uint64_t db = smem_desc(st + Tile::A_STAGE + kk * 2048, 8192, 1024);
-        wgmma_ss<T, BN>(acc, da, db);
-      }
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      const uint64_t da = smem_desc(st + wg * 64 * 128 + kk * 32, 16, 1024);
+      const uint64_t db = smem_desc(st + Tile::A_STAGE + kk * 2048, 8192, 1024);
+      wgmma_ss<T, BN>(acc, da, db);
     }
     fence_acc(acc);
-    wgmma_commit();  // an empty group when skipped: wait_group counts stay step-aligned
+    wgmma_commit();
     wgmma_wait<PENDING>();
     fence_acc(acc);
   }
@@ -664,22 +658,20 @@ bool weight_map(const Params& p, CUtensorMap* map) {
 }
 
 template <typename T, int BN>
-void launch_wgmma(const Params& p, bool skip, int ws, int rows, int splits, cudaStream_t s) {
+void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s) {
   if constexpr (BN <= 128) {
-    // no skip variant: its serialized wgmmas lost at every shape (tc3)
     if (rows == 2 * kTileRows) {
       using Tile = WgTile<BN, 2 * kTileRows>;
-      return launch_tile<Tile>(kernel_conv_wgmma<T, Tile, false>, p, splits, s);
+      return launch_tile<Tile>(kernel_conv_wgmma<T, Tile>, p, splits, s);
     }
   }
-  if (skip) return launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, true>, p, splits, s);
   if (CUtensorMap map; ws && weight_map<T>(p, &map)) {
     if constexpr (BN == 64) {
       if (ws == 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
     }
     return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, map);
   }
-  launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>, false>, p, splits, s);
+  launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>>, p, splits, s);
 }
 
 template <typename T>
@@ -692,11 +684,11 @@ void finish_split(const Params& p, int splits, cudaStream_t s) {
 template void finish_split<__half>(const Params&, int, cudaStream_t);
 template void finish_split<__nv_bfloat16>(const Params&, int, cudaStream_t);
 
-template void launch_wgmma<__half, 64>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__half, 128>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__half, 256>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 64>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 128>(const Params&, bool, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 256>(const Params&, bool, int, int, int, cudaStream_t);
+template void launch_wgmma<__half, 64>(const Params&, int, int, int, cudaStream_t);
+template void launch_wgmma<__half, 128>(const Params&, int, int, int, cudaStream_t);
+template void launch_wgmma<__half, 256>(const Params&, int, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 64>(const Params&, int, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 128>(const Params&, int, int, int, cudaStream_t);
+template void launch_wgmma<__nv_bfloat16, 256>(const Params&, int, int, int, cudaStream_t);
 
 }  // namespace frugal::cuda::spconv_mma
