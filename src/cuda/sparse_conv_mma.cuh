@@ -101,4 +101,64 @@ void finish_split(const Params& p, int splits, cudaStream_t s);
 // workspace_bytes(a) bytes, 16-byte aligned (unused when it is 0).
 void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s);
 
+#if defined(__CUDACC__)
+// ---- the tile's prologue (the mma and both wgmma kernels) ---------------------------------------------
+// The tile's map slice into shared memory, checked: nb_s[k · BM + r] = the neighbor row of tile row
+// r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
+// present in 16-row group g, act_s[0 .. act_count) = the offsets present in the tile, ascending,
+// restricted to this block's offset range when the launch is split (gridDim.y > 1: wgmma only).
+// Each thread owns one row and every KH-th offset; its map entries are loaded before any is used,
+// so their latencies overlap. Ends with a barrier of all THREADS threads.
+template <int BM, int THREADS>
+__device__ __forceinline__ void tile_prologue(const Params& p, int64_t t0, int32_t* nb_s, int32_t* row_s,
+                                              uint32_t* group_s, int8_t* act_s, int* act_count) {
+  constexpr int GROUPS = BM / kGroupRows, KH = THREADS / BM, KJ = (kMaxOffsets + KH - 1) / KH;
+  static_assert(THREADS % BM == 0 && BM % 32 == 0, "whole warps per offset");
+  const int tid = threadIdx.x, lane = tid % 32;
+  if (tid < GROUPS) group_s[tid] = 0;
+  const int r = tid % BM, kh = tid / BM;
+  int64_t row = -1;
+  if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
+  if (kh == 0) row_s[r] = static_cast<int32_t>(row);
+  int32_t v[KJ];
+#pragma unroll
+  for (int j = 0; j < KJ; ++j) {
+    const int k = kh + KH * j;
+    v[j] = row >= 0 && k < p.k ? __ldg(&p.nbr[k * p.n + row]) : -1;
+  }
+  __syncthreads();  // group_s is zero
+#pragma unroll
+  for (int j = 0; j < KJ; ++j) {
+    const int k = kh + KH * j;  // uniform per warp
+    if (k >= p.k) break;
+    int32_t m = -1;
+    if (row >= 0) {
+      if (v[j] >= 0 && v[j] < p.n)
+        m = v[j];
+      else if (v[j] != p.n && p.bad)
+        atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
+    }
+    nb_s[k * BM + r] = m;
+    const unsigned hits = __ballot_sync(0xffffffffu, m >= 0);
+    if (lane == 0) {  // this warp's rows r .. r + 31 are groups r/16 and r/16 + 1
+      if (hits & 0xffffu) atomicOr(&group_s[r / kGroupRows], 1u << k);
+      if (hits >> 16) atomicOr(&group_s[r / kGroupRows + 1], 1u << k);
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    uint32_t any = 0;
+    for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
+    // A split launch (gridDim.y > 1): this block sums offsets [k·j/S, k·(j+1)/S) only.
+    const int j = blockIdx.y, S = gridDim.y;
+    const int k_lo = p.k * j / S, k_hi = p.k * (j + 1) / S;
+    int c = 0;
+    for (int k = k_lo; k < k_hi; ++k)
+      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
+    *act_count = c;
+  }
+  __syncthreads();
+}
+#endif  // __CUDACC__
+
 }  // namespace frugal::cuda::spconv_mma

@@ -158,6 +158,22 @@ FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", 
 #undef FRUGAL_REGS_3
 #undef FRUGAL_ACC32
 #undef FRUGAL_ACC8
+// One step's multiply for warpgroup wg (rows 64·wg .. 64·wg + 63 of the tile): the BK/16 wgmmas
+// of its A rows against the stage's B slice (both 128-byte swizzled, at shared address `stage`),
+// committed as one group.
+template <typename T, typename Tile>
+__device__ __forceinline__ void wgmma_step(float (&acc)[Tile::BN / 2], uint32_t stage, int wg) {
+  wgmma_fence();
+  fence_acc(acc);
+#pragma unroll
+  for (int kk = 0; kk < Tile::BK / 16; ++kk) {
+    const uint64_t da = smem_desc(stage + wg * 64 * 128 + kk * 32, 16, 1024);
+    const uint64_t db = smem_desc(stage + Tile::A_STAGE + kk * 2048, 8192, 1024);
+    wgmma_ss<T, Tile::BN>(acc, da, db);
+  }
+  fence_acc(acc);
+  wgmma_commit();
+}
 #endif  // FRUGAL_WGMMA
 
 // ---- the conv ------------------------------------------------------------------------------------
@@ -207,64 +223,6 @@ struct WgTile {
   // 227 KB of shared memory a block (sm_90): the stages, the slack and the map slice at K = 32.
   static_assert(SMEM + size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
 };
-
-// ---- the tile's prologue (both kernels) ------------------------------------------------------------
-// The tile's map slice into shared memory, checked: nb_s[k · BM + r] = the neighbor row of tile row
-// r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
-// present in 16-row group g, act_s[0 .. act_count) = the offsets present in the tile, ascending,
-// restricted to this block's offset range when the launch is split (gridDim.y > 1). Each thread
-// owns one row and every KH-th offset; its map entries are loaded before any is used, so their
-// latencies overlap. Ends with a barrier of all THREADS threads.
-template <int BM, int THREADS>
-__device__ __forceinline__ void tile_prologue(const Params& p, int64_t t0, int32_t* nb_s, int32_t* row_s,
-                                              uint32_t* group_s, int8_t* act_s, int* act_count) {
-  constexpr int GROUPS = BM / kGroupRows, KH = THREADS / BM, KJ = (kMaxOffsets + KH - 1) / KH;
-  static_assert(THREADS % BM == 0 && BM % 32 == 0, "whole warps per offset");
-  const int tid = threadIdx.x, lane = tid % 32;
-  if (tid < GROUPS) group_s[tid] = 0;
-  const int r = tid % BM, kh = tid / BM;
-  int64_t row = -1;
-  if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
-  if (kh == 0) row_s[r] = static_cast<int32_t>(row);
-  int32_t v[KJ];
-#pragma unroll
-  for (int j = 0; j < KJ; ++j) {
-    const int k = kh + KH * j;
-    v[j] = row >= 0 && k < p.k ? __ldg(&p.nbr[k * p.n + row]) : -1;
-  }
-  __syncthreads();  // group_s is zero
-#pragma unroll
-  for (int j = 0; j < KJ; ++j) {
-    const int k = kh + KH * j;  // uniform per warp
-    if (k >= p.k) break;
-    int32_t m = -1;
-    if (row >= 0) {
-      if (v[j] >= 0 && v[j] < p.n)
-        m = v[j];
-      else if (v[j] != p.n && p.bad)
-        atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
-    }
-    nb_s[k * BM + r] = m;
-    const unsigned hits = __ballot_sync(0xffffffffu, m >= 0);
-    if (lane == 0) {  // this warp's rows r .. r + 31 are groups r/16 and r/16 + 1
-      if (hits & 0xffffu) atomicOr(&group_s[r / kGroupRows], 1u << k);
-      if (hits >> 16) atomicOr(&group_s[r / kGroupRows + 1], 1u << k);
-    }
-  }
-  __syncthreads();
-  if (tid == 0) {
-    uint32_t any = 0;
-    for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
-    // A split launch (gridDim.y > 1): this block sums offsets [k·j/S, k·(j+1)/S) only.
-    const int j = blockIdx.y, S = gridDim.y;
-    const int k_lo = p.k * j / S, k_hi = p.k * (j + 1) / S;
-    int c = 0;
-    for (int k = k_lo; k < k_hi; ++k)
-      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
-    *act_count = c;
-  }
-  __syncthreads();
-}
 
 // ---- the tile's epilogue (both kernels) -----------------------------------------------------------
 // Accumulator j of a thread of warp w (w < 8): row 64·(w / 4) + 16·(w % 4) + lane/4 + 8·(j/2 % 2) of
@@ -406,17 +364,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
                                  // wgmma group every warpgroup has waited for
     if (s + AHEAD < steps) load(s + AHEAD);
     cp_async_commit();
-    wgmma_fence();
-    fence_acc(acc);
-    const uint32_t st = sbase + (s % STAGES) * Tile::STAGE;
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      const uint64_t da = smem_desc(st + wg * 64 * 128 + kk * 32, 16, 1024);
-      const uint64_t db = smem_desc(st + Tile::A_STAGE + kk * 2048, 8192, 1024);
-      wgmma_ss<T, BN>(acc, da, db);
-    }
-    fence_acc(acc);
-    wgmma_commit();
+    wgmma_step<T, Tile>(acc, sbase + (s % STAGES) * Tile::STAGE, wg);
     wgmma_wait<PENDING>();
     fence_acc(acc);
   }
@@ -542,17 +490,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
     for (int s = 0; s < steps; ++s) {
       const int st = s % STAGES;
       mbar_wait(full0 + 8 * st, (s / STAGES) & 1);
-      wgmma_fence();
-      fence_acc(acc);
-      const uint32_t sa = sbase + st * Tile::STAGE;
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const uint64_t da = smem_desc(sa + wg * 64 * 128 + kk * 32, 16, 1024);
-        const uint64_t db = smem_desc(sa + Tile::A_STAGE + kk * 2048, 8192, 1024);
-        wgmma_ss<T, BN>(acc, da, db);
-      }
-      fence_acc(acc);
-      wgmma_commit();
+      wgmma_step<T, Tile>(acc, sbase + st * Tile::STAGE, wg);
       wgmma_wait<1>();
       fence_acc(acc);
       if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s - 1) % STAGES));
