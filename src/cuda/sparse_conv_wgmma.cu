@@ -266,14 +266,7 @@ __device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc
     }
   }
   __syncthreads();
-  T* out = static_cast<T*>(p.out);
-  for (int i = tid; i < BM * (BN / 8); i += THREADS) {
-    const int r = i / (BN / 8), c = i % (BN / 8) * 8;
-    const int32_t row = row_s[r];
-    if (row < 0 || co0 + c >= p.co) continue;
-    *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.co + co0 + c) =
-        *reinterpret_cast<const uint4*>(cs + r * LDC + c);
-  }
+  store_staged_tile<T, BM, BN, LDC, THREADS>(p, cs, row_s, co0);
 }
 
 // ---- the A gathers of one step (both kernels) -------------------------------------------------------
