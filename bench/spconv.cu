@@ -253,16 +253,7 @@ int main(int argc, char** argv) {
         reps, [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked); });
     // Variants through the backend (same output buffer; the default output is re-made below).
     using K = spconv::backend::ConvKernel;
-    spconv::backend::ConvArgs a;
-    a.feats = feats.data();
-    a.nbr = nbr.data_as<int32_t>();
-    a.weight = w.data();
-    a.out = out.data();
-    a.dtype = DType::f16;
-    a.n = n;
-    a.k = 27;
-    a.ci = static_cast<int>(c);
-    a.co = static_cast<int>(co);
+    spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
     a.check = false;
     std::string variants;
     struct Variant {

@@ -781,11 +781,11 @@ TEST(DecodeAttentionCuda, F16ChunkPipelineAcrossRingWrapsAndRaggedEnds) {
 }
 
 // The f16 kernel rotates and scales the queries inside one warp per head (register FWHT, per-head
-// power-of-two σ), merges the warps' states one warp per head row, and the combine finishes a row in
-// one warp at D = 64..512. bf16 queries of stddev 1e4 rotate to magnitudes past fp16's 65504 at
+// power-of-two σ), merges the warps' states one warp per head row, and (split calls) the last block
+// of each tile merges the slices, finishing a row in one warp at D = 64..512. bf16 queries of stddev 1e4 rotate to magnitudes past fp16's 65504 at
 // every D, so only σ keeps them finite; a matching softmax scale keeps the attention non-trivial.
 // Every D, GQA 1/4/8 (rows past the group's heads are empty), one slice (finished in the kernel)
-// and five (partials + combine), a wrapped ring, K8/V4 once; and the same call twice is bitwise equal.
+// and five (partials + the in-kernel merge), a wrapped ring, K8/V4 once; and the same call twice is bitwise equal.
 TEST(DecodeAttentionCuda, F16HugeBf16QueriesEveryDimGqaAndSliceCount) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();

@@ -595,17 +595,7 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
                      " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile) +
                      " rows=" + std::to_string(rows) + " ws=" + std::to_string(ws));
         Tensor out = poisoned(n, s.co, dt, kGpu);
-        spconv::backend::ConvArgs a;
-        a.feats = fd.data();
-        a.nbr = nbr_d.data_as<int32_t>();
-        a.weight = wd.data();
-        a.bias = bd.data();
-        a.out = out.data();
-        a.dtype = dt;
-        a.n = n;
-        a.k = 27;
-        a.ci = s.ci;
-        a.co = s.co;
+        spconv::backend::ConvArgs a = spconv::backend::conv_args(fd.view(), nbr_d.view(), wd.view(), &bd.view(), out.view());
         a.kernel = kernel;
         a.tile_co = tile;
         a.tile_rows = rows;
@@ -716,17 +706,8 @@ std::string describe(const MmaVariant& v) {
 std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tensor& w, const Tensor* bias, int64_t n,
                              const MmaVariant& v) {
   Tensor out = poisoned(n, w.size(2), feats.dtype(), kGpu);
-  spconv::backend::ConvArgs a;
-  a.feats = feats.data();
-  a.nbr = nbr.data_as<int32_t>();
-  a.weight = w.data();
-  a.bias = bias ? bias->data() : nullptr;
-  a.out = out.data();
-  a.dtype = feats.dtype();
-  a.n = n;
-  a.k = static_cast<int>(w.size(0));
-  a.ci = static_cast<int>(w.size(1));
-  a.co = static_cast<int>(w.size(2));
+  spconv::backend::ConvArgs a =
+      spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), bias ? &bias->view() : nullptr, out.view());
   a.kernel = v.kernel;
   a.tile_co = v.tile_co;
   a.sort_rows = v.sort_rows;
@@ -923,16 +904,7 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   nbr = nbr.to(kGpu);
   const Tensor feats = Tensor::zeros({n, 16}, DType::f16, kGpu), w = Tensor::zeros({27, 16, 64}, DType::f16, kGpu);
   Tensor out = Tensor::empty({n, 64}, DType::f16, kGpu);
-  spconv::backend::ConvArgs a;
-  a.feats = feats.data();
-  a.nbr = nbr.data_as<int32_t>();
-  a.weight = w.data();
-  a.out = out.data();
-  a.dtype = DType::f16;
-  a.n = n;
-  a.k = 27;
-  a.ci = 16;
-  a.co = 64;
+  spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
   a.kernel = kWg;
   for (int splits : {1, 3})
     for (int rows : {128, 256})
@@ -1018,17 +990,9 @@ TEST(SpconvCudaMma, MapEntriesOutsideTheRange) {
 TEST(SpconvCudaMma, RefusesWhatItCannotTake) {
   FRUGAL_SKIP_WITHOUT_GPU();
   const Tensor nbr = build_kernel_map(coords_tensor({0, 0, 0, 0, 0, 0, 0, 1}, kGpu), 5, 1);  // K = 125
-  spconv::backend::ConvArgs a;
   Tensor feats = Tensor::zeros({2, 8}, DType::f16, kGpu), out = Tensor::zeros({2, 8}, DType::f16, kGpu);
   Tensor w = Tensor::zeros({125, 8, 8}, DType::f16, kGpu);
-  a.feats = feats.data();
-  a.nbr = nbr.data_as<int32_t>();
-  a.weight = w.data();
-  a.out = out.data();
-  a.dtype = DType::f16;
-  a.n = 2;
-  a.k = 125;
-  a.ci = a.co = 8;
+  spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
   a.kernel = spconv::backend::ConvKernel::mma;
   expect_error([&] { cuda::spconv_conv(a, nullptr); }, ErrorCode::unsupported, {"K <= 32", "K = 125"});
   a.kernel = spconv::backend::ConvKernel::automatic;  // falls back to WMMA
@@ -1080,15 +1044,7 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
   // default's output when that is the wgmma kernel (absent neighbors add exact zeros).
   Tensor out_tall = Tensor::empty({wg ? n : 0, c}, DType::f16, kGpu);
   if (wg) {
-    spconv::backend::ConvArgs a;
-    a.feats = feats.data();
-    a.nbr = nbr.data_as<int32_t>();
-    a.weight = wd.data();
-    a.out = out_wg.data();
-    a.dtype = DType::f16;
-    a.n = n;
-    a.k = 27;
-    a.ci = a.co = static_cast<int>(c);
+    spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), wd.view(), nullptr, out_wg.view());
     a.kernel = spconv::backend::ConvKernel::mma;
     EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
     a.out = out_tall.data();

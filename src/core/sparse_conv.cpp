@@ -158,19 +158,8 @@ void submanifold_conv(const TensorView& feats, const TensorView& nbr, const Tens
   FRUGAL_CHECK(feats.data && nbr.data && weight.data && out.data, invalid_argument, kConvOp, "a tensor has no data");
   detail::check_device_usable(feats.device, kConvOp);
 
-  backend::ConvArgs a;
-  a.feats = feats.data;
-  a.nbr = nbr.data_as<const int32_t>();
-  a.weight = weight.data;
-  a.bias = bias ? bias->data : nullptr;
-  a.out = out.data;
-  a.dtype = feats.dtype;
-  a.n = n;
-  a.k = static_cast<int>(k);
-  a.ci = static_cast<int>(ci);
-  a.co = static_cast<int>(co);
+  backend::ConvArgs a = backend::conv_args(feats, nbr, weight, bias, out);
   a.check = check == MapCheck::checked;
-  a.device = feats.device.index;
   const int64_t bad = feats.device.is_cpu() ? cpu::spconv_conv(a) : cuda::spconv_conv(a, stream);
   if (bad >= 0) {
     int32_t v = 0;

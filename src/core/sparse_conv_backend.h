@@ -114,6 +114,26 @@ struct ConvArgs {
   int device = 0;   // CUDA device index
 };
 
+// The arguments of a conv over these tensors (the public call validates them first; the tests and
+// the benchmark pass their own): K and N from nbr [K, N], Ci from feats, Co from weight [K, Ci, Co],
+// the dtype and device of feats; every kernel-choice field at its default.
+inline ConvArgs conv_args(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
+                          const TensorView& out) {
+  ConvArgs a;
+  a.feats = feats.data;
+  a.nbr = nbr.data_as<const int32_t>();
+  a.weight = weight.data;
+  a.bias = bias ? bias->data : nullptr;
+  a.out = out.data;
+  a.dtype = feats.dtype;
+  a.n = nbr.size(1);
+  a.k = static_cast<int>(nbr.size(0));
+  a.ci = static_cast<int>(feats.size(1));
+  a.co = static_cast<int>(weight.size(2));
+  a.device = feats.device.index;
+  return a;
+}
+
 }  // namespace frugal::spconv::backend
 
 namespace frugal::cpu {

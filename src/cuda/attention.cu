@@ -1428,16 +1428,14 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   const bool need = splits > 1 || a.batch > kInlineBatch;
   uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   std::optional<Scratch> scratch;  // when the caller gave no workspace: stream-ordered, from frugal's pool
-  if (need && ws == nullptr) {
-    ws = scratch.emplace(lay.end + be::kWorkspaceAlign, st).as<uint8_t>();
-    ws = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ws) + be::kWorkspaceAlign - 1) /
-                                    be::kWorkspaceAlign * be::kWorkspaceAlign);
-    // A fresh allocation: its counters must start at zero (a caller's workspace is zeroed once, when
-    // it is created, and every call leaves its counters zero).
-    if (splits > 1 && f16) FRUGAL_CUDA_CHECK(cudaMemsetAsync(ws + lay.counters, 0, lay.partial_o - lay.counters, st));
-  } else if (need) {
+  if (need) {
+    if (ws == nullptr) ws = scratch.emplace(lay.end + be::kWorkspaceAlign, st).as<uint8_t>();
     ws = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ws) + be::kWorkspaceAlign - 1) / be::kWorkspaceAlign *
                                     be::kWorkspaceAlign);
+    // A fresh allocation: its counters must start at zero (a caller's workspace is zeroed once, when
+    // it is created, and every call leaves its counters zero).
+    if (scratch && splits > 1 && f16)
+      FRUGAL_CUDA_CHECK(cudaMemsetAsync(ws + lay.counters, 0, lay.partial_o - lay.counters, st));
   }
   if (splits > 1) {
     p.counters = reinterpret_cast<unsigned*>(ws + lay.counters);

@@ -4,8 +4,8 @@
 
 #include <map>
 #include <mutex>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "core/backend.h"

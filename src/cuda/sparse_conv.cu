@@ -109,7 +109,6 @@ __global__ void kernel_query(const uint64_t* __restrict__ keys, int64_t n, const
 
 // ================================ convolution ==================================================
 
-
 constexpr int kMaxOffsets = spconv::kernel_volume(spconv::kMaxKernelSize);  // 343
 
 struct ActiveOffsets {
@@ -375,7 +374,6 @@ void launch_simt(const ConvParams& p, cudaStream_t s) {
   kernel_conv_simt<T><<<static_cast<unsigned>(blocks), SimtTile::THREADS, 0, s>>>(p, col_tiles);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
-
 
 }  // namespace
 

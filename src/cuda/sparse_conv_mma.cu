@@ -121,7 +121,6 @@ struct MmaTile {
   static_assert(THREADS % BM == 0 && BM % 32 == 0, "the prologue gives each thread one row");
 };
 
-
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -359,7 +358,6 @@ void launch_conv(const Params& p, cudaStream_t s) {
   fn<<<static_cast<unsigned>(blocks), Tile::THREADS, Tile::SMEM, s>>>(p, col_tiles);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
-
 
 }  // namespace
 

@@ -56,16 +56,17 @@ int64_t chunk_rows(const spconv::backend::ConvArgs& a);
 // and at most what kMaxSplitBytes of f32 partials hold); 1 for the mma kernel.
 constexpr size_t kMaxSplitBytes = size_t{64} << 20;
 int splits(const spconv::backend::ConvArgs& a);
-// The wgmma kernel's rows a block: a.tile_rows when set, else by the rule in sparse_conv_mma.cu; always 128 for the mma kernel and for 256-wide
-// column tiles (256 × 256 f32 accumulators do not fit the registers).
+// The wgmma kernel's rows a block: a.tile_rows when set, else by the rule in sparse_conv_mma.cu;
+// always 128 for the mma kernel and for 256-wide column tiles (256 × 256 f32 accumulators do not
+// fit the registers).
 int tile_rows(const spconv::backend::ConvArgs& a);
 // Whether the wgmma kernel runs warp-specialized, and with how many blocks a multiprocessor (0: not):
 // a.wgmma_ws when ≥ 0, else by the rule in sparse_conv_mma.cu.
 int warp_specialized(const spconv::backend::ConvArgs& a);
 // Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma
 // kernel with 256-row tiles or the two-block warp-specialized kernel never (measured faster on the
-// map's order at every size, results files tc4 and tc5
-// tc4), with 128-row tiles when N·Ci·Co ≥ kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
+// map's order at every size, results files tc4 and tc5), with 128-row tiles when N·Ci·Co ≥
+// kSortWork. On the H200 (2026-11-29, results file tc3; 15 shapes) the map's
 // own order was faster for the wgmma kernel, or within 1%, on every shape below that (0.23 vs
 // 0.31 ms at N = 8.4K, C = 512; 1.04 vs 1.12 at N = 1.2M, C = 64), and sorted rows faster, or
 // within 0.5%, on every shape above it (27.3 vs 32.4 ms at N = 4.6M, C = 256; 2.79 vs 3.08 at
@@ -86,7 +87,7 @@ struct Params : ConvParams {
   int64_t row_begin, rows;  // this launch's rows
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
 };
-// The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256;
+// The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256.
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.
 // rows: 128 or (BN ≤ 128) 256 rows a block.
@@ -97,8 +98,9 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
 template <typename T>
 void finish_split(const Params& p, int splits, cudaStream_t s);
 
-// Runs the conv (a must be supported; for ConvKernel::wgmma also wgmma_available). bad: the checked-map flag or nullptr; workspace: at least
-// workspace_bytes(a) bytes, 16-byte aligned (unused when it is 0).
+// Runs the conv (a must be supported; for ConvKernel::wgmma also wgmma_available). bad: the
+// checked-map flag or nullptr; workspace: at least workspace_bytes(a) bytes, 16-byte aligned
+// (unused when it is 0).
 void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s);
 
 #if defined(__CUDACC__)

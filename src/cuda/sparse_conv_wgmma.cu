@@ -158,6 +158,7 @@ FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", 
 #undef FRUGAL_REGS_3
 #undef FRUGAL_ACC32
 #undef FRUGAL_ACC8
+
 // One step's multiply for warpgroup wg (rows 64·wg .. 64·wg + 63 of the tile): the BK/16 wgmmas
 // of its A rows against the stage's B slice (both 128-byte swizzled, at shared address `stage`),
 // committed as one group.
