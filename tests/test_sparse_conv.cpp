@@ -40,6 +40,19 @@ std::vector<int32_t> random_voxels(std::mt19937_64& rng, int batches, int extent
   return flat;
 }
 
+// Every voxel of an nx × ny × nz box at the origin, batch 0, x slowest: row (x·ny + y)·nz + z.
+std::vector<int32_t> dense_block(int64_t nx, int64_t ny, int64_t nz) {
+  const int64_t n = nx * ny * nz;
+  std::vector<int32_t> flat(n * 4);
+  for (int64_t i = 0; i < n; ++i) {
+    flat[4 * i] = 0;
+    flat[4 * i + 1] = static_cast<int32_t>(i / (ny * nz));
+    flat[4 * i + 2] = static_cast<int32_t>(i / nz % ny);
+    flat[4 * i + 3] = static_cast<int32_t>(i % nz);
+  }
+  return flat;
+}
+
 Tensor coords_tensor(const std::vector<int32_t>& flat, Device d = Device::cpu()) {
   Tensor t = Tensor::empty({static_cast<int64_t>(flat.size() / 4), 4}, DType::i32);
   if (!flat.empty()) std::memcpy(t.data(), flat.data(), flat.size() * 4);
@@ -925,14 +938,7 @@ TEST(SpconvCudaWgmma, DefaultOnALargeGridOfNarrowChannels) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
   const int64_t side = 70, n = side * side * side, c = 64;
-  std::vector<int32_t> flat(n * 4);
-  for (int64_t i = 0; i < n; ++i) {
-    flat[4 * i] = 0;
-    flat[4 * i + 1] = static_cast<int32_t>(i / (side * side));
-    flat[4 * i + 2] = static_cast<int32_t>(i / side % side);
-    flat[4 * i + 3] = static_cast<int32_t>(i % side);
-  }
-  const Tensor nbr = build_kernel_map(coords_tensor(flat, kGpu), 3, 1);
+  const Tensor nbr = build_kernel_map(coords_tensor(dense_block(side, side, side), kGpu), 3, 1);
   for (DType dt : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(to_string(dt));
     const auto f = rounded(testing::randn(n * c, rng), dt);
@@ -1009,13 +1015,7 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
   FRUGAL_SKIP_WITHOUT_GPU();
   const int64_t nx = 257, ny = 256, nz = 256, n = nx * ny * nz, c = 128;
   ASSERT_GT(n * c, int64_t{1} << 31);
-  std::vector<int32_t> flat(n * 4);
-  for (int64_t i = 0; i < n; ++i) {
-    flat[4 * i] = 0;
-    flat[4 * i + 1] = static_cast<int32_t>(i / (ny * nz));
-    flat[4 * i + 2] = static_cast<int32_t>(i / nz % ny);
-    flat[4 * i + 3] = static_cast<int32_t>(i % nz);
-  }
+  const std::vector<int32_t> flat = dense_block(nx, ny, nz);
   // Inputs exactly representable in f16: multiples of 2^-10 in [-0.5, 0.5), from a hash of the
   // element index (a table of the 1024 values keeps the 2^31-element fill to a few seconds).
   auto code = [](int64_t i) {
