@@ -26,6 +26,10 @@ p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:25
 p.add_argument("--dtype", default="f16", choices=["f16", "bf16"])
 p.add_argument("--rep", type=int, default=10)
 p.add_argument("--samples", type=int, default=2048)
+p.add_argument("--gap", action="store_true",
+               help="also time frugal unchecked, through the low-level binding (no torch.library dispatch), and "
+                    "both libraries on the C++ bench's data (uniform 10-bit values): where the torch op's time "
+                    "differs from bench/spconv's")
 args = p.parse_args()
 
 import spconv.pytorch as spc
@@ -112,6 +116,24 @@ for spec in args.rows.split(","):
         row["frugal_tflops"] = flop / row["frugal_ms"] / 1e9
         row["spconv_tflops"] = flop / row["spconv_ms"] / 1e9
         row["speedup"] = row["spconv_ms"] / row["frugal_ms"]
+        if args.gap:
+            from frugal import _frugal
+            from frugal.torch import _dl, _stream
+            low = lambda f, wt, o: _frugal.spconv.submanifold_conv(_dl(f), _dl(nbr), _dl(wt), None, out=_dl(o), checked=False,
+                                                                   stream=_stream(f))
+            row["frugal_unchecked_ms"] = timed(lambda: ft.submanifold_conv(feats, nbr, w, None, False), args.rep)
+            o = torch.empty((N, co), dtype=dt, device=dev)
+            row["frugal_lowlevel_ms"] = timed(lambda: low(feats, w, o), args.rep)
+            # the C++ bench's values: v / 2^11 (features) and v / 2^16 (weights), v uniform in [-512, 511]
+            f10 = (torch.randint(-512, 512, feats.shape, device=dev).float() / 2048).to(dt)
+            w10 = (torch.randint(-512, 512, w.shape, device=dev).float() / 65536).to(dt)
+            row["frugal_lowent_ms"] = timed(lambda: low(f10, w10, o), args.rep)
+            with torch.no_grad():
+                conv.weight.copy_(w10.reshape(3, 3, 3, ci, co).permute(4, 0, 1, 2, 3))
+                xr10 = y.replace_feature(f10)
+                row["spconv_lowent_ms"] = timed(lambda: conv(xr10), args.rep)
+                conv.weight.copy_(w.reshape(3, 3, 3, ci, co).permute(4, 0, 1, 2, 3))
+            del f10, w10, o
         out2 = ft.submanifold_conv(feats, nbr, w)
         row["frugal_bitwise_repeat"] = bool(torch.equal(out, out2))
         row["max_abs_frugal_vs_spconv"] = float((out.float() - ys.float()).abs().max())
@@ -142,3 +164,10 @@ for r in results:
           f"{r['speedup']:>5.2f} | {r['frugal_tflops']:>6.0f}/{r['spconv_tflops']:<6.0f} | {r['spconv_map_conv_ms']:>11.3f} "
           f"{r['frugal_map_conv_ms']:>11.3f} | {r['spconv_peak_mb']:>8.0f}/{r['frugal_torch_alloc_mb'] + r['frugal_pool_mb']:<8.0f} | "
           f"{r['max_abs_frugal_vs_spconv']:>8.1e} {r['err_frugal']:>8.1e}/{r['err_spconv']:<8.1e} {str(r['frugal_bitwise_repeat']):>7}")
+if args.gap:
+    print(f"\n{'R':>5} {'Ci>Co':>10} | {'frugal op':>9} {'unchecked':>9} {'low-level':>9} {'10-bit data':>11} | "
+          f"{'spconv':>8} {'10-bit data':>11}")
+    for r in results:
+        if "frugal_unchecked_ms" in r:
+            print(f"{r['R']:>5} {str(r['ci']) + '>' + str(r['co']):>10} | {r['frugal_ms']:>9.3f} {r['frugal_unchecked_ms']:>9.3f} "
+                  f"{r['frugal_lowlevel_ms']:>9.3f} {r['frugal_lowent_ms']:>11.3f} | {r['spconv_ms']:>8.3f} {r['spconv_lowent_ms']:>11.3f}")
