@@ -197,7 +197,8 @@ void pool_reset_high() {
 int main(int argc, char** argv) {
   std::string coords_path, out_prefix;
   int channels = 64, co_arg = 0, reps = 20, samples = 2048;
-  bool mma_only = false;  // skip the WMMA and SIMT variants (quick A/B runs of the mma kernel)
+  bool mma_only = false;
+  std::string only;  // --only: the variants to time (comma-separated names; empty: all)  // skip the WMMA and SIMT variants (quick A/B runs of the mma kernel)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--coords")
@@ -214,9 +215,11 @@ int main(int argc, char** argv) {
       samples = std::stoi(v);
     else if (k == "--mma-only")
       mma_only = std::stoi(v) != 0;
+    else if (k == "--only")
+      only = v;
   }
   if (coords_path.empty() || out_prefix.empty()) {
-    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1]\n",
+    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1] [--only NAME,NAME]\n",
                  argv[0]);
     return 2;
   }
@@ -286,8 +289,17 @@ int main(int argc, char** argv) {
                             Variant{K::wgmma, 0, 1, "wgmma_ws_sorted", 0, 128, 1},
                             Variant{K::wgmma, 64, -1, "wgmma_ws64x2", 0, 128, 2},
                             Variant{K::wgmma, 64, 0, "wgmma_ws64x2_unsorted", 0, 128, 2},
+                            // its persistent form (each block loops over tiles), one block a multiprocessor, and
+                            // two at 64-wide tiles
+                            Variant{K::wgmma, 0, 1, "wgmma_wsp_sorted", 0, 128, 3},
+                            Variant{K::wgmma, 0, 0, "wgmma_wsp_unsorted", 0, 128, 3},
+                            Variant{K::wgmma, 64, 1, "wgmma_wsp64_sorted", 0, 128, 3},
+                            Variant{K::wgmma, 64, 0, "wgmma_wsp64_unsorted", 0, 128, 3},
+                            Variant{K::wgmma, 64, 1, "wgmma_wsp64x2_sorted", 0, 128, 4},
+                            Variant{K::wgmma, 64, 0, "wgmma_wsp64x2_unsorted", 0, 128, 4},
                             Variant{K::wgmma, 0, -1, "wgmma_old", 0, 0, 0}}) {
       if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
+      if (!only.empty() && ("," + only + ",").find("," + std::string(v.name) + ",") == std::string::npos) continue;
       if (v.kernel == K::wgmma && !wg) continue;
       if (v.tile == 128 && v.rows == 256 && co <= 128) continue;  // the same as wgmma_r256 there, or half idle
       a.kernel = v.kernel;
@@ -338,6 +350,10 @@ int main(int argc, char** argv) {
       for (int t : {0, 64, 128, 256}) ws = std::max(ws, diff(K::wgmma, t, 0, 128, 1));
       ws = std::max(ws, diff(K::wgmma, 64, 0, 128, 2));
       variants += ", \"wgmma_ws_vs_default_rel\": " + std::to_string(ws);
+      double wsp = 0;  // and its persistent form
+      for (int t : {0, 64, 128, 256}) wsp = std::max(wsp, diff(K::wgmma, t, 0, 128, 3));
+      wsp = std::max(wsp, diff(K::wgmma, 64, 0, 128, 4));
+      variants += ", \"wgmma_wsp_vs_default_rel\": " + std::to_string(wsp);
       const double nosplit = diff(K::wgmma, 0, 1), split3 = diff(K::wgmma, 0, 3);
       variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +
                   std::to_string(worst) + ", \"wgmma_nosplit_vs_default_rel\": " + std::to_string(nosplit) +
