@@ -289,14 +289,6 @@ int main(int argc, char** argv) {
                             Variant{K::wgmma, 0, 1, "wgmma_ws_sorted", 0, 128, 1},
                             Variant{K::wgmma, 64, -1, "wgmma_ws64x2", 0, 128, 2},
                             Variant{K::wgmma, 64, 0, "wgmma_ws64x2_unsorted", 0, 128, 2},
-                            // its persistent form (each block loops over tiles), one block a multiprocessor, and
-                            // two at 64-wide tiles
-                            Variant{K::wgmma, 0, 1, "wgmma_wsp_sorted", 0, 128, 3},
-                            Variant{K::wgmma, 0, 0, "wgmma_wsp_unsorted", 0, 128, 3},
-                            Variant{K::wgmma, 64, 1, "wgmma_wsp64_sorted", 0, 128, 3},
-                            Variant{K::wgmma, 64, 0, "wgmma_wsp64_unsorted", 0, 128, 3},
-                            Variant{K::wgmma, 64, 1, "wgmma_wsp64x2_sorted", 0, 128, 4},
-                            Variant{K::wgmma, 64, 0, "wgmma_wsp64x2_unsorted", 0, 128, 4},
                             Variant{K::wgmma, 0, -1, "wgmma_old", 0, 0, 0}}) {
       if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
       if (!only.empty() && ("," + only + ",").find("," + std::string(v.name) + ",") == std::string::npos) continue;
@@ -350,10 +342,6 @@ int main(int argc, char** argv) {
       for (int t : {0, 64, 128, 256}) ws = std::max(ws, diff(K::wgmma, t, 0, 128, 1));
       ws = std::max(ws, diff(K::wgmma, 64, 0, 128, 2));
       variants += ", \"wgmma_ws_vs_default_rel\": " + std::to_string(ws);
-      double wsp = 0;  // and its persistent form
-      for (int t : {0, 64, 128, 256}) wsp = std::max(wsp, diff(K::wgmma, t, 0, 128, 3));
-      wsp = std::max(wsp, diff(K::wgmma, 64, 0, 128, 4));
-      variants += ", \"wgmma_wsp_vs_default_rel\": " + std::to_string(wsp);
       const double nosplit = diff(K::wgmma, 0, 1), split3 = diff(K::wgmma, 0, 3);
       variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +
                   std::to_string(worst) + ", \"wgmma_nosplit_vs_default_rel\": " + std::to_string(nosplit) +

@@ -704,9 +704,7 @@ struct MmaVariant {
   spconv::backend::ConvKernel kernel = spconv::backend::ConvKernel::mma;
   int splits = 1;  // wgmma: 0 = by grid size
   int tile_rows = 128;  // wgmma: 128 or 256 rows a block (256 only below 256-wide column tiles)
-  int ws = 0;           // wgmma: 1 the warp-specialized kernel, 2 its two-block form (128-row tiles), 3 and 4
-                        // their persistent forms
-  int blocks = 0;       // the persistent kernel's blocks (0: by the device)
+  int ws = 0;           // wgmma: 1 the warp-specialized kernel, 2 its two-block form (128-row tiles)
 };
 
 std::string describe(const MmaVariant& v) {
@@ -714,8 +712,7 @@ std::string describe(const MmaVariant& v) {
                                                                     : "mma") +
          " tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
          " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits) +
-         " tile_rows=" + std::to_string(v.tile_rows) + (v.ws ? " warp-specialized " + std::to_string(v.ws) : "") +
-         (v.blocks ? " blocks=" + std::to_string(v.blocks) : "");
+         " tile_rows=" + std::to_string(v.tile_rows) + (v.ws ? " warp-specialized" : "");
 }
 
 // Runs the mma kernel through the backend (checked map) into a poisoned output; returns its bytes.
@@ -731,7 +728,6 @@ std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tenso
   a.splits = v.splits;
   a.tile_rows = v.tile_rows;
   a.wgmma_ws = static_cast<int8_t>(v.ws);
-  a.persistent_blocks = v.blocks;
   EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
   return read_bytes(out);
 }
@@ -763,13 +759,7 @@ const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kW
                                      {0, true, 0, kWg, 1, 128, 1},   {64, true, 0, kWg, 1, 128, 1},
                                      {128, false, 0, kWg, 1, 128, 1}, {256, true, 256, kWg, 1, 128, 1},
                                      {64, false, 384, kWg, 1, 128, 1}, {64, true, 0, kWg, 1, 128, 2},
-                                     {64, false, 256, kWg, 1, 128, 2},
-                                     // the persistent kernels: by the device (one tile a block on these
-                                     // inputs) and on 1–3 blocks (many tiles a block: both map buffers reused)
-                                     {0, true, 0, kWg, 1, 128, 3},       {64, true, 0, kWg, 1, 128, 3, 3},
-                                     {128, false, 0, kWg, 1, 128, 3, 2}, {256, true, 256, kWg, 1, 128, 3, 1},
-                                     {128, true, 0, kWg, 1, 128, 3, 1},  {64, true, 0, kWg, 1, 128, 4},
-                                     {64, false, 384, kWg, 1, 128, 4, 2}, {64, true, 0, kWg, 1, 128, 4, 1}};
+                                     {64, false, 256, kWg, 1, 128, 2}};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
 // output is again independent of width, row order, launch size and kernel.
 const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, 3},   {64, true, 0, kWg, 3},
@@ -777,8 +767,7 @@ const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, 3},   {64, true, 0, 
                                           {128, true, 256, kWg, 3}, {128, true, 0, kWg, 3},
                                           {64, true, 0, kWg, 3, 256},  {128, false, 384, kWg, 3, 256},
                                           {0, true, 0, kWg, 3, 128, 1},  {256, false, 256, kWg, 3, 128, 1},
-                                          {64, true, 0, kWg, 3, 128, 2},
-                                          {0, true, 0, kWg, 3, 128, 3},  {64, false, 0, kWg, 3, 128, 4}};  // split: not persistent
+                                          {64, true, 0, kWg, 3, 128, 2}};
 // The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
 const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, 0}, {64, false, 0, kWg, 0},
                                          {256, true, 256, kWg, 0}, {128, true, 0, kWg, 27},
@@ -915,25 +904,6 @@ TEST(SpconvCudaWgmma, OddSizesAndRowsWithoutNeighbors) {
   check_odd_sizes(variants_of(kWgmmaVariants, kWgmmaSplitVariants, kWgmmaAutoVariants));
 }
 
-// The persistent kernels on ~150 voxels, one or two blocks running all 8 tiles (2 row tiles × 4
-// column tiles of 64): every map buffer and stage is reused across tiles. Bitwise the one-tile-a-block
-// kernel's output. Small enough for compute-sanitizer's racecheck.
-TEST(SpconvCudaWgmma, PersistentOnATinyInput) {
-  FRUGAL_SKIP_WITHOUT_WGMMA();
-  FRUGAL_TRACE_SEED();
-  std::mt19937_64 rng(test_seed());
-  const auto c = random_voxels(rng, 2, 6, 0.35, -3);
-  const int64_t n = c.size() / 4, ci = 16, co = 256;
-  const Tensor nbr = build_kernel_map(coords_tensor(c, kGpu), 3, 1);
-  const Tensor feats = make(testing::randn(n * ci, rng), {n, ci}, DType::f16, kGpu);
-  const Tensor w = make(testing::randn(27 * ci * co, rng, 0.05f), {27, ci, co}, DType::f16, kGpu);
-  const Tensor b = make(testing::randn(co, rng), {co}, DType::f16, kGpu);
-  const auto want = run_mma(feats, nbr, w, &b, n, {64, true, 0, kWg, 1, 128, 1});
-  for (const MmaVariant v : {MmaVariant{64, true, 0, kWg, 1, 128, 3, 1}, MmaVariant{64, false, 0, kWg, 1, 128, 4, 2},
-                             MmaVariant{128, true, 0, kWg, 1, 128, 3, 1}})
-    EXPECT_EQ(run_mma(feats, nbr, w, &b, n, v), want) << describe(v);
-}
-
 // A bad map entry is reported through the wgmma kernel's prologue too.
 TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
@@ -951,7 +921,7 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   a.kernel = kWg;
   for (int splits : {1, 3})
     for (int rows : {128, 256})
-      for (int ws : {0, 1, 2, 3, 4}) {
+      for (int ws : {0, 1, 2}) {
         a.splits = splits;
         a.tile_rows = rows;
         a.wgmma_ws = static_cast<int8_t>(ws);
@@ -980,8 +950,6 @@ TEST(SpconvCudaWgmma, DefaultOnALargeGridOfNarrowChannels) {
     const auto got = read_bytes(out);
     EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, 0, 128}), got) << "128-row tiles";
     EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, true, 0, kWg, 0, 256}), got) << "256-row tiles, sorted";
-    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, 1, 128, 3}), got) << "persistent, one block an SM";
-    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, true, 0, kWg, 1, 128, 4}), got) << "persistent, two blocks an SM";
     const auto vals = to_doubles(got, dt);
     for (int64_t row : {int64_t{0}, n / 3, n / 2 + side * side + side + 1, n - 1}) {
       std::vector<double> ref(c), out_row(vals.begin() + row * c, vals.begin() + (row + 1) * c);

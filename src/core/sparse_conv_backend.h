@@ -110,10 +110,7 @@ struct ConvArgs {
   int tile_rows = 0;        // wgmma: rows a block, 128 or (tiles ≤ 128 channels) 256; 0 by size
   int8_t wgmma_ws = -1;     // wgmma, 128-row tiles: 1 the warp-specialized kernel (a producer
                             // warpgroup gathers, two consumer warpgroups multiply), 2 the same with two blocks a
-                            // multiprocessor (tile_co 64), 3 and 4 the persistent forms of 1 and 2 (each block
-                            // loops over tiles; split launches take 1 and 2), 0 every warp does both, -1 by rule
-  int persistent_blocks = 0;  // wgmma_ws 3, 4: the blocks the persistent kernel launches (0: one or two a
-                              // multiprocessor); the tests set few, so that each block runs many tiles
+                            // multiprocessor (tile_co 64), 0 every warp does both, -1 by rule
   int device = 0;   // CUDA device index
 };
 

@@ -394,10 +394,7 @@ bool narrow_on_a_large_grid(const sb::ConvArgs& a) {
 }  // namespace
 
 int warp_specialized(const sb::ConvArgs& a) {
-  if (a.wgmma_ws >= 0) {
-    const int ws = std::min<int>(a.wgmma_ws, 4);
-    return ws % 2 == 0 && ws > 0 && tile_co(a) != 64 ? ws - 1 : ws;  // two blocks only at 64 channels
-  }
+  if (a.wgmma_ws >= 0) return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
   // The H200 (2026-11-29, results file tc5; R = 1024 and 512 shells): 256-wide column tiles (one
   // block a multiprocessor either way) at Ci = Co = 256: 23.7 ms against 27.3 for every warp
   // gathering and multiplying. Ci = Co = 64 on large grids, two blocks a multiprocessor, the map's
@@ -471,7 +468,7 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
   const int nsplit = splits(a);
   const bool sorted = sorts(a);
   float* part = nsplit > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + order_bytes(a)) : nullptr;
-  Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0, nullptr, a.persistent_blocks};
+  Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0};
   for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
     p.row_begin = r0;
     p.rows = std::min(chunk, a.n - r0);

@@ -60,9 +60,8 @@ int splits(const spconv::backend::ConvArgs& a);
 // always 128 for the mma kernel and for 256-wide column tiles (256 × 256 f32 accumulators do not
 // fit the registers).
 int tile_rows(const spconv::backend::ConvArgs& a);
-// Whether the wgmma kernel runs warp-specialized (0: not; 1, 2: one or two blocks a multiprocessor;
-// 3, 4: the same, persistent): a.wgmma_ws when ≥ 0 (two blocks only at 64-wide column tiles), else
-// by the rule in sparse_conv_mma.cu.
+// Whether the wgmma kernel runs warp-specialized, and with how many blocks a multiprocessor (0: not):
+// a.wgmma_ws when ≥ 0, else by the rule in sparse_conv_mma.cu.
 int warp_specialized(const spconv::backend::ConvArgs& a);
 // Whether run() sorts the rows: a.sort_rows when 0 or 1; else the mma kernel always, the wgmma
 // kernel with 256-row tiles or the two-block warp-specialized kernel never (measured faster on the
@@ -87,14 +86,13 @@ struct Params : ConvParams {
   const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
   int64_t row_begin, rows;  // this launch's rows
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
-  int blocks = 0;           // the persistent wgmma kernel's grid (0: by the device)
 };
 // The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256.
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.
 // rows: 128 or (BN ≤ 128) 256 rows a block.
-// ws: the warp-specialized kernel with 1 or (BN = 64) 2 blocks a multiprocessor, 3 or 4 the same
-// persistent (unsplit launches), 0 not (128-row tiles only; ignored otherwise).
+// ws: the warp-specialized kernel with 1 or (BN = 64) 2 blocks a multiprocessor, 0 not (128-row
+// tiles only; ignored otherwise).
 template <typename T, int BN>
 void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s);
 template <typename T>

@@ -101,12 +101,14 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(bar)
       : "memory");
 }
+// With a suspend-time hint (10 ms): a waiting warp may sleep until the phase completes instead of
+// spinning on try_wait (measured on the H200: no change in time either way; results file tc6).
 __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred done;\nwait:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
       "@!done bra wait;\n}\n" ::"r"(addr),
-      "r"(parity)
+      "r"(parity), "r"(10000000)
       : "memory");
 }
 
@@ -499,212 +501,6 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 #endif
 }
 
-// ---- the persistent warp-specialized kernel -------------------------------------------------------
-// Why: the one-block kernel above exposes each tile's map prologue, pipeline fill and epilogue: its
-// tensor cores idle while the map slice arrives, while the first gathers land and while the tile is
-// staged and stored (at C = 128: 10.1 ms against 8.7 for the two-block plain kernel; results file
-// tc5). Here a block loops over tiles (tile = blockIdx.x + i · gridDim.x, one or two blocks a
-// multiprocessor) and the producer prepares tile i + 1 while the consumers finish tile i:
-//   * the map slices live in two buffers (tile i in buffer i % 2); the producer warpgroup reads and
-//     checks a slice on its own (a named barrier among its 128 threads), publishes it on map_full
-//     (128 arrivals) and reuses a buffer once the consumer warps have released it on map_empty
-//     (8 arrivals, after their stores);
-//   * the stage ring and its full/empty barriers run on across tiles (one step count for the block);
-//     at a tile's end the producer publishes its last gathers at once (wait_group 0) instead of
-//     LAG steps later, since its next steps wait for the next map slice;
-//   * the consumers store their accumulators straight from registers (+ bias, rounded: the same
-//     values tile_epilogue stages), as the stages already hold the next tile's operands.
-// Same sums in the same order: bitwise the output of the kernels above. No split launches.
-template <int BN_, int BLOCKS_ = 1>
-struct WspTile {
-  static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 2 * BM, PRODUCERS = 128, BLOCKS = BLOCKS_;
-  static constexpr int THREADS = CONSUMERS + PRODUCERS;
-  static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
-  // One block: WsTile's 192 KB of stages (4, 6, 8 for BN = 256, 128, 64), the two map slices in the 32 KB
-  // its epilogue staging and one slice left. Two blocks (BN = 64): 3 stages, 2 × (73 + 2 × 13.5 (K = 27)
-  // + 1.4 + 1 (reserved)) KB of the 228.
-  static constexpr int STAGES = BLOCKS == 1 ? 192 * 1024 / STAGE : 3;
-  static constexpr int LAG = STAGES - 2;
-  static_assert(BLOCKS == 1 || BN == 64, "two blocks only at 64 channels");
-  static_assert(BM == PRODUCERS, "one producer thread a tile row (the map prologue)");
-  static constexpr size_t SMEM = size_t(STAGES) * STAGE + 1024;  // + slack to align the base to 1 KB; + 2 map slices
-  static constexpr int A_COPIES = BM * BK / 8 / PRODUCERS, A_RSTEP = PRODUCERS / 8;
-  static_assert(A_RSTEP % 8 == 0, "fixed A row phase per thread");
-  static_assert(LAG >= 1 && LAG <= 7, "cp.async.wait_group's immediate");
-  static_assert(SMEM + 2 * size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
-};
-
-#ifdef FRUGAL_WGMMA
-// A barrier of the producer warpgroup's 128 threads only (barrier 0 is __syncthreads').
-__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-#endif
-
-// The consumers' epilogue: this thread's accumulators (+ bias, rounded) straight to the output rows,
-// 4 bytes a store (the wgmma layout of tile_epilogue; rows past the end and channels past Co skipped).
-template <typename T, int BN>
-__device__ __forceinline__ void store_acc(const Params& p, const float (&acc)[BN / 2], int co0, const int32_t* row_s) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
-  const int32_t rows[2] = {row_s[r0], row_s[r0 + 8]};
-  T* out = static_cast<T*>(p.out);
-  const T* bias = static_cast<const T*>(p.bias);
-#pragma unroll
-  for (int j = 0; j < BN / 2; j += 4) {
-    const int col = (j / 4) * 8 + (lane % 4) * 2;
-    if (co0 + col >= p.co) continue;
-    float b0 = 0.0f, b1 = 0.0f;
-    if (bias) b0 = to_f32(bias[co0 + col]), b1 = to_f32(bias[co0 + col + 1]);
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      if (rows[h] >= 0)
-        store_pair(out + static_cast<int64_t>(rows[h]) * p.co + co0 + col, acc[j + 2 * h] + b0, acc[j + 2 * h + 1] + b1);
-  }
-}
-
-template <typename T, typename Tile>
-__global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
-    kernel_conv_wgmma_wsp(const __grid_constant__ CUtensorMap wmap, Params p, int col_tiles, int64_t tiles) {
-#ifdef FRUGAL_WGMMA
-  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES;
-  constexpr int LAG = Tile::LAG, CONSUMERS = Tile::CONSUMERS, PRODUCERS = Tile::PRODUCERS, R = BN / 2;
-  extern __shared__ unsigned char smem_raw[];
-  __shared__ int32_t row_s[2][BM];           // output row of each tile row; -1: past the end
-  __shared__ int8_t act_s[2][kMaxOffsets];   // offsets present in the tile, ascending
-  __shared__ int act_count_s[2];
-  __shared__ uint32_t any_s[PRODUCERS / 32];  // offsets present in each producer warp's 32 rows
-  __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES], map_full_s[2], map_empty_s[2];
-  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
-  const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(full_s));
-  const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
-  const uint32_t map_full0 = static_cast<uint32_t>(__cvta_generic_to_shared(map_full_s));
-  const uint32_t map_empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(map_empty_s));
-  // neighbor row of (offset k, tile row r) at nb_s[k · BM + r] of the tile's buffer; -1: none
-  int32_t* nb0 = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
-  const int tid = threadIdx.x, lane = tid % 32;
-  if (tid == 0) {
-    for (int i = 0; i < STAGES; ++i) {
-      mbar_init(full0 + 8 * i, PRODUCERS + 1);  // + the weight copies' expect_tx
-      mbar_init(empty0 + 8 * i, CONSUMERS / 32);
-    }
-    for (int i = 0; i < 2; ++i) {
-      mbar_init(map_full0 + 8 * i, PRODUCERS);
-      mbar_init(map_empty0 + 8 * i, CONSUMERS / 32);
-    }
-  }
-  __syncthreads();
-  const int chunks = (p.ci + BK - 1) / BK;
-
-  if (tid >= CONSUMERS) {  // ---- producer warpgroup: one tile row a thread in the prologue
-    const int pt = tid - CONSUMERS;
-    const T* feats = static_cast<const T*>(p.feats);
-    const int a_c = pt % 8, a_r = pt / 8;
-    const int a_dst = a_r * 128 + ((a_c ^ (a_r & 7)) << 4);
-    uint32_t g = 0, pub = 0;  // the block's steps issued and published
-    int it = 0;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++it) {
-      const int mb = it & 1;
-      const int64_t t0 = tile / col_tiles * BM;
-      const int co0 = static_cast<int>(tile % col_tiles) * BN;
-      // This row's map entries, requested before anything waits.
-      int64_t row = -1;
-      if (t0 + pt < p.rows) row = p.perm ? __ldg(&p.perm[t0 + pt]) : p.row_begin + t0 + pt;
-      int32_t v[kMaxOffsets];
-#pragma unroll
-      for (int k = 0; k < kMaxOffsets; ++k) v[k] = row >= 0 && k < p.k ? __ldg(&p.nbr[k * p.n + row]) : -1;
-      if (pub < g) {  // the previous tile's last gathers
-        cp_async_wait<0>();
-        fence_proxy_async();
-        for (; pub < g; ++pub) mbar_arrive(full0 + 8 * (pub % STAGES));
-      }
-      if (it >= 2) mbar_wait(map_empty0 + 8 * mb, ((it >> 1) - 1) & 1);
-      int32_t* nb_s = nb0 + mb * p.k * BM;
-      uint32_t any = 0;
-#pragma unroll
-      for (int k = 0; k < kMaxOffsets; ++k) {
-        if (k >= p.k) break;
-        int32_t m = -1;
-        if (row >= 0) {
-          if (v[k] >= 0 && v[k] < p.n)
-            m = v[k];
-          else if (v[k] != p.n && p.bad)
-            atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
-        }
-        nb_s[k * BM + pt] = m;
-        if (__ballot_sync(0xffffffffu, m >= 0)) any |= 1u << k;
-      }
-      row_s[mb][pt] = static_cast<int32_t>(row);
-      if (lane == 0) any_s[pt / 32] = any;
-      producer_sync();
-      if (pt == 0) {
-        uint32_t all = 0;
-        for (int w = 0; w < PRODUCERS / 32; ++w) all |= any_s[w];
-        int c = 0;
-        for (int k = 0; k < p.k; ++k)
-          if (all >> k & 1u) act_s[mb][c++] = static_cast<int8_t>(k);
-        act_count_s[mb] = c;
-      }
-      producer_sync();
-      mbar_arrive(map_full0 + 8 * mb);  // publishes this thread's nb_s and row_s entries (release)
-      const int steps = act_count_s[mb] * chunks;
-      for (int s = 0; s < steps; ++s, ++g) {
-        const int st = static_cast<int>(g % STAGES);
-        if (g >= STAGES) mbar_wait(empty0 + 8 * st, (g / STAGES - 1) & 1);
-        const int a = s / chunks, c0 = (s - a * chunks) * BK, k = act_s[mb][a];
-        gather_a<T, Tile::A_COPIES, Tile::A_RSTEP>(smem + st * Tile::STAGE + a_dst, nb_s + k * BM, feats, p.ci, c0, a_c,
-                                                   a_r);
-        if (pt == 0) {
-          const uint32_t bar = full0 + 8 * st, dst = sbase + st * Tile::STAGE + Tile::A_STAGE;
-          mbar_arrive_expect_tx(bar, Tile::B_STAGE);
-#pragma unroll
-          for (int n = 0; n < BN / 64; ++n) tma_load_3d(dst + n * 8192, &wmap, co0 + 64 * n, c0, k, bar);
-        }
-        cp_async_commit();
-        if (g - pub >= LAG) {  // step pub = g − LAG has landed
-          cp_async_wait<LAG>();
-          fence_proxy_async();
-          mbar_arrive(full0 + 8 * (pub % STAGES));
-          ++pub;
-        }
-      }
-    }
-    cp_async_wait<0>();
-    fence_proxy_async();
-    for (; pub < g; ++pub) mbar_arrive(full0 + 8 * (pub % STAGES));
-  } else {  // ---- consumer warpgroups: rows 64·wg .. 64·wg + 63 of each tile
-    const int wg = tid / 128;
-    uint32_t g = 0;
-    int it = 0;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++it) {
-      const int mb = it & 1;
-      const int co0 = static_cast<int>(tile % col_tiles) * BN;
-      mbar_wait(map_full0 + 8 * mb, (it >> 1) & 1);
-      const int steps = act_count_s[mb] * chunks;
-      float acc[R];
-#pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-      for (int s = 0; s < steps; ++s, ++g) {
-        const int st = static_cast<int>(g % STAGES);
-        mbar_wait(full0 + 8 * st, (g / STAGES) & 1);
-        wgmma_step<T, Tile>(acc, sbase + st * Tile::STAGE, wg);
-        wgmma_wait<1>();
-        fence_acc(acc);
-        if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % STAGES));
-      }
-      wgmma_wait<0>();
-      fence_acc(acc);
-      if (steps > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % STAGES));
-      store_acc<T, BN>(p, acc, co0, row_s[mb]);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(map_empty0 + 8 * mb);
-    }
-  }
-#else
-  __trap();  // never launched: wgmma_available() is false where this code is loaded
-#endif
-}
-
 // out[row_begin + r, c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
 template <typename T>
 __global__ void kernel_finish_split(Params p, int splits) {
@@ -771,23 +567,6 @@ void launch_tile(Fn* fn, const Params& p, int splits, cudaStream_t s, const Lead
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-// The persistent kernel over p's rows: BLOCKS blocks a multiprocessor (at most one a tile), each
-// looping over the tiles blockIdx.x, blockIdx.x + gridDim.x, ...
-template <typename Tile, typename Fn>
-void launch_persistent(Fn* fn, const Params& p, cudaStream_t s, const CUtensorMap& map) {
-  const int col_tiles = ceil_div(p.co, Tile::BN);
-  const int64_t tiles = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;
-  if (tiles == 0) return;
-  const size_t smem = Tile::SMEM + 2 * size_t(p.k) * Tile::BM * sizeof(int32_t);
-  allow_dynamic_smem(reinterpret_cast<const void*>(fn), static_cast<int>(smem));
-  int device = 0;
-  FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
-  const int64_t resident = p.blocks > 0 ? p.blocks : int64_t{Tile::BLOCKS} * multiprocessor_count(device);
-  const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, resident));
-  fn<<<blocks, Tile::THREADS, smem, s>>>(map, p, col_tiles, tiles);
-  FRUGAL_CUDA_CHECK_LAUNCH();
-}
-
 // The weight [K, Ci, Co] as a 3-D tensor map (Co fastest) of 64 × 64 × 1 boxes with the 128-byte
 // swizzle: a box lands exactly as the B tile's 8 KB of one 64-channel group (the layout the wgmma
 // descriptors read); rows past Ci and channels past Co are filled with zeros. False where the driver
@@ -821,14 +600,8 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
     }
   }
   if (CUtensorMap map; ws && weight_map<T>(p, &map)) {
-    if (ws >= 3 && !p.part) {
-      if constexpr (BN == 64) {
-        if (ws == 4) return launch_persistent<WspTile<BN, 2>>(kernel_conv_wgmma_wsp<T, WspTile<BN, 2>>, p, s, map);
-      }
-      return launch_persistent<WspTile<BN>>(kernel_conv_wgmma_wsp<T, WspTile<BN>>, p, s, map);
-    }
     if constexpr (BN == 64) {
-      if (ws % 2 == 0) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
+      if (ws == 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
     }
     return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, map);
   }
