@@ -599,7 +599,7 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
             std::tuple{K::mma, 128, 0, 0}, std::tuple{K::mma, 256, 0, 0}, std::tuple{K::wgmma, 0, 0, -1},
             std::tuple{K::wgmma, 64, 0, 0}, std::tuple{K::wgmma, 256, 0, 0}, std::tuple{K::wgmma, 64, 256, 0},
             std::tuple{K::wgmma, 128, 256, 0}, std::tuple{K::wgmma, 0, 128, 1}, std::tuple{K::wgmma, 256, 128, 1},
-            std::tuple{K::wgmma, 64, 128, 2}}) {
+            std::tuple{K::wgmma, 64, 128, 2}, std::tuple{K::wgmma, 64, 256, 1}}) {
         if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
         const bool sorted = kernel == K::mma || kernel == K::wgmma;
         if (sorted && (s.ci % 8 || s.co % 8)) continue;  // the sorted-row kernels' 16-byte copies
@@ -759,7 +759,10 @@ const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kW
                                      {0, true, 0, kWg, 1, 128, 1},   {64, true, 0, kWg, 1, 128, 1},
                                      {128, false, 0, kWg, 1, 128, 1}, {256, true, 256, kWg, 1, 128, 1},
                                      {64, false, 384, kWg, 1, 128, 1}, {64, true, 0, kWg, 1, 128, 2},
-                                     {64, false, 256, kWg, 1, 128, 2}};
+                                     {64, false, 256, kWg, 1, 128, 2},
+                                     // its 256-row tiles: each consumer warpgroup owns two 64-row blocks
+                                     {64, true, 0, kWg, 1, 256, 1},   {128, false, 0, kWg, 1, 256, 1},
+                                     {0, true, 384, kWg, 1, 256, 1}};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
 // output is again independent of width, row order, launch size and kernel.
 const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, 3},   {64, true, 0, kWg, 3},
@@ -767,7 +770,7 @@ const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, 3},   {64, true, 0, 
                                           {128, true, 256, kWg, 3}, {128, true, 0, kWg, 3},
                                           {64, true, 0, kWg, 3, 256},  {128, false, 384, kWg, 3, 256},
                                           {0, true, 0, kWg, 3, 128, 1},  {256, false, 256, kWg, 3, 128, 1},
-                                          {64, true, 0, kWg, 3, 128, 2}};
+                                          {64, true, 0, kWg, 3, 128, 2}, {128, true, 0, kWg, 3, 256, 1}};
 // The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
 const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, 0}, {64, false, 0, kWg, 0},
                                          {256, true, 256, kWg, 0}, {128, true, 0, kWg, 27},

@@ -109,19 +109,21 @@ void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* work
 // r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
 // present in 16-row group g, act_s[0 .. act_count) = the offsets present in the tile, ascending,
 // restricted to this block's offset range when the launch is split (gridDim.y > 1).
-// Each thread owns one row and every KH-th offset; its map entries are loaded before any is used,
-// so their latencies overlap. Ends with a barrier of all THREADS threads.
+// Each of the first KH·BM threads owns one row and every KH-th offset (the others, whole warps, only
+// join the barriers); its map entries are loaded before any is used, so their latencies overlap. Ends
+// with a barrier of all THREADS threads.
 template <int BM, int THREADS>
 __device__ __forceinline__ void tile_prologue(const Params& p, int64_t t0, int32_t* nb_s, int32_t* row_s,
                                               uint32_t* group_s, int8_t* act_s, int* act_count) {
-  constexpr int GROUPS = BM / kGroupRows, KH = THREADS / BM, KJ = (kMaxOffsets + KH - 1) / KH;
-  static_assert(THREADS % BM == 0 && BM % 32 == 0, "whole warps per offset");
+  constexpr int GROUPS = BM / kGroupRows, KH = THREADS / BM, KJ = (kMaxOffsets + KH - 1) / KH, LOADERS = KH * BM;
+  static_assert(KH >= 1 && BM % 32 == 0, "whole warps per offset");
   const int tid = threadIdx.x, lane = tid % 32;
   if (tid < GROUPS) group_s[tid] = 0;
+  const bool loader = LOADERS == THREADS || tid < LOADERS;
   const int r = tid % BM, kh = tid / BM;
   int64_t row = -1;
-  if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
-  if (kh == 0) row_s[r] = static_cast<int32_t>(row);
+  if (loader && t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
+  if (loader && kh == 0) row_s[r] = static_cast<int32_t>(row);
   int32_t v[KJ];
 #pragma unroll
   for (int j = 0; j < KJ; ++j) {
@@ -132,7 +134,7 @@ __device__ __forceinline__ void tile_prologue(const Params& p, int64_t t0, int32
 #pragma unroll
   for (int j = 0; j < KJ; ++j) {
     const int k = kh + KH * j;  // uniform per warp
-    if (k >= p.k) break;
+    if (!loader || k >= p.k) break;
     int32_t m = -1;
     if (row >= 0) {
       if (v[j] >= 0 && v[j] < p.n)

@@ -161,18 +161,23 @@ FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", 
 #undef FRUGAL_ACC32
 #undef FRUGAL_ACC8
 
-// One step's multiply for warpgroup wg (rows 64·wg .. 64·wg + 63 of the tile): the BK/16 wgmmas
+// One step's multiply for warpgroup wg, which owns MB blocks of 64 rows (rows 64·MB·wg ..
+// 64·MB·(wg + 1) − 1 of the tile; block j's accumulators at acc[j · BN/2 ..]): the BK/16 × MB wgmmas
 // of its A rows against the stage's B slice (both 128-byte swizzled, at shared address `stage`),
 // committed as one group.
-template <typename T, typename Tile>
-__device__ __forceinline__ void wgmma_step(float (&acc)[Tile::BN / 2], uint32_t stage, int wg) {
+template <typename T, typename Tile, int MB = 1>
+__device__ __forceinline__ void wgmma_step(float (&acc)[MB * Tile::BN / 2], uint32_t stage, int wg) {
+  constexpr int R = Tile::BN / 2;
   wgmma_fence();
   fence_acc(acc);
 #pragma unroll
   for (int kk = 0; kk < Tile::BK / 16; ++kk) {
-    const uint64_t da = smem_desc(stage + wg * 64 * 128 + kk * 32, 16, 1024);
     const uint64_t db = smem_desc(stage + Tile::A_STAGE + kk * 2048, 8192, 1024);
-    wgmma_ss<T, Tile::BN>(acc, da, db);
+#pragma unroll
+    for (int j = 0; j < MB; ++j) {
+      const uint64_t da = smem_desc(stage + (wg * MB + j) * 64 * 128 + kk * 32, 16, 1024);
+      wgmma_ss<T, Tile::BN>(*reinterpret_cast<float(*)[R]>(acc + j * R), da, db);
+    }
   }
   fence_acc(acc);
   wgmma_commit();
@@ -228,31 +233,34 @@ struct WgTile {
 };
 
 // ---- the tile's epilogue (both kernels) -----------------------------------------------------------
-// Accumulator j of a thread of warp w (w < 8): row 64·(w / 4) + 16·(w % 4) + lane/4 + 8·(j/2 % 2) of
-// the tile, column 8·(j/4) + 2·(lane % 4) + j % 2 (the wgmma m64nN f32 layout). Threads without
-// accumulators (has_acc false: the producers) only help store. Split: the f32 partial of this block,
-// no bias, at [split, row - row_begin, channel]. Else bias, round, stage the tile in shared memory
-// (the stages, which the caller has made free with a barrier), then one 16-byte store per 8
-// channels of a row.
-template <typename T, int BM, int BN, int THREADS>
-__device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[BN / 2], bool has_acc, int co0,
+// Accumulator i of block b of a thread of warp w (w < 8; warpgroup w / 4 owns MB blocks of 64 rows):
+// row 64·(MB·(w / 4) + b) + 16·(w % 4) + lane/4 + 8·(i/2 % 2) of the tile, column 8·(i/4) +
+// 2·(lane % 4) + i % 2 (the wgmma m64nN f32 layout). Threads without accumulators (has_acc false:
+// the producers) only help store. Split: the f32 partial of this block, no bias, at [split, row -
+// row_begin, channel]. Else bias, round, stage the tile in shared memory (the stages, which the
+// caller has made free with a barrier), then one 16-byte store per 8 channels of a row.
+template <typename T, int BM, int BN, int THREADS, int MB = 1>
+__device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[MB * BN / 2], bool has_acc, int co0,
                                               const int32_t* row_s, unsigned char* smem) {
   constexpr int R = BN / 2, LDC = BN + 8;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int r0 = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
+  const int first = MB * (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // block 0's first row
   if (p.part) {
     if (!has_acc) return;
-    const int32_t rows2[2] = {row_s[r0], row_s[r0 + 8]};
     float* part = p.part + static_cast<int64_t>(blockIdx.y) * p.rows * p.co;
 #pragma unroll
-    for (int j = 0; j < R; j += 4) {
-      const int col = (j / 4) * 8 + (lane % 4) * 2;
-      if (co0 + col >= p.co) continue;
+    for (int b = 0; b < MB; ++b) {
+      const int32_t rows2[2] = {row_s[first + 64 * b], row_s[first + 64 * b + 8]};
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (rows2[h] >= 0)
-          *reinterpret_cast<float2*>(part + (rows2[h] - p.row_begin) * p.co + co0 + col) =
-              make_float2(acc[j + 2 * h], acc[j + 2 * h + 1]);
+      for (int j = 0; j < R; j += 4) {
+        const int col = (j / 4) * 8 + (lane % 4) * 2;
+        if (co0 + col >= p.co) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (rows2[h] >= 0)
+            *reinterpret_cast<float2*>(part + (rows2[h] - p.row_begin) * p.co + co0 + col) =
+                make_float2(acc[b * R + j + 2 * h], acc[b * R + j + 2 * h + 1]);
+      }
     }
     return;
   }
@@ -264,8 +272,12 @@ __device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc
       const int col = (j / 4) * 8 + (lane % 4) * 2;
       float b0 = 0.0f, b1 = 0.0f;
       if (bias && co0 + col < p.co) b0 = to_f32(bias[co0 + col]), b1 = to_f32(bias[co0 + col + 1]);  // co % 8 == 0
-      store_pair(cs + r0 * LDC + col, acc[j] + b0, acc[j + 1] + b1);
-      store_pair(cs + (r0 + 8) * LDC + col, acc[j + 2] + b0, acc[j + 3] + b1);
+#pragma unroll
+      for (int b = 0; b < MB; ++b) {
+        const int r0 = first + 64 * b;
+        store_pair(cs + r0 * LDC + col, acc[b * R + j] + b0, acc[b * R + j + 1] + b1);
+        store_pair(cs + (r0 + 8) * LDC + col, acc[b * R + j + 2] + b0, acc[b * R + j + 3] + b1);
+      }
     }
   }
   __syncthreads();
@@ -400,10 +412,15 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
 // prologue and epilogue overlap the other's main loop. Not at BN = 128: its wgmma needs ~90
 // registers, two blocks of 384 threads allow 85 (and setmaxnreg does not raise what ptxas
 // allocates: C7602 "insufficient registers (80)").
-template <int BN_, int BLOCKS_ = 1>
+// BM = 256 (BN ≤ 128, one block): each consumer warpgroup owns two 64-row blocks of the tile (MB = 2),
+// so each weight slice brought from L2 serves twice the rows.
+template <int BN_, int BLOCKS_ = 1, int BM_ = kTileRows>
 struct WsTile {
-  static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 2 * BM, PRODUCERS = 128, BLOCKS = BLOCKS_;
+  static constexpr int BM = BM_, BN = BN_, BK = 64, CONSUMERS = 256, PRODUCERS = 128, BLOCKS = BLOCKS_;
+  static constexpr int MB = BM / 128;  // 64-row blocks a consumer warpgroup
   static constexpr int THREADS = CONSUMERS + PRODUCERS;
+  static_assert(BM == kTileRows || (BM == 2 * kTileRows && BN <= 128 && BLOCKS == 1),
+                "256-row tiles: one block, up to 128 channels (2 × 64 f32 accumulators a thread)");
   static constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
   // one block: 4, 6, 8 stages for BN = 256, 128, 64; two blocks: 4 for BN = 64
   static constexpr int STAGES = (BLOCKS == 1 ? 192 : 96) * 1024 / STAGE;
@@ -450,9 +467,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   const int chunks = (p.ci + BK - 1) / BK;
   const int steps = act_count * chunks;
 
-  float acc[R];
+  float acc[Tile::MB * R];
 #pragma unroll
-  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < Tile::MB * R; ++i) acc[i] = 0.0f;
 
   if (tid >= CONSUMERS) {  // ---- producer warpgroup
     const int pt = tid - CONSUMERS;
@@ -481,12 +498,12 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
     cp_async_wait<0>();
     fence_proxy_async();
     for (int s = steps > LAG ? steps - LAG : 0; s < steps; ++s) mbar_arrive(full0 + 8 * (s % STAGES));
-  } else {  // ---- consumer warpgroups: rows 64·wg .. 64·wg + 63 of the tile
+  } else {  // ---- consumer warpgroups: rows 64·MB·wg .. 64·MB·(wg + 1) − 1 of the tile
     const int wg = tid / 128;
     for (int s = 0; s < steps; ++s) {
       const int st = s % STAGES;
       mbar_wait(full0 + 8 * st, (s / STAGES) & 1);
-      wgmma_step<T, Tile>(acc, sbase + st * Tile::STAGE, wg);
+      wgmma_step<T, Tile, Tile::MB>(acc, sbase + st * Tile::STAGE, wg);
       wgmma_wait<1>();
       fence_acc(acc);
       if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s - 1) % STAGES));
@@ -495,7 +512,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
     fence_acc(acc);
   }
   __syncthreads();  // copies landed, wgmmas done: the stages become the epilogue's staging
-  tile_epilogue<T, BM, BN, THREADS>(p, acc, tid < CONSUMERS, co0, row_s, smem);
+  tile_epilogue<T, BM, BN, THREADS, Tile::MB>(p, acc, tid < CONSUMERS, co0, row_s, smem);
 #else
   __trap();  // never launched: wgmma_available() is false where this code is loaded
 #endif
@@ -593,13 +610,19 @@ bool weight_map(const Params& p, CUtensorMap* map) {
 
 template <typename T, int BN>
 void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s) {
+  CUtensorMap map;
+  const bool tma = ws && weight_map<T>(p, &map);
   if constexpr (BN <= 128) {
     if (rows == 2 * kTileRows) {
+      if (tma) {
+        using Tile = WsTile<BN, 1, 2 * kTileRows>;
+        return launch_tile<Tile>(kernel_conv_wgmma_ws<T, Tile>, p, splits, s, map);
+      }
       using Tile = WgTile<BN, 2 * kTileRows>;
       return launch_tile<Tile>(kernel_conv_wgmma<T, Tile>, p, splits, s);
     }
   }
-  if (CUtensorMap map; ws && weight_map<T>(p, &map)) {
+  if (tma) {
     if constexpr (BN == 64) {
       if (ws == 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
     }
