@@ -932,18 +932,20 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
       }
 }
 
-// A grid large enough for the size rule to pick the two-block warp-specialized kernel at Ci = Co = 64
-// (343K rows: 1340 tall blocks, ≥ 8 a multiprocessor on an H200 or H100), rows in the map's order:
-// the default's output equals the 128- and 256-row tiles' bit for bit, and sampled rows match a
-// double sum over their neighbors.
-TEST(SpconvCudaWgmma, DefaultOnALargeGridOfNarrowChannels) {
+// A grid large enough for the size rules to pick the warp-specialized kernels (343K rows: 1340 tall
+// blocks, ≥ 8 a multiprocessor on an H200 or H100): two blocks a multiprocessor at Ci = Co = 64,
+// 256-row tiles at Ci = Co = 128, rows in the map's order. The default's output equals the plain
+// kernel's 128- and 256-row tiles' bit for bit, and sampled rows match a double sum over their
+// neighbors.
+TEST(SpconvCudaWgmma, DefaultOnALargeGrid) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
-  const int64_t side = 70, n = side * side * side, c = 64;
+  const int64_t side = 70, n = side * side * side;
   const Tensor nbr = build_kernel_map(coords_tensor(dense_block(side, side, side), kGpu), 3, 1);
+  for (const int64_t c : {64, 128})
   for (DType dt : {DType::f16, DType::bf16}) {
-    SCOPED_TRACE(to_string(dt));
+    SCOPED_TRACE(std::string(to_string(dt)) + " c=" + std::to_string(c));
     const auto f = rounded(testing::randn(n * c, rng), dt);
     const auto w = rounded(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), dt);
     const auto b = rounded(testing::randn(c, rng), dt);

@@ -108,9 +108,9 @@ struct ConvArgs {
   int64_t chunk_rows = 0;   // (w)gmma: rows per launch, a multiple of 128 (0: the default, 2^22)
   int splits = 0;           // wgmma: offset ranges summed apart, then reduced in order (0: by grid size)
   int tile_rows = 0;        // wgmma: rows a block, 128 or (tiles ≤ 128 channels) 256; 0 by size
-  int8_t wgmma_ws = -1;     // wgmma, 128-row tiles: 1 the warp-specialized kernel (a producer
-                            // warpgroup gathers, two consumer warpgroups multiply), 2 the same with two blocks a
-                            // multiprocessor (tile_co 64), 0 every warp does both, -1 by rule
+  int8_t wgmma_ws = -1;     // wgmma: 1 the warp-specialized kernel (a producer warpgroup gathers, two
+                            // consumer warpgroups multiply; 128- or 256-row tiles), 2 the same with two blocks a
+                            // multiprocessor (tile_co 64, 128-row tiles), 0 every warp does both, -1 by rule
   int device = 0;   // CUDA device index
 };
 

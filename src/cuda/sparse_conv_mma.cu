@@ -382,14 +382,19 @@ int tile_co(const sb::ConvArgs& a) {
 }
 
 namespace {
-// Ci, Co ≤ 64 with at least 8 tall (256-row) blocks a multiprocessor: where the kernels that run one
-// block a multiprocessor (the tall tiles) lose little to a short grid's tail, and where the two-block
-// warp-specialized kernel was measured.
-bool narrow_on_a_large_grid(const sb::ConvArgs& a) {
+// At least 8 tall (256-row) blocks a multiprocessor: where the kernels that run one block a
+// multiprocessor (the tall tiles) lose little to a short grid's tail, and where the shapes below were
+// measured.
+bool large_grid(const sb::ConvArgs& a) {
   constexpr int64_t kMinTallBlocksPerSm = 8;
-  if (a.co > 64 || a.ci > 64) return false;
   const int64_t tall_blocks = ceil_div<int64_t>(a.n, 2 * kTileRows) * ceil_div<int64_t>(a.co, tile_co(a));
   return tall_blocks >= kMinTallBlocksPerSm * multiprocessor_count(a.device);
+}
+// Ci, Co ≤ 64 on a large grid.
+bool narrow_on_a_large_grid(const sb::ConvArgs& a) { return a.co <= 64 && a.ci <= 64 && large_grid(a); }
+// 64 < Co ≤ 128 (one 128-wide column tile), Ci ≤ 128, on a large grid.
+bool medium_on_a_large_grid(const sb::ConvArgs& a) {
+  return a.co > 64 && a.co <= 128 && a.ci <= 128 && tile_co(a) == 128 && large_grid(a);
 }
 }  // namespace
 
@@ -399,10 +404,13 @@ int warp_specialized(const sb::ConvArgs& a) {
   // block a multiprocessor either way) at Ci = Co = 256: 23.7 ms against 27.3 for every warp
   // gathering and multiplying. Ci = Co = 64 on large grids, two blocks a multiprocessor, the map's
   // row order: 3.33 ms against 3.81 for the best of the others (R = 1024), 0.84 against 0.93 (R =
-  // 512). At 128 channels the one-block kernel exposes each tile's prologue and epilogue, which the
-  // others' two blocks hide (10.1 vs 8.7 ms), and two blocks do not fit its registers.
+  // 512). At 128 channels on 128-row tiles the one-block kernel loses to the others' two blocks
+  // (10.1 vs 8.7 ms; two blocks do not fit its registers), but on 256-row tiles, where each weight
+  // slice serves twice the rows, it wins (results file tc6, rows in the map's order: 8.24 vs 8.63 ms
+  // at R = 1024, 2.06 vs 2.22 at R = 512); at 64 channels the 256-row form lost (3.51 vs 3.34).
   if (tile_co(a) == 256) return 1;
   if (a.tile_rows != 2 * kTileRows && narrow_on_a_large_grid(a)) return 2;
+  if (a.tile_rows != kTileRows && medium_on_a_large_grid(a)) return 1;  // on 256-row tiles (tile_rows)
   return 0;
 }
 
@@ -412,8 +420,10 @@ int tile_rows(const sb::ConvArgs& a) {
   // Tall tiles at Ci, Co ≤ 64 on a large grid where the warp-specialized kernel is switched off: on
   // the H200 (results file tc4) they beat the 128-row tiles there by 2–4% with rows in the map's
   // order (R = 256, 512, 1024; ≥ 8.6 blocks a multiprocessor) and lost by 4% at Ci = Co = 128 and on
-  // sorted rows.
-  return warp_specialized(a) == 0 && narrow_on_a_large_grid(a) ? 2 * kTileRows : kTileRows;
+  // sorted rows. The warp-specialized kernel on 256-row tiles at 128 channels (see warp_specialized).
+  const int ws = warp_specialized(a);
+  if (ws == 0 && narrow_on_a_large_grid(a)) return 2 * kTileRows;
+  return ws == 1 && medium_on_a_large_grid(a) ? 2 * kTileRows : kTileRows;
 }
 
 int64_t chunk_rows(const sb::ConvArgs& a) {

@@ -91,8 +91,8 @@ struct Params : ConvParams {
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.
 // rows: 128 or (BN ≤ 128) 256 rows a block.
-// ws: the warp-specialized kernel with 1 or (BN = 64) 2 blocks a multiprocessor, 0 not (128-row
-// tiles only; ignored otherwise).
+// ws: the warp-specialized kernel with 1 or (BN = 64, 128-row tiles) 2 blocks a multiprocessor, 0 not
+// (256-row tiles: one block).
 template <typename T, int BN>
 void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s);
 template <typename T>
