@@ -59,3 +59,8 @@ void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
 namespace frugal::cuda {
 bool spconv_wgmma_available(int) { return false; }
 }  // namespace frugal::cuda
+
+// ---- decode attention: the bulk-ring loop's call count (src/cuda/attention.cu) ----
+namespace frugal::cuda {
+int64_t decode_attention_bulk_calls() { return 0; }
+}  // namespace frugal::cuda

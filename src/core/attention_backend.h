@@ -97,4 +97,7 @@ void decode_attention(const attention::backend::DecodeArgs& a);
 
 namespace frugal::cuda {
 void decode_attention(const attention::backend::DecodeArgs& a, Device device, Stream stream);
+// Calls so far in this process whose f16 kernel ran its bulk-ring main loop (tests check that a
+// call forced onto it, or picked for it, took it).
+int64_t decode_attention_bulk_calls();
 }  // namespace frugal::cuda

@@ -32,9 +32,11 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -163,6 +165,46 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+
+// ---- bulk copies (the f16 kernel's bulk-ring variant; cp.async.bulk and mbarrier: plain sm_90) ----
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// One arrival expected per phase; the fence makes the initialized barrier visible to the async proxy
+// (the bulk copies' complete_tx).
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// The one arrival of a phase, announcing `bytes` of bulk copies that complete on it.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+// Waits until the phase of parity `parity` has completed (acquire: the copied bytes are visible).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Global → shared bulk copy of `bytes` (multiple of 16; both addresses 16-byte aligned), completing on `bar`.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+// Orders this thread's (and, after __syncwarp, its warp's) earlier shared-memory reads before later
+// async-proxy writes (a bulk copy refilling a stage the warp has just read).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Loads N bytes (N a multiple of 4, the address N-aligned up to 16) into N/4 words, read-only path.
 template <int N>
@@ -617,12 +659,14 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
 
 // Byte-indexed fp16 tables, 32 copies: lut[e * 32 + lane]. 4 bits: the half2 (c[e & 15], c[e >> 4]);
 // 8 bits: c[e] in the low half.
+template <int NT = kThreads>
 __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, const float* cb8) {
-  // Constant trip count (kThreads) and read-only loads, so the codebook loads of all iterations can
-  // be issued before the first store (thread i fills entries i / 8 + 16k, k = 0..15).
+  // Constant trip count (NT threads) and read-only loads, so the codebook loads of all iterations can
+  // be issued before the first store (thread i fills entries i / 8 + (NT/8)k).
+  static_assert(256 * 8 % NT == 0, "the threads cover the table evenly");
 #pragma unroll
-  for (int k = 0; k < 256 * 8 / kThreads; ++k) {
-    const int i = threadIdx.x + k * kThreads;
+  for (int k = 0; k < 256 * 8 / NT; ++k) {
+    const int i = threadIdx.x + k * NT;
     const int e = i >> 3, quad = i & 7;
     if (lut4) {
       const uint32_t v = half_bits(__ldg(cb4 + (e & 15))) | (half_bits(__ldg(cb4 + (e >> 4))) << 16);
@@ -656,24 +700,67 @@ struct F16Shape {
   static constexpr int kSmemBytes = 4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock);
 };
 
+// The bulk-ring variant of the f16 kernel (kBulk; D = 128, K4/V4 — the long rows' shape): each
+// warp's chunks arrive in a ring of shared-memory stages by cp.async.bulk, issued by the warp's lane
+// 0 a stage ahead and completing on the stage's mbarrier; the warp reads its codes and scales from
+// the stage with LDS. So the bytes in flight no longer depend on the registers a warp can spare (the
+// per-chunk register loads left ~1 eligible warp per scheduler and 54–64% of the read bandwidth on
+// the long rows; registers for a second chunk spilled) nor on the L1 pipe's load instructions, and
+// each warp's first chunks are requested before the prologue (no registers held across it).
+// Each warp issues its own copies (no producer warp: a dedicated one would cost the consumers
+// registers at the same block size, and cross-warp handshakes); a stage is refilled after the
+// warp's __syncwarp that ends its reads of it. Shared memory: the 32 KB table is per block, so 8
+// warps a block (2 blocks, 16 warps per SM, as the 4-warp kernel's 4 blocks) leave 2 stages of
+// 4.6 KB per warp: 16 × 4.6 ≈ 74 KB per SM in flight, twice Little's ~33 KB (4.3 TB/s × ~1 µs over
+// 132 SMs). Rows are 64 B (16-byte aligned ranges); the scales are copied as the 16-byte aligned
+// span around each range (the host requires the scale tensor's end to be 16-byte aligned).
+constexpr int kBulkWarps = 8, kBulkStages = 2, kBulkMinBlocks = 2;
+
+template <int D, int KB, int VB>
+struct BulkRing {
+  static constexpr int CH = F16Shape<D, KB, VB>::CH;
+  static constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
+  // One scale segment's room: ≤ CH floats plus ≤ 12 bytes of alignment at each end, to 16 bytes.
+  static constexpr int kSeg = (4 * CH + 24 + 15) / 16 * 16;
+  // A stage: K rows [CH], V rows [CH], K scales (segment before the ring's end, segment after), V scales.
+  static constexpr int kK = 0, kV = CH * KROW, kKs = kV + CH * VROW, kVs = kKs + 2 * kSeg;
+  static constexpr int kStage = kVs + 2 * kSeg;
+  static_assert(KROW % 16 == 0 && VROW % 16 == 0 && kStage % 16 == 0, "bulk copies move 16-byte units");
+};
+
+// Shared memory of the f16 kernel (bytes): tables / merge area, qs, σ (+ spare), then for kBulk the
+// stages' barriers and the ring.
+template <int D, int KB, int VB, int NW, bool kBulk>
+struct F16Smem {
+  using S = F16Shape<D, KB, VB>;
+  static constexpr int kCombine = NW * kHeadsPerBlock * (D + 2);
+  static constexpr int kRegionWords = S::kLuts * kLutWords > kCombine ? S::kLuts * kLutWords : kCombine;
+  static constexpr int kBars = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
+  static constexpr int kRing = kBulk ? (kBars + NW * kBulkStages * 8 + 127) / 128 * 128 : kBars;
+  static constexpr int kBytes = kBulk ? kRing + NW * kBulkStages * BulkRing<D, KB, VB>::kStage : kBars;
+};
+
 // The real head dimension held by element (k-step s, K index k) of the S product.
 template <int D>
 __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
   return (D / 4) * t + 4 * s + 2 * h + j;
 }
 
-template <int D, int KB, int VB>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
+// NW: warps a block; kBulk: the bulk-ring main loop (see BulkRing).
+template <int D, int KB, int VB, int NW = kWarps, bool kBulk = false>
+__global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? kMinBlocks128 : 1))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
-  extern __shared__ __align__(16) uint32_t smem_u[];
+  using SM = F16Smem<D, KB, VB, NW, kBulk>;
+  static_assert(!kBulk || (!S::kRotate && !S::kQInSmem), "the bulk ring replaces the per-chunk loop");
+  extern __shared__ __align__(128) uint32_t smem_u[];
   uint32_t* lut_a = smem_u;  // the table of the first width needed
   uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
   uint32_t* lutK = lut_a;
   uint32_t* lutV = (KB == VB) ? lut_a : lut_b;
-  float* cw = reinterpret_cast<float*>(smem_u);   // [kWarps][8][D], aliases the tables after the loop
-  float* cml = cw + kWarps * kHeadsPerBlock * D;  // [kWarps][8][2]
-  float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);     // [8][D] floats of room: the q fragments
+  float* cw = reinterpret_cast<float*>(smem_u);   // [NW][8][D], aliases the tables after the loop
+  float* cml = cw + NW * kHeadsPerBlock * D;      // [NW][8][2]
+  float* qs = reinterpret_cast<float*>(smem_u + SM::kRegionWords);  // [8][D] floats of room: the q fragments
   float* sig = qs + kHeadsPerBlock * D;                                  // [8] per-head power-of-two query scale
   // q fragments [KS][kQfStride] uint2 (padded row: conflict-free stores), in qs's space until the merge.
   constexpr int kQfStride = 33;
@@ -697,28 +784,80 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     prefetch_l2(p.ks + row0, n * 4, i0, step);
     prefetch_l2(p.vs + row0, n * 4, i0, step);
   };
+  // Bulk ring: this warp's stages (barrier bar0 + 8s, bytes ring0 + kStage·s) and the copies of its
+  // chunk c (tokens start_of(c) .. +CH) into stage c % kBulkStages, issued by lane 0. A chunk that
+  // crosses the ring's end is two ranges (nA slots from `slot`, the rest from slot 0).
+  using R = BulkRing<D, KB, VB>;
+  const uint32_t bar0 = smem_addr(smem_u) + SM::kBars + warp * kBulkStages * 8;
+  const uint32_t ring0 = smem_addr(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
+  const int64_t slot_first = p.sliding ? w.t0 % cap : w.t0;
+  auto chunk_start = [&](int c) { return w.t0 + (static_cast<int64_t>(c) * NW + warp) * S::CH; };
+  auto chunk_slot = [&](int64_t st) { return p.sliding ? advance_slot(slot_first, st - w.t0, cap) : st; };
+  // The 16-byte aligned span [lo, hi) around n floats at x: bytes to copy and x's offset in floats.
+  auto scale_span = [](const float* x, int n, const float*& lo, uint32_t& bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(x), e = reinterpret_cast<uintptr_t>(x + n);
+    lo = reinterpret_cast<const float*>(a & ~uintptr_t{15});
+    bytes = static_cast<uint32_t>(((e + 15) & ~uintptr_t{15}) - (a & ~uintptr_t{15}));
+  };
+  auto issue_chunk = [&](int c) {
+    const int64_t st = chunk_start(c), sl = chunk_slot(st);
+    const int n = static_cast<int>(min(static_cast<int64_t>(S::CH), w.t1 - st));
+    const int nA = p.sliding ? static_cast<int>(min(static_cast<int64_t>(n), cap - sl)) : n, nB = n - nA;
+    const uint32_t bar = bar0 + (c % kBulkStages) * 8, dst = ring0 + (c % kBulkStages) * R::kStage;
+    const int64_t rA = head * cap + sl, rB = head * cap;
+    const float *ksA, *ksB = nullptr, *vsA, *vsB = nullptr;
+    uint32_t ksAn, ksBn = 0, vsAn, vsBn = 0;
+    scale_span(p.ks + rA, nA, ksA, ksAn);
+    scale_span(p.vs + rA, nA, vsA, vsAn);
+    if (nB > 0) {
+      scale_span(p.ks + rB, nB, ksB, ksBn);
+      scale_span(p.vs + rB, nB, vsB, vsBn);
+    }
+    mbar_arrive_expect_tx(bar, n * (R::KROW + R::VROW) + ksAn + ksBn + vsAn + vsBn);
+    bulk_copy(dst + R::kK, p.kp + rA * R::KROW, nA * R::KROW, bar);
+    bulk_copy(dst + R::kV, p.vp + rA * R::VROW, nA * R::VROW, bar);
+    bulk_copy(dst + R::kKs, ksA, ksAn, bar);
+    bulk_copy(dst + R::kVs, vsA, vsAn, bar);
+    if (nB > 0) {
+      bulk_copy(dst + R::kK + nA * R::KROW, p.kp + rB * R::KROW, nB * R::KROW, bar);
+      bulk_copy(dst + R::kV + nA * R::VROW, p.vp + rB * R::VROW, nB * R::VROW, bar);
+      bulk_copy(dst + R::kKs + R::kSeg, ksB, ksBn, bar);
+      bulk_copy(dst + R::kVs + R::kSeg, vsB, vsBn, bar);
+    }
+  };
+  if constexpr (kBulk) {
+    // The first stages are requested before the prologue: their latency hides behind it.
+    if (lane == 0) {
+#pragma unroll
+      for (int s = 0; s < kBulkStages; ++s) mbar_init(bar0 + 8 * s);
+#pragma unroll
+      for (int c = 0; c < kBulkStages; ++c)
+        if (chunk_start(c) < w.t1) issue_chunk(c);
+    }
+    __syncwarp();
+  }
   // The warps' first p.prefetch + 1 chunks start their way from DRAM while the tables and the queries
   // are prepared (the prologue short slices cannot amortize).
-  if (p.prefetch > 0 && w.t1 > w.t0)
+  if (!kBulk && p.prefetch > 0 && w.t1 > w.t0)
     prefetch_tokens(p.sliding ? w.t0 % cap : w.t0,
                     min(w.t1 - w.t0, static_cast<int64_t>(p.prefetch + 1) * kWarps * S::CH), threadIdx.x, kThreads);
 
   // The block's query rows (rows warp, warp + 4) and K's signs are requested first, so their
   // memory latency overlaps the codebook loads and the table stores (round 5; before, the two
   // round trips were in series: the query loads were issued after the tables were written).
-  constexpr int kRowsPerWarp = kHeadsPerBlock / kWarps;
+  constexpr int kRowsPerWarp = kHeadsPerBlock / NW;
   uint32_t qraw[kRowsPerWarp][D / 32];
   float qsgn[D / 32];
 #pragma unroll
   for (int j = 0; j < D / 32; ++j) qsgn[j] = p.ksign ? __ldg(p.ksign + lane + 32 * j) : 1.0f;
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int r = i * kWarps + warp;
+    const int r = i * NW + warp;
     const int64_t base = w.b * p.q_stride_b + (w.hq0 + min(r, w.heads - 1)) * p.q_stride_h;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
   }
-  build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
+  build_luts<NW * 32>(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
              KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
   // Rotated queries as fp16 B fragments, one warp per head row (rows warp, warp + 4): s_K, FWHT and
   // the per-head power-of-two scale σ ≥ max|q_rot| (so the fp16 query cannot overflow with bf16
@@ -729,7 +868,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
   __half* qfh = reinterpret_cast<__half*>(qf);
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int r = i * kWarps + warp;
+    const int r = i * NW + warp;
     float v[D / 32];
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) v[j] = r < w.heads ? raw_to_float(qraw[i][j], p.q_dtype) * qsgn[j] : 0.0f;
@@ -918,7 +1057,64 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
 
   int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
   int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
-  if constexpr (S::kRotate) {
+  if constexpr (kBulk) {
+    // Chunk c waits for its stage's phase c / kBulkStages, reads the K rows (tokens g, g + 8 of each
+    // tile: 16 bytes a lane, conflict-free), the scales and the V rows (tokens 2t4 + {0, 1, 8, 9}:
+    // 8 bytes a lane; rows 128 bytes apart share banks, 2 extra wavefronts a load — left, the
+    // copies cannot swizzle) into registers as the per-chunk loop's loads did, computes, and the
+    // stage is refilled with chunk c + kBulkStages. Tokens past the slice hold stale bytes (any byte
+    // is a table index) and are masked by softmax_step as before.
+    const uint8_t* ring = reinterpret_cast<const uint8_t*>(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
+    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+    for (int c = 0; chunk_start(c) < w.t1; ++c) {
+      const int64_t st = chunk_start(c);
+      const int stage = c % kBulkStages;
+      const uint8_t* sb = ring + stage * R::kStage;
+      // Where token i's scales sit: segment A from float offA, segment B (tokens ≥ nA) from offB.
+      const int64_t sl = chunk_slot(st);
+      const int n = static_cast<int>(min(static_cast<int64_t>(S::CH), w.t1 - st));
+      const int nA = p.sliding ? static_cast<int>(min(static_cast<int64_t>(n), cap - sl)) : n;
+      const int offA = static_cast<int>((head * cap + sl) & 3), offB = static_cast<int>((head * cap) & 3);
+      auto scale_at = [&](int seg0, int i) {
+        const float* f = reinterpret_cast<const float*>(sb + seg0);
+        return i < nA ? f[offA + i] : f[R::kSeg / 4 + offB + i - nA];
+      };
+      mbar_wait(bar0 + 8 * stage, (c / kBulkStages) & 1);
+      uint32_t kw[S::NSUB][2][S::KCB / 4];
+      uint32_t vw[S::NSUB][4][S::VCB / 4];
+      float ksc[S::NSUB][2], vsc[S::NSUB][2];
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int n2 = 0; n2 < 2; ++n2) {
+          const int i = 16 * j + 8 * n2 + g;
+          const uint4 x = *reinterpret_cast<const uint4*>(sb + R::kK + i * R::KROW + t4 * S::KCB);
+          kw[j][n2][0] = x.x;
+          kw[j][n2][1] = x.y;
+          kw[j][n2][2] = x.z;
+          kw[j][n2][3] = x.w;
+          ksc[j][n2] = scale_at(R::kKs, i);
+          vsc[j][n2] = scale_at(R::kVs, i);
+        }
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const uint2 x = *reinterpret_cast<const uint2*>(sb + R::kV + (2 * t4 + v_tok(j, e)) * R::VROW + g * S::VCB);
+          vw[j][e][0] = x.x;
+          vw[j][e][1] = x.y;
+        }
+      float sc[S::NSUB][4];
+      scores(kw, sc);
+      const float inv_u = softmax_step(std::false_type{}, st, sc, ksc, vsc);
+      accumulate_pv(sc, vsc, vw, inv_u);
+      __syncwarp();  // every lane's reads of the stage are done
+      if (lane == 0 && chunk_start(c + kBulkStages) < w.t1) {
+        fence_proxy_async();
+        issue_chunk(c + kBulkStages);
+      }
+    }
+  } else if constexpr (S::kRotate) {
     // The rotating register pipeline (D = 256): the next chunk's K rows and both scales are
     // requested as soon as the scores have consumed this chunk's, its V rows as soon as the Oᵀ
     // products have consumed this chunk's, so each load has about half an iteration of independent
@@ -980,8 +1176,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
       load_v(start, start_slot);
     }
     while (start < w.t1) {
-      const int64_t next = start + kWarps * S::CH;
-      const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
+      const int64_t next = start + NW * S::CH;
+      const int64_t next_slot = p.sliding ? advance_slot(start_slot, NW * S::CH, cap) : next;
       const bool more = next < w.t1;
       float sc[S::NSUB][4];
       scores(kw, sc);
@@ -1059,9 +1255,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
       accumulate_pv(sc, vsc, vw, inv_u);
     };
 
-    for (; start < w.t1; start += kWarps * S::CH) {
+    for (; start < w.t1; start += NW * S::CH) {
       if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
-        const int64_t ahead = static_cast<int64_t>(p.prefetch) * kWarps * S::CH;
+        const int64_t ahead = static_cast<int64_t>(p.prefetch) * NW * S::CH;
         if (start + ahead < w.t1)
           prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
                           min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
@@ -1071,7 +1267,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
         chunk(std::true_type{});
       else
         chunk(std::false_type{});
-      start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
+      start_slot = p.sliding ? advance_slot(start_slot, NW * S::CH, cap) : start_slot;
     }
   }
 
@@ -1103,21 +1299,21 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
   // Merge of the warps' states, one warp per head row (as merge_and_store, same order: bitwise),
   // then the final row (one slice) or this slice's partial.
 #pragma unroll
-  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += kWarps) {
+  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += NW) {
     const int r = r0 + warp;
     if (r >= w.heads) break;
-    float mk[kWarps], M = kNegInf;
+    float mk[NW], M = kNegInf;
 #pragma unroll
-    for (int k = 0; k < kWarps; ++k) {
+    for (int k = 0; k < NW; ++k) {
       mk[k] = cml[(k * kHeadsPerBlock + r) * 2];
       M = fmaxf(M, mk[k]);
     }
-    float L = 0, wk[kWarps];
+    float L = 0, wk[NW];
 #pragma unroll
-    for (int k = 0; k < kWarps; ++k) wk[k] = M == kNegInf ? 0.0f : exp2f(mk[k] - M);
+    for (int k = 0; k < NW; ++k) wk[k] = M == kNegInf ? 0.0f : exp2f(mk[k] - M);
     if (M != kNegInf)
 #pragma unroll
-      for (int k = 0; k < kWarps; ++k) L += cml[(k * kHeadsPerBlock + r) * 2 + 1] * wk[k];
+      for (int k = 0; k < NW; ++k) L += cml[(k * kHeadsPerBlock + r) * 2 + 1] * wk[k];
     const int xr = r >> 1;  // the t4 of the lanes that wrote row r
     float v[D / 32];
 #pragma unroll
@@ -1127,7 +1323,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
       float o = 0;
       if (M != kNegInf)
 #pragma unroll
-        for (int k = 0; k < kWarps; ++k) o += cw[(k * kHeadsPerBlock + r) * D + at] * wk[k];
+        for (int k = 0; k < NW; ++k) o += cw[(k * kHeadsPerBlock + r) * D + at] * wk[k];
       v[j] = o;
     }
     if (p.splits == 1) {
@@ -1159,7 +1355,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
   }
   if (!__syncthreads_or(last)) return;
 #pragma unroll 1
-  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += kWarps) {
+  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += NW) {
     const int r = r0 + warp;
     if (r >= w.heads) break;
     merge_slices<D>(p, w.b, w.hq0 + r);
@@ -1281,11 +1477,15 @@ struct Launch {
   KernelFn fn;
   int smem;      // dynamic shared memory of this call
   int smem_max;  // the most any call of this kernel uses (its attribute is raised to this once)
+  int threads = kThreads;
+  bool bulk = false;
 };
 
 template <int D, int KB, int VB>
 Launch f16_launch() {
-  return {kernel_decode_f16<D, KB, VB>, F16Shape<D, KB, VB>::kSmemBytes, F16Shape<D, KB, VB>::kSmemBytes};
+  constexpr int kBytes = F16Smem<D, KB, VB, kWarps, false>::kBytes;
+  static_assert(kBytes == F16Shape<D, KB, VB>::kSmemBytes, "one layout");
+  return {kernel_decode_f16<D, KB, VB>, kBytes, kBytes};
 }
 
 template <int D>
@@ -1294,7 +1494,41 @@ Launch f16_launch_bits(int kb, int vb) {
   return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
 }
 
-Launch pick_kernel(const DecodeArgs& a) {
+// The bulk-ring variant (kernel_decode_f16<128, 4, 4, kBulkWarps, true>).
+Launch bulk_launch() {
+  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true>::kBytes;
+  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true>, kBytes, kBytes, kBulkWarps * 32, true};
+}
+
+// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=bulk or =registers forces one (benchmarks,
+// tests: read at every call), anything else leaves the choice to the length rule below.
+enum class F16Loop { automatic, registers, bulk };
+F16Loop forced_loop() {
+  const char* e = std::getenv("FRUGAL_ATTN_KERNEL");
+  if (e == nullptr) return F16Loop::automatic;
+  const std::string v(e);
+  return v == "bulk" ? F16Loop::bulk : (v == "registers" ? F16Loop::registers : F16Loop::automatic);
+}
+
+// Sequences at least this long take the bulk ring where it serves the call (see pick_kernel).
+// TODO(attn6): set from the H200 A/B of the two loops.
+constexpr int64_t kBulkMinTokens = 16384;
+
+// The bulk ring serves D = 128 K4/V4 when its copies' addresses are 16-byte aligned: the code rows
+// are 64 bytes, so the bases; the scales are copied as the aligned span around each range, which
+// stays inside the scale tensors when they end on a 16-byte boundary.
+bool bulk_serves(const DecodeArgs& a) {
+  auto al = [](const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; };
+  return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4 && al(a.k.packed) &&
+         al(a.v.packed) && al(a.k.scales) && al(a.v.scales) &&
+         static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
+}
+
+Launch pick_kernel(const DecodeArgs& a, int64_t max_len) {
+  if (a.math == attention::Math::f16 && bulk_serves(a)) {
+    const F16Loop f = forced_loop();
+    if (f == F16Loop::bulk || (f == F16Loop::automatic && max_len >= kBulkMinTokens)) return bulk_launch();
+  }
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
       case 64:
@@ -1323,10 +1557,18 @@ Launch pick_kernel(const DecodeArgs& a) {
 
 // Resident blocks per SM for a kernel, after raising its dynamic shared-memory limit to the most any
 // of its calls uses.
-int blocks_per_sm(KernelFn fn, int smem, int smem_max) {
-  const auto* f = reinterpret_cast<const void*>(fn);
-  allow_dynamic_smem(f, smem_max);
-  return std::max(resident_blocks(f, kThreads, smem), 1);
+int blocks_per_sm(const Launch& l) {
+  const auto* f = reinterpret_cast<const void*>(l.fn);
+  allow_dynamic_smem(f, l.smem_max);
+  if (l.bulk) {  // two blocks of ~111 KB need the whole shared-memory carveout
+    static const bool carveout = [f] {
+      FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+      return true;
+    }();
+    (void)carveout;
+  }
+  return std::max(resident_blocks(f, l.threads, l.smem), 1);
 }
 
 // Slices per sequence: fill the resident slots of the GPU in whole waves, with slices of ≥ 128
@@ -1368,7 +1610,11 @@ int prefetch_distance() {
   return d;
 }
 
+std::atomic<int64_t> g_bulk_calls{0};
+
 }  // namespace
+
+int64_t decode_attention_bulk_calls() { return g_bulk_calls.load(); }
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   namespace be = attention::backend;
@@ -1381,8 +1627,8 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   int64_t max_len = 0;
   for (int b = 0; b < a.batch; ++b) max_len = std::max(max_len, a.end[b] - a.begin[b]);
 
-  const Launch launch = pick_kernel(a);
-  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch.fn, launch.smem, launch.smem_max)) *
+  const Launch launch = pick_kernel(a, max_len);
+  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch)) *
                         multiprocessor_count(device.index);
   const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
@@ -1461,8 +1707,9 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
 
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * tiles),
                   static_cast<unsigned>(a.batch));
-  launch.fn<<<grid, kThreads, launch.smem, st>>>(p);
+  launch.fn<<<grid, launch.threads, launch.smem, st>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
+  if (launch.bulk) ++g_bulk_calls;
   if (splits > 1 && !f16) {
     // The f32 kernel's slices are combined by a second kernel (the f16 kernel merges them in its
     // last block of each tile). [groups][D] + [D] + [splits] + 2·kWarps + 1 floats, groups·D =
