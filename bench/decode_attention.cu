@@ -12,8 +12,8 @@
 // Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep] [--loops]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers); --sweep: the slice sweep of every row too (the split heuristic's data; slices of
-//   >= 64 tokens); --loops: every row three times, the f16 kernel's main loop left to the rule
-//   (auto), then forced to the register loop and to the bulk ring (FRUGAL_ATTN_KERNEL), plus the
+//   >= 64 tokens); --loops: every row five times, the f16 kernel's main loop left to the rule
+//   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, bulk, wide, bulkwide), plus the
 //   lengths between the short and the long rows that place the rule's threshold.
 //   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
                                              {32, 32, 8, 128, 8192}})
       shapes.push_back(s);
   if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
-  std::string loop = "auto";
+  std::string loop = "auto";  // the f16 main loop of the rows run now (--loops)
 
   std::vector<Row> rows;
   auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits, int64_t len = 0) {
@@ -240,8 +240,8 @@ int main(int argc, char** argv) {
       opt.lengths = lens;
       const double ms = time_median_ms(
           flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, 40);
-      std::printf("B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost): %9.4f ms  out %016llx\n", s.B,
-                  s.Hq, s.Hkv, s.D, (long long)len, ms, (unsigned long long)out_hash(out));
+      std::printf("B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost), loop=%-9s: %9.4f ms  out %016llx\n",
+                  s.B, s.Hq, s.Hkv, s.D, (long long)len, loop.c_str(), ms, (unsigned long long)out_hash(out));
       return;
     }
     const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
@@ -253,8 +253,8 @@ int main(int argc, char** argv) {
     std::printf(
         "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s loop=%-9s %9.4f ms  %6.2f TB/s  (%.0f%% of "
         "read BW)  out %016llx\n",
-        r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(), loop.c_str(),
-        splits ? std::to_string(splits).c_str() : "auto", ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps,
+        r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(),
+        splits ? std::to_string(splits).c_str() : "auto", loop.c_str(), ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps,
         (unsigned long long)out_hash(out));
     std::fflush(stdout);
     rows.push_back(r);
@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
   auto each_loop = [&](auto&& fn) {
     fn();
     if (!loops) return;
-    for (const char* l : {"registers", "bulk"}) {
+    for (const char* l : {"registers", "bulk", "wide", "bulkwide"}) {
       setenv("FRUGAL_ATTN_KERNEL", l, 1);
       loop = l;
       fn();

@@ -60,7 +60,7 @@ namespace frugal::cuda {
 bool spconv_wgmma_available(int) { return false; }
 }  // namespace frugal::cuda
 
-// ---- decode attention: the bulk-ring loop's call count (src/cuda/attention.cu) ----
+// ---- decode attention: calls per f16 main loop (src/cuda/attention.cu) ----
 namespace frugal::cuda {
-int64_t decode_attention_bulk_calls() { return 0; }
+int64_t decode_attention_loop_calls(int) { return 0; }
 }  // namespace frugal::cuda

@@ -138,6 +138,30 @@ __device__ __forceinline__ uint32_t lut_load(uint32_t lane_addr, uint32_t e) {
   return v;
 }
 
+// The wide table (kWide): entry e's 32 copies at byte e·256 of the table (the upper 128 bytes of each
+// row unused), so the address of byte k of x in lane `lane4 / 4`'s copy is one PRMT — byte 1 = x's
+// byte k, byte 0 = lane·4 — plus the table's base (uniform): no IMAD per lookup. The price: 64 KB of
+// shared memory for a 4-bit table instead of 32 KB.
+__device__ __forceinline__ uint32_t lut_load_wide(uint32_t base, uint32_t lane4, uint32_t x, int k) {
+  const uint32_t off = __byte_perm(x, lane4, 0x5504u | (static_cast<uint32_t>(k) << 4));
+  uint32_t v;
+  asm("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(base + off));
+  return v;
+}
+
+// 2^x: exp2f, or (kFast) the bare ex2.approx.ftz (no range fix-ups; the softmax weights it makes are
+// ≤ 1 and rounded to fp16 — results under 2^-126 flush to zero either way).
+template <bool kFast>
+__device__ __forceinline__ float ex2(float x) {
+  if constexpr (kFast) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+  } else {
+    return exp2f(x);
+  }
+}
+
 // Transpose of the 8×8 b16 matrix whose row lane/4, columns 2(lane%4) and +1, each lane holds.
 __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
   uint32_t y;
@@ -659,7 +683,7 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
 
 // Byte-indexed fp16 tables, 32 copies: lut[e * 32 + lane]. 4 bits: the half2 (c[e & 15], c[e >> 4]);
 // 8 bits: c[e] in the low half.
-template <int NT = kThreads>
+template <int NT = kThreads, int kRowWords = 32>
 __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, const float* cb8) {
   // Constant trip count (NT threads) and read-only loads, so the codebook loads of all iterations can
   // be issued before the first store (thread i fills entries i / 8 + (NT/8)k).
@@ -670,11 +694,11 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
     const int e = i >> 3, quad = i & 7;
     if (lut4) {
       const uint32_t v = half_bits(__ldg(cb4 + (e & 15))) | (half_bits(__ldg(cb4 + (e >> 4))) << 16);
-      reinterpret_cast<uint4*>(lut4 + e * 32)[quad] = make_uint4(v, v, v, v);
+      reinterpret_cast<uint4*>(lut4 + e * kRowWords)[quad] = make_uint4(v, v, v, v);
     }
     if (lut8) {
       const uint32_t v = half_bits(__ldg(cb8 + e));
-      reinterpret_cast<uint4*>(lut8 + e * 32)[quad] = make_uint4(v, v, v, v);
+      reinterpret_cast<uint4*>(lut8 + e * kRowWords)[quad] = make_uint4(v, v, v, v);
     }
   }
 }
@@ -714,7 +738,10 @@ struct F16Shape {
 // 4.6 KB per warp: 16 × 4.6 ≈ 74 KB per SM in flight, twice Little's ~33 KB (4.3 TB/s × ~1 µs over
 // 132 SMs). Rows are 64 B (16-byte aligned ranges); the scales are copied as the 16-byte aligned
 // span around each range (the host requires the scale tensor's end to be 16-byte aligned).
-constexpr int kBulkWarps = 8, kBulkStages = 2, kBulkMinBlocks = 2;
+// Stages per warp: 2 with the 32 KB table; 1 with the 64 KB wide table (2 blocks of 64 + 38 KB per
+// SM; the stage is refilled as soon as the warp has read it into registers, so the next chunk's
+// copy still runs while this one is computed).
+constexpr int kBulkWarps = 8, kBulkMinBlocks = 2;
 
 template <int D, int KB, int VB>
 struct BulkRing {
@@ -730,14 +757,16 @@ struct BulkRing {
 
 // Shared memory of the f16 kernel (bytes): tables / merge area, qs, σ (+ spare), then for kBulk the
 // stages' barriers and the ring.
-template <int D, int KB, int VB, int NW, bool kBulk>
+template <int D, int KB, int VB, int NW, bool kBulk, bool kWide = false>
 struct F16Smem {
   using S = F16Shape<D, KB, VB>;
   static constexpr int kCombine = NW * kHeadsPerBlock * (D + 2);
-  static constexpr int kRegionWords = S::kLuts * kLutWords > kCombine ? S::kLuts * kLutWords : kCombine;
+  static constexpr int kTables = S::kLuts * kLutWords * (kWide ? 2 : 1);
+  static constexpr int kRegionWords = kTables > kCombine ? kTables : kCombine;
   static constexpr int kBars = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
-  static constexpr int kRing = kBulk ? (kBars + NW * kBulkStages * 8 + 127) / 128 * 128 : kBars;
-  static constexpr int kBytes = kBulk ? kRing + NW * kBulkStages * BulkRing<D, KB, VB>::kStage : kBars;
+  static constexpr int kStages = kBulk ? (kWide ? 1 : 2) : 1;
+  static constexpr int kRing = kBulk ? (kBars + NW * kStages * 8 + 127) / 128 * 128 : kBars;
+  static constexpr int kBytes = kBulk ? kRing + NW * kStages * BulkRing<D, KB, VB>::kStage : kBars;
 };
 
 // The real head dimension held by element (k-step s, K index k) of the S product.
@@ -746,13 +775,16 @@ __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
   return (D / 4) * t + 4 * s + 2 * h + j;
 }
 
-// NW: warps a block; kBulk: the bulk-ring main loop (see BulkRing).
-template <int D, int KB, int VB, int NW = kWarps, bool kBulk = false>
-__global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? kMinBlocks128 : 1))
+// NW: warps a block; kBulk: the bulk-ring main loop (see BulkRing); kWide: the wide table (see
+// lut_load_wide) and the bare ex2 in the softmax, 4-bit K and V only.
+template <int D, int KB, int VB, int NW = kWarps, bool kBulk = false, bool kWide = false>
+__global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (D <= 128 ? kMinBlocks128 : 1))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
-  using SM = F16Smem<D, KB, VB, NW, kBulk>;
+  using SM = F16Smem<D, KB, VB, NW, kBulk, kWide>;
   static_assert(!kBulk || (!S::kRotate && !S::kQInSmem), "the bulk ring replaces the per-chunk loop");
+  static_assert(!kWide || (KB == 4 && VB == 4), "the wide table: 4-bit K and V");
+  constexpr int kBulkStages = SM::kStages;
   extern __shared__ __align__(128) uint32_t smem_u[];
   uint32_t* lut_a = smem_u;  // the table of the first width needed
   uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
@@ -784,55 +816,61 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
     prefetch_l2(p.ks + row0, n * 4, i0, step);
     prefetch_l2(p.vs + row0, n * 4, i0, step);
   };
-  // Bulk ring: this warp's stages (barrier bar0 + 8s, bytes ring0 + kStage·s) and the copies of its
-  // chunk c (tokens start_of(c) .. +CH) into stage c % kBulkStages, issued by lane 0. A chunk that
-  // crosses the ring's end is two ranges (nA slots from `slot`, the rest from slot 0).
+  // Bulk ring: this warp's stages (barrier bar0 + 8s, bytes ring0 + kStage·s). Chunk c of the warp
+  // (tokens t0 + (c·NW + warp)·CH ..) goes to stage c % kBulkStages; lane 0 copies it: the K and V
+  // rows as one range each, the scales as the 16-byte aligned span around each (K's and V's scales
+  // have the same index, so the same misalignment), two ranges of each where the chunk crosses the
+  // sliding ring's end. Positions and slots advance by the stride NW·CH per chunk (no division).
   using R = BulkRing<D, KB, VB>;
   const uint32_t bar0 = smem_addr(smem_u) + SM::kBars + warp * kBulkStages * 8;
   const uint32_t ring0 = smem_addr(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
-  const int64_t slot_first = p.sliding ? w.t0 % cap : w.t0;
-  auto chunk_start = [&](int c) { return w.t0 + (static_cast<int64_t>(c) * NW + warp) * S::CH; };
-  auto chunk_slot = [&](int64_t st) { return p.sliding ? advance_slot(slot_first, st - w.t0, cap) : st; };
-  // The 16-byte aligned span [lo, hi) around n floats at x: bytes to copy and x's offset in floats.
-  auto scale_span = [](const float* x, int n, const float*& lo, uint32_t& bytes) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(x), e = reinterpret_cast<uintptr_t>(x + n);
-    lo = reinterpret_cast<const float*>(a & ~uintptr_t{15});
-    bytes = static_cast<uint32_t>(((e + 15) & ~uintptr_t{15}) - (a & ~uintptr_t{15}));
+  constexpr int64_t kStride = static_cast<int64_t>(NW) * S::CH;
+  const int64_t head_row = head * cap;  // the slot-0 row of this (sequence, K/V head)
+  const int head_mis = static_cast<int>(head_row & 3);  // floats from the 16-byte boundary before slot 0's scale
+  auto next_slot = [&](int64_t sl) { return p.sliding ? advance_slot(sl, kStride, cap) : sl + kStride; };
+  // Tokens of the chunk at (st, sl) before the ring's end (all of them without a ring), and in all.
+  auto chunk_len = [&](int64_t st) { return static_cast<int>(min(static_cast<int64_t>(S::CH), w.t1 - st)); };
+  auto chunk_len_a = [&](int64_t sl, int n) {
+    return p.sliding ? static_cast<int>(min(static_cast<int64_t>(n), cap - sl)) : n;
   };
-  auto issue_chunk = [&](int c) {
-    const int64_t st = chunk_start(c), sl = chunk_slot(st);
-    const int n = static_cast<int>(min(static_cast<int64_t>(S::CH), w.t1 - st));
-    const int nA = p.sliding ? static_cast<int>(min(static_cast<int64_t>(n), cap - sl)) : n, nB = n - nA;
-    const uint32_t bar = bar0 + (c % kBulkStages) * 8, dst = ring0 + (c % kBulkStages) * R::kStage;
-    const int64_t rA = head * cap + sl, rB = head * cap;
-    const float *ksA, *ksB = nullptr, *vsA, *vsB = nullptr;
-    uint32_t ksAn, ksBn = 0, vsAn, vsBn = 0;
-    scale_span(p.ks + rA, nA, ksA, ksAn);
-    scale_span(p.vs + rA, nA, vsA, vsAn);
+  auto issue_chunk = [&](int64_t st, int64_t sl, int stage) {
+    const int n = chunk_len(st), nA = chunk_len_a(sl, n), nB = n - nA;
+    const uint32_t bar = bar0 + stage * 8, dst = ring0 + stage * R::kStage;
+    const int misA = static_cast<int>((head_row + sl) & 3);
+    const uint32_t spanA = (4 * (misA + nA) + 15) & ~15u, spanB = nB > 0 ? (4 * (head_mis + nB) + 15) & ~15u : 0u;
+    mbar_arrive_expect_tx(bar, n * (R::KROW + R::VROW) + 2 * (spanA + spanB));
+    const int64_t rowA = head_row + sl;
+    bulk_copy(dst + R::kK, p.kp + rowA * R::KROW, nA * R::KROW, bar);
+    bulk_copy(dst + R::kV, p.vp + rowA * R::VROW, nA * R::VROW, bar);
+    bulk_copy(dst + R::kKs, p.ks + (rowA - misA), spanA, bar);
+    bulk_copy(dst + R::kVs, p.vs + (rowA - misA), spanA, bar);
     if (nB > 0) {
-      scale_span(p.ks + rB, nB, ksB, ksBn);
-      scale_span(p.vs + rB, nB, vsB, vsBn);
-    }
-    mbar_arrive_expect_tx(bar, n * (R::KROW + R::VROW) + ksAn + ksBn + vsAn + vsBn);
-    bulk_copy(dst + R::kK, p.kp + rA * R::KROW, nA * R::KROW, bar);
-    bulk_copy(dst + R::kV, p.vp + rA * R::VROW, nA * R::VROW, bar);
-    bulk_copy(dst + R::kKs, ksA, ksAn, bar);
-    bulk_copy(dst + R::kVs, vsA, vsAn, bar);
-    if (nB > 0) {
-      bulk_copy(dst + R::kK + nA * R::KROW, p.kp + rB * R::KROW, nB * R::KROW, bar);
-      bulk_copy(dst + R::kV + nA * R::VROW, p.vp + rB * R::VROW, nB * R::VROW, bar);
-      bulk_copy(dst + R::kKs + R::kSeg, ksB, ksBn, bar);
-      bulk_copy(dst + R::kVs + R::kSeg, vsB, vsBn, bar);
+      bulk_copy(dst + R::kK + nA * R::KROW, p.kp + head_row * R::KROW, nB * R::KROW, bar);
+      bulk_copy(dst + R::kV + nA * R::VROW, p.vp + head_row * R::VROW, nB * R::VROW, bar);
+      bulk_copy(dst + R::kKs + R::kSeg, p.ks + (head_row - head_mis), spanB, bar);
+      bulk_copy(dst + R::kVs + R::kSeg, p.vs + (head_row - head_mis), spanB, bar);
     }
   };
+  // The warp's first chunk, and the next one its lane 0 copies (all lanes track it: uniform, a few
+  // instructions a chunk).
+  int64_t first_st = 0, first_sl = 0, is_st = 0, is_sl = 0;
   if constexpr (kBulk) {
+    first_st = w.t0 + static_cast<int64_t>(warp) * S::CH;
+    first_sl = p.sliding ? advance_slot(w.t0 % cap, static_cast<int64_t>(warp) * S::CH, cap) : first_st;
+    is_st = first_st;
+    is_sl = first_sl;
     // The first stages are requested before the prologue: their latency hides behind it.
     if (lane == 0) {
 #pragma unroll
       for (int s = 0; s < kBulkStages; ++s) mbar_init(bar0 + 8 * s);
+    }
 #pragma unroll
-      for (int c = 0; c < kBulkStages; ++c)
-        if (chunk_start(c) < w.t1) issue_chunk(c);
+    for (int s = 0; s < kBulkStages; ++s) {
+      if (is_st < w.t1) {
+        if (lane == 0) issue_chunk(is_st, is_sl, s);
+        is_st += kStride;
+        is_sl = next_slot(is_sl);
+      }
     }
     __syncwarp();
   }
@@ -857,7 +895,7 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
   }
-  build_luts<NW * 32>(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
+  build_luts<NW * 32, kWide ? 64 : 32>(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
              KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
   // Rotated queries as fp16 B fragments, one warp per head row (rows warp, warp + 4): s_K, FWHT and
   // the per-head power-of-two scale σ ≥ max|q_rot| (so the fp16 query cannot overflow with bf16
@@ -910,6 +948,16 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
   const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
+  const uint32_t lut_base = smem_addr(lutK), lane4 = 4 * lane;
+  // Byte k of x through the 4-bit table (K and V share it when kWide).
+  auto look4K = [&](uint32_t x, int k) -> uint32_t {
+    if constexpr (kWide) return lut_load_wide(lut_base, lane4, x, k);
+    else return lut_load(lutK_addr, byte_of(x, k));
+  };
+  auto look4V = [&](uint32_t x, int k) -> uint32_t {
+    if constexpr (kWide) return lut_load_wide(lut_base, lane4, x, k);
+    else return lut_load(lutV_addr, byte_of(x, k));
+  };
 
   // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
   // and the V-scale reference u the fp16 weights are normalized by.
@@ -930,10 +978,10 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
         if constexpr (KB == 4) {
           const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
           const int k = 2 * (s & 1);
-          a0 = lut_load(lutK_addr, byte_of(x0, k));
-          a1 = lut_load(lutK_addr, byte_of(x1, k));
-          a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
-          a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+          a0 = look4K(x0, k);
+          a1 = look4K(x1, k);
+          a2 = look4K(x0, k + 1);
+          a3 = look4K(x1, k + 1);
         } else {
           const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
           a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
@@ -983,7 +1031,7 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
     }
     const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
     if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
-      const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+      const float a0 = n0 == m0 ? 1.0f : ex2<kWide>(m0 - n0), a1 = n1 == m1 ? 1.0f : ex2<kWide>(m1 - n1);
       l0 *= a0;
       l1 *= a1;
       const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
@@ -1008,7 +1056,7 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
       float pt[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+        const float pe = ex2<kWide>(sc[j][e] - ((e & 1) ? m1 : m0));
         if (e & 1)
           l1 += pe;
         else
@@ -1032,8 +1080,7 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const int mt = 4 * wi + k;
-            mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
-                      lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+            mma_16816(acc[mt], look4V(lo01, k), look4V(hi01, k), look4V(lo23, k), look4V(hi23, k), b0, b1);
           }
         }
       } else {
@@ -1061,28 +1108,24 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
     // Chunk c waits for its stage's phase c / kBulkStages, reads the K rows (tokens g, g + 8 of each
     // tile: 16 bytes a lane, conflict-free), the scales and the V rows (tokens 2t4 + {0, 1, 8, 9}:
     // 8 bytes a lane; rows 128 bytes apart share banks, 2 extra wavefronts a load — left, the
-    // copies cannot swizzle) into registers as the per-chunk loop's loads did, computes, and the
-    // stage is refilled with chunk c + kBulkStages. Tokens past the slice hold stale bytes (any byte
-    // is a table index) and are masked by softmax_step as before.
+    // copies cannot swizzle) into registers as the per-chunk loop's loads did; the stage is then
+    // refilled with chunk c + kBulkStages while chunk c is computed from the registers. Tokens past
+    // the slice hold stale bytes (any byte is a table index) and are masked by softmax_step as before.
     const uint8_t* ring = reinterpret_cast<const uint8_t*>(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
     auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
-    for (int c = 0; chunk_start(c) < w.t1; ++c) {
-      const int64_t st = chunk_start(c);
+    int64_t st = first_st, sl = first_sl;
+    for (int c = 0; st < w.t1; ++c) {
       const int stage = c % kBulkStages;
       const uint8_t* sb = ring + stage * R::kStage;
-      // Where token i's scales sit: segment A from float offA, segment B (tokens ≥ nA) from offB.
-      const int64_t sl = chunk_slot(st);
-      const int n = static_cast<int>(min(static_cast<int64_t>(S::CH), w.t1 - st));
-      const int nA = p.sliding ? static_cast<int>(min(static_cast<int64_t>(n), cap - sl)) : n;
-      const int offA = static_cast<int>((head * cap + sl) & 3), offB = static_cast<int>((head * cap) & 3);
-      auto scale_at = [&](int seg0, int i) {
-        const float* f = reinterpret_cast<const float*>(sb + seg0);
-        return i < nA ? f[offA + i] : f[R::kSeg / 4 + offB + i - nA];
-      };
+      // Token i's scales: float i + offA of segment A (i < nA), else i + offB of segment B.
+      const int nA = chunk_len_a(sl, chunk_len(st));
+      const int offA = static_cast<int>((head_row + sl) & 3), offB = R::kSeg / 4 + head_mis - nA;
       mbar_wait(bar0 + 8 * stage, (c / kBulkStages) & 1);
       uint32_t kw[S::NSUB][2][S::KCB / 4];
       uint32_t vw[S::NSUB][4][S::VCB / 4];
       float ksc[S::NSUB][2], vsc[S::NSUB][2];
+      const float* ksm = reinterpret_cast<const float*>(sb + R::kKs);
+      const float* vsm = reinterpret_cast<const float*>(sb + R::kVs);
 #pragma unroll
       for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
@@ -1093,8 +1136,9 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
           kw[j][n2][1] = x.y;
           kw[j][n2][2] = x.z;
           kw[j][n2][3] = x.w;
-          ksc[j][n2] = scale_at(R::kKs, i);
-          vsc[j][n2] = scale_at(R::kVs, i);
+          const int si = i + (i < nA ? offA : offB);
+          ksc[j][n2] = ksm[si];
+          vsc[j][n2] = vsm[si];
         }
 #pragma unroll
       for (int j = 0; j < S::NSUB; ++j)
@@ -1104,15 +1148,21 @@ __global__ void __launch_bounds__(NW * 32, kBulk ? kBulkMinBlocks : (D <= 128 ? 
           vw[j][e][0] = x.x;
           vw[j][e][1] = x.y;
         }
+      __syncwarp();  // every lane's reads of the stage are done
+      if (is_st < w.t1) {
+        if (lane == 0) {
+          fence_proxy_async();
+          issue_chunk(is_st, is_sl, stage);
+        }
+        is_st += kStride;
+        is_sl = next_slot(is_sl);
+      }
       float sc[S::NSUB][4];
       scores(kw, sc);
       const float inv_u = softmax_step(std::false_type{}, st, sc, ksc, vsc);
       accumulate_pv(sc, vsc, vw, inv_u);
-      __syncwarp();  // every lane's reads of the stage are done
-      if (lane == 0 && chunk_start(c + kBulkStages) < w.t1) {
-        fence_proxy_async();
-        issue_chunk(c + kBulkStages);
-      }
+      st += kStride;
+      sl = next_slot(sl);
     }
   } else if constexpr (S::kRotate) {
     // The rotating register pipeline (D = 256): the next chunk's K rows and both scales are
@@ -1473,12 +1523,15 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
 
 using KernelFn = void (*)(Params);
 
+// The f16 kernel's main loops (F16Loop::automatic: the rule picks).
+enum class F16Loop { automatic, registers, bulk, wide, bulk_wide };
+
 struct Launch {
   KernelFn fn;
   int smem;      // dynamic shared memory of this call
   int smem_max;  // the most any call of this kernel uses (its attribute is raised to this once)
   int threads = kThreads;
-  bool bulk = false;
+  F16Loop loop = F16Loop::registers;  // f16 kernels: which main loop (counted for the tests)
 };
 
 template <int D, int KB, int VB>
@@ -1494,25 +1547,38 @@ Launch f16_launch_bits(int kb, int vb) {
   return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
 }
 
-// The bulk-ring variant (kernel_decode_f16<128, 4, 4, kBulkWarps, true>).
+// The bulk-ring variant (kernel_decode_f16<128, 4, 4, kBulkWarps, true>) and the wide-table one
+// (kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>: 8 warps, 2 blocks of ~69 KB per SM).
 Launch bulk_launch() {
   constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true>::kBytes;
-  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true>, kBytes, kBytes, kBulkWarps * 32, true};
+  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::bulk};
+}
+Launch bulk_wide_launch() {
+  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true, true>::kBytes;
+  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::bulk_wide};
+}
+Launch wide_launch() {
+  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, false, true>::kBytes;
+  return {kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::wide};
 }
 
-// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=bulk or =registers forces one (benchmarks,
-// tests: read at every call), anything else leaves the choice to the length rule below.
-enum class F16Loop { automatic, registers, bulk };
+// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers, =bulk or =wide forces one where it
+// serves (benchmarks, tests: read at every call); anything else leaves the choice to the rule below.
 F16Loop forced_loop() {
   const char* e = std::getenv("FRUGAL_ATTN_KERNEL");
   if (e == nullptr) return F16Loop::automatic;
   const std::string v(e);
-  return v == "bulk" ? F16Loop::bulk : (v == "registers" ? F16Loop::registers : F16Loop::automatic);
+  if (v == "bulk") return F16Loop::bulk;
+  if (v == "wide") return F16Loop::wide;
+  if (v == "bulkwide") return F16Loop::bulk_wide;
+  return v == "registers" ? F16Loop::registers : F16Loop::automatic;
 }
 
-// Sequences at least this long take the bulk ring where it serves the call (see pick_kernel).
-// TODO(attn6): set from the H200 A/B of the two loops.
-constexpr int64_t kBulkMinTokens = 16384;
+// Sequences at least this long take the wide-table loop / the bulk ring where they serve the call
+// (see pick_kernel). TODO(attn6): set from the H200 A/B of the loops.
+constexpr int64_t kWideMinTokens = 16384;
+constexpr int64_t kBulkMinTokens = INT64_MAX;
+constexpr int64_t kBulkWideMinTokens = INT64_MAX;
 
 // The bulk ring serves D = 128 K4/V4 when its copies' addresses are 16-byte aligned: the code rows
 // are 64 bytes, so the bases; the scales are copied as the aligned span around each range, which
@@ -1524,11 +1590,20 @@ bool bulk_serves(const DecodeArgs& a) {
          static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
 }
 
+// The wide table serves D = 128 K4/V4 (the one instantiation).
+bool wide_serves(const DecodeArgs& a) {
+  return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4;
+}
+
 Launch pick_kernel(const DecodeArgs& a, int64_t max_len) {
-  if (a.math == attention::Math::f16 && bulk_serves(a)) {
-    const F16Loop f = forced_loop();
-    if (f == F16Loop::bulk || (f == F16Loop::automatic && max_len >= kBulkMinTokens)) return bulk_launch();
-  }
+  const F16Loop f = forced_loop();
+  if (bulk_serves(a) && (f == F16Loop::bulk || (f == F16Loop::automatic && max_len >= kBulkMinTokens)))
+    return bulk_launch();
+  if (bulk_serves(a) &&
+      (f == F16Loop::bulk_wide || (f == F16Loop::automatic && max_len >= kBulkWideMinTokens)))
+    return bulk_wide_launch();
+  if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && max_len >= kWideMinTokens)))
+    return wide_launch();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
       case 64:
@@ -1560,13 +1635,11 @@ Launch pick_kernel(const DecodeArgs& a, int64_t max_len) {
 int blocks_per_sm(const Launch& l) {
   const auto* f = reinterpret_cast<const void*>(l.fn);
   allow_dynamic_smem(f, l.smem_max);
-  if (l.bulk) {  // two blocks of ~111 KB need the whole shared-memory carveout
-    static const bool carveout = [f] {
+  if (l.loop != F16Loop::registers) {  // two blocks of 69–111 KB: the whole carveout
+    static std::atomic<bool> done[5];
+    if (!done[static_cast<int>(l.loop)].exchange(true))
       FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
                                              static_cast<int>(cudaSharedmemCarveoutMaxShared)));
-      return true;
-    }();
-    (void)carveout;
   }
   return std::max(resident_blocks(f, l.threads, l.smem), 1);
 }
@@ -1610,11 +1683,11 @@ int prefetch_distance() {
   return d;
 }
 
-std::atomic<int64_t> g_bulk_calls{0};
+std::atomic<int64_t> g_loop_calls[4];  // f16 calls per main loop: registers, bulk, wide, bulk + wide
 
 }  // namespace
 
-int64_t decode_attention_bulk_calls() { return g_bulk_calls.load(); }
+int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 4 ? g_loop_calls[loop].load() : 0; }
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   namespace be = attention::backend;
@@ -1709,7 +1782,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
                   static_cast<unsigned>(a.batch));
   launch.fn<<<grid, launch.threads, launch.smem, st>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
-  if (launch.bulk) ++g_bulk_calls;
+  if (f16) ++g_loop_calls[static_cast<int>(launch.loop) - 1];
   if (splits > 1 && !f16) {
     // The f32 kernel's slices are combined by a second kernel (the f16 kernel merges them in its
     // last block of each tile). [groups][D] + [D] + [splits] + 2·kWarps + 1 floats, groups·D =
