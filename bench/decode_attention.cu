@@ -153,7 +153,7 @@ struct Row {
   int64_t L;
   int kbits, vbits;
   std::string math, qdtype;
-  int splits;  // 0 = automatic
+  int splits;        // 0 = automatic
   std::string loop;  // the f16 main loop: auto (the library's rule), registers or bulk
   double ms, bytes;
 };
@@ -240,8 +240,9 @@ int main(int argc, char** argv) {
       opt.lengths = lens;
       const double ms = time_median_ms(
           flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, 40);
-      std::printf("B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost), loop=%-9s: %9.4f ms  out %016llx\n",
-                  s.B, s.Hq, s.Hkv, s.D, (long long)len, loop.c_str(), ms, (unsigned long long)out_hash(out));
+      std::printf(
+          "B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost), loop=%-9s: %9.4f ms  out %016llx\n",
+          s.B, s.Hq, s.Hkv, s.D, (long long)len, loop.c_str(), ms, (unsigned long long)out_hash(out));
       return;
     }
     const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
@@ -254,8 +255,8 @@ int main(int argc, char** argv) {
         "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s loop=%-9s %9.4f ms  %6.2f TB/s  (%.0f%% of "
         "read BW)  out %016llx\n",
         r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(),
-        splits ? std::to_string(splits).c_str() : "auto", loop.c_str(), ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps,
-        (unsigned long long)out_hash(out));
+        splits ? std::to_string(splits).c_str() : "auto", loop.c_str(), ms, big / ms / 1e9,
+        100 * big / ms / 1e9 / read_tbps, (unsigned long long)out_hash(out));
     std::fflush(stdout);
     rows.push_back(r);
   };
@@ -302,8 +303,7 @@ int main(int argc, char** argv) {
                    "\"math\": \"%s\", \"q\": \"%s\", \"splits\": %d, \"loop\": \"%s\", \"ms\": %.6f, "
                    "\"bytes\": %.0f}%s\n",
                    r.B, r.Hq, r.Hkv, r.D, (long long)r.L, r.kbits, r.vbits, r.math.c_str(), r.qdtype.c_str(), r.splits,
-                   r.loop.c_str(),
-                   r.ms, r.bytes, i + 1 < rows.size() ? "," : "");
+                   r.loop.c_str(), r.ms, r.bytes, i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

@@ -27,7 +27,12 @@
 //     Its partials are merged by the last block of each (sequence, K/V head, head tile) to finish,
 //     found with an arrival counter in the workspace (merge_slices; round 5: the second kernel's
 //     launch and latency were a sizeable part of the short rows).
-//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r5.md.
+//     Round 6 added three main loops at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide
+//     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), picked
+//     for long sequences on few blocks (kWideMinTokens, kWideMaxWork); and the bulk-copy rings
+//     (BulkRing: cp.async.bulk + mbarrier stages, with either table), which only
+//     FRUGAL_ATTN_KERNEL selects — measured within ±5% of the register loop on the long rows.
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -192,7 +197,9 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a
 
 // ---- bulk copies (the f16 kernel's bulk-ring variant; cp.async.bulk and mbarrier: plain sm_90) ----
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 
 // One arrival expected per phase; the fence makes the initialized barrier visible to the async proxy
 // (the bulk copies' complete_tx).
@@ -731,6 +738,9 @@ struct F16Shape {
 // per-chunk register loads left ~1 eligible warp per scheduler and 54–64% of the read bandwidth on
 // the long rows; registers for a second chunk spilled) nor on the L1 pipe's load instructions, and
 // each warp's first chunks are requested before the prologue (no registers held across it).
+// Measured (H200, -r6.md): the copies' issue by lane 0 costs ~115–270 instructions a chunk the
+// whole warp issues, so the narrow-table ring lost 2–10% to the register loop, and with the wide
+// table (one stage a warp) won 3–5% on the long rows; neither reached issue 4's targets.
 // Each warp issues its own copies (no producer warp: a dedicated one would cost the consumers
 // registers at the same block size, and cross-warp handshakes); a stage is refilled after the
 // warp's __syncwarp that ends its reads of it. Shared memory: the 32 KB table is per block, so 8
@@ -790,8 +800,8 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
   uint32_t* lutK = lut_a;
   uint32_t* lutV = (KB == VB) ? lut_a : lut_b;
-  float* cw = reinterpret_cast<float*>(smem_u);   // [NW][8][D], aliases the tables after the loop
-  float* cml = cw + NW * kHeadsPerBlock * D;      // [NW][8][2]
+  float* cw = reinterpret_cast<float*>(smem_u);                     // [NW][8][D], aliases the tables after the loop
+  float* cml = cw + NW * kHeadsPerBlock * D;                        // [NW][8][2]
   float* qs = reinterpret_cast<float*>(smem_u + SM::kRegionWords);  // [8][D] floats of room: the q fragments
   float* sig = qs + kHeadsPerBlock * D;                                  // [8] per-head power-of-two query scale
   // q fragments [KS][kQfStride] uint2 (padded row: conflict-free stores), in qs's space until the merge.
@@ -825,7 +835,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   const uint32_t bar0 = smem_addr(smem_u) + SM::kBars + warp * kBulkStages * 8;
   const uint32_t ring0 = smem_addr(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
   constexpr int64_t kStride = static_cast<int64_t>(NW) * S::CH;
-  const int64_t head_row = head * cap;  // the slot-0 row of this (sequence, K/V head)
+  const int64_t head_row = head * cap;                  // the slot-0 row of this (sequence, K/V head)
   const int head_mis = static_cast<int>(head_row & 3);  // floats from the 16-byte boundary before slot 0's scale
   auto next_slot = [&](int64_t sl) { return p.sliding ? advance_slot(sl, kStride, cap) : sl + kStride; };
   // Tokens of the chunk at (st, sl) before the ring's end (all of them without a ring), and in all.
@@ -895,8 +905,9 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
   }
-  build_luts<NW * 32, kWide ? 64 : 32>(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
-             KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
+  build_luts<NW * 32, kWide ? 64 : 32>(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr),
+                                       KB == 8 ? lutK : (VB == 8 ? lutV : nullptr), KB == 4 ? p.kcb : p.vcb,
+                                       KB == 8 ? p.kcb : p.vcb);
   // Rotated queries as fp16 B fragments, one warp per head row (rows warp, warp + 4): s_K, FWHT and
   // the per-head power-of-two scale σ ≥ max|q_rot| (so the fp16 query cannot overflow with bf16
   // inputs) all in registers; then each value goes to its place in qf [KS][kQfStride] uint2, entry
@@ -951,12 +962,16 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   const uint32_t lut_base = smem_addr(lutK), lane4 = 4 * lane;
   // Byte k of x through the 4-bit table (K and V share it when kWide).
   auto look4K = [&](uint32_t x, int k) -> uint32_t {
-    if constexpr (kWide) return lut_load_wide(lut_base, lane4, x, k);
-    else return lut_load(lutK_addr, byte_of(x, k));
+    if constexpr (kWide)
+      return lut_load_wide(lut_base, lane4, x, k);
+    else
+      return lut_load(lutK_addr, byte_of(x, k));
   };
   auto look4V = [&](uint32_t x, int k) -> uint32_t {
-    if constexpr (kWide) return lut_load_wide(lut_base, lane4, x, k);
-    else return lut_load(lutV_addr, byte_of(x, k));
+    if constexpr (kWide)
+      return lut_load_wide(lut_base, lane4, x, k);
+    else
+      return lut_load(lutV_addr, byte_of(x, k));
   };
 
   // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
@@ -1156,6 +1171,9 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
         }
         is_st += kStride;
         is_sl = next_slot(is_sl);
+        // Lane 0's arrive on the stage's barrier before the warp's next wait on it (one stage: the
+        // next chunk's; racecheck flagged the unordered pair on the device, call 2).
+        if constexpr (kBulkStages == 1) __syncwarp();
       }
       float sc[S::NSUB][4];
       scores(kw, sc);
@@ -1547,7 +1565,7 @@ Launch f16_launch_bits(int kb, int vb) {
   return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
 }
 
-// The bulk-ring variant (kernel_decode_f16<128, 4, 4, kBulkWarps, true>) and the wide-table one
+// The bulk-ring variants (kernel_decode_f16<128, 4, 4, kBulkWarps, true[, true]>) and the wide-table one
 // (kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>: 8 warps, 2 blocks of ~69 KB per SM).
 Launch bulk_launch() {
   constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true>::kBytes;
@@ -1562,7 +1580,7 @@ Launch wide_launch() {
   return {kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::wide};
 }
 
-// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers, =bulk or =wide forces one where it
+// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers, bulk, wide or bulkwide forces one where it
 // serves (benchmarks, tests: read at every call); anything else leaves the choice to the rule below.
 F16Loop forced_loop() {
   const char* e = std::getenv("FRUGAL_ATTN_KERNEL");
@@ -1574,11 +1592,19 @@ F16Loop forced_loop() {
   return v == "registers" ? F16Loop::registers : F16Loop::automatic;
 }
 
-// Sequences at least this long take the wide-table loop / the bulk ring where they serve the call
-// (see pick_kernel). TODO(attn6): set from the H200 A/B of the loops.
-constexpr int64_t kWideMinTokens = 16384;
-constexpr int64_t kBulkMinTokens = INT64_MAX;
-constexpr int64_t kBulkWideMinTokens = INT64_MAX;
+// The wide-table loop serves calls whose longest sequence has ≥ kWideMinTokens tokens and whose
+// work — blocks of a slice (sequences × K/V heads × head tiles) × that length — is ≤ kWideMaxWork:
+// the H200 A/B of the loops (bench/results/2026-11-29-decode-attention-r6.md, call 2; Hq=32, Hkv=8)
+// had it 5–9% faster at B=1, L = 8K, 16K, 32K (work 2^16..2^18), tied at B=1 L=4K and B=8 L=4K, and
+// 4–6% slower from work 2^19 on (B=8 L=8K, B=1 L=128K, B=8 L=32K, B=32 L=8K: more blocks per SM,
+// and its back-to-back table lookups stall on the shared-memory pipe, ncu's mio_throttle 1.4 per
+// issue against 0.3). The bulk rings are never picked: on the long rows the one-stage bulk ring
+// with the wide table measured 3–5% faster than the register loop (B=8 L=32K 0.1002 vs 0.1031 ms,
+// B=1 L=128K 0.0591 vs 0.0608), short of the targets, and its compute-sanitizer racecheck run
+// reported warnings on its mbarrier re-arm (since answered with a __syncwarp, not yet re-run on a
+// GPU); FRUGAL_ATTN_KERNEL=bulk|bulkwide runs them.
+constexpr int64_t kWideMinTokens = 8192;
+constexpr int64_t kWideMaxWork = int64_t{1} << 18;
 
 // The bulk ring serves D = 128 K4/V4 when its copies' addresses are 16-byte aligned: the code rows
 // are 64 bytes, so the bases; the scales are copied as the aligned span around each range, which
@@ -1595,15 +1621,13 @@ bool wide_serves(const DecodeArgs& a) {
   return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4;
 }
 
-Launch pick_kernel(const DecodeArgs& a, int64_t max_len) {
+// pairs: blocks of one slice (sequences × K/V heads × head tiles).
+Launch pick_kernel(const DecodeArgs& a, int64_t max_len, int64_t pairs) {
   const F16Loop f = forced_loop();
-  if (bulk_serves(a) && (f == F16Loop::bulk || (f == F16Loop::automatic && max_len >= kBulkMinTokens)))
-    return bulk_launch();
-  if (bulk_serves(a) &&
-      (f == F16Loop::bulk_wide || (f == F16Loop::automatic && max_len >= kBulkWideMinTokens)))
-    return bulk_wide_launch();
-  if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && max_len >= kWideMinTokens)))
-    return wide_launch();
+  if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
+  if (bulk_serves(a) && f == F16Loop::bulk_wide) return bulk_wide_launch();
+  const bool wide_wins = max_len >= kWideMinTokens && pairs * max_len <= kWideMaxWork;
+  if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && wide_wins))) return wide_launch();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
       case 64:
@@ -1700,9 +1724,8 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   int64_t max_len = 0;
   for (int b = 0; b < a.batch; ++b) max_len = std::max(max_len, a.end[b] - a.begin[b]);
 
-  const Launch launch = pick_kernel(a, max_len);
-  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch)) *
-                        multiprocessor_count(device.index);
+  const Launch launch = pick_kernel(a, max_len, pairs);
+  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch)) * multiprocessor_count(device.index);
   const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
   splits = std::min(splits, cap_splits);
