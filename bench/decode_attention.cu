@@ -9,16 +9,20 @@
 // write positions are set through const_cast — a benchmark-only shortcut around appending
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
-// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep]
+// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep] [--loops]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers); --sweep: the slice sweep of every row too (the split heuristic's data; slices of
-//   >= 64 tokens). Every row prints a hash of its output bytes (bitwise comparisons of two builds).
+//   >= 64 tokens); --loops: every row five times, the f16 kernel's main loop left to the rule
+//   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, bulk, wide, bulkwide), plus the
+//   lengths between the short and the long rows that place the rule's threshold.
+//   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -149,18 +153,20 @@ struct Row {
   int64_t L;
   int kbits, vbits;
   std::string math, qdtype;
-  int splits;  // 0 = automatic
+  int splits;        // 0 = automatic
+  std::string loop;  // the f16 main loop: auto (the library's rule), registers or bulk
   double ms, bytes;
 };
 
 int main(int argc, char** argv) {
   std::string json;
-  bool quick = false, sweep = false;
+  bool quick = false, sweep = false, loops = false;
   int one[5] = {0, 0, 0, 0, 0};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--sweep")) sweep = true;
+    if (!std::strcmp(argv[i], "--loops")) loops = true;
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
       quick = true;
@@ -202,7 +208,16 @@ int main(int argc, char** argv) {
   if (quick)
     shapes = {{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {8, 32, 8, 256, 32768},
               {1, 32, 8, 128, 4096},  {1, 32, 8, 256, 4096},   {8, 32, 8, 128, 4096}};
+  if (quick && loops)
+    for (const Shape& s : std::vector<Shape>{{1, 32, 8, 128, 8192},
+                                             {1, 32, 8, 128, 16384},
+                                             {1, 32, 8, 128, 32768},
+                                             {8, 32, 8, 128, 8192},
+                                             {8, 32, 8, 128, 16384},
+                                             {32, 32, 8, 128, 8192}})
+      shapes.push_back(s);
   if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
+  std::string loop = "auto";  // the f16 main loop of the rows run now (--loops)
 
   std::vector<Row> rows;
   auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits, int64_t len = 0) {
@@ -225,8 +240,9 @@ int main(int argc, char** argv) {
       opt.lengths = lens;
       const double ms = time_median_ms(
           flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, 40);
-      std::printf("B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost): %9.4f ms  out %016llx\n", s.B,
-                  s.Hq, s.Hkv, s.D, (long long)len, ms, (unsigned long long)out_hash(out));
+      std::printf(
+          "B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost), loop=%-9s: %9.4f ms  out %016llx\n",
+          s.B, s.Hq, s.Hkv, s.D, (long long)len, loop.c_str(), ms, (unsigned long long)out_hash(out));
       return;
     }
     const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
@@ -234,18 +250,30 @@ int main(int argc, char** argv) {
     const double ms = time_median_ms(
         flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, reps);
     Row r{s.B,           s.Hq,   s.Hkv, s.D, s.L, kb, vb, math == attention::Math::f32 ? "f32" : "f16",
-          to_string(qd), splits, ms,    big};
+          to_string(qd), splits, loop,  ms,  big};
     std::printf(
-        "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s %9.4f ms  %6.2f TB/s  (%.0f%% of read BW)  "
-        "out %016llx\n",
+        "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s loop=%-9s %9.4f ms  %6.2f TB/s  (%.0f%% of "
+        "read BW)  out %016llx\n",
         r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(),
-        splits ? std::to_string(splits).c_str() : "auto", ms, big / ms / 1e9, 100 * big / ms / 1e9 / read_tbps,
-        (unsigned long long)out_hash(out));
+        splits ? std::to_string(splits).c_str() : "auto", loop.c_str(), ms, big / ms / 1e9,
+        100 * big / ms / 1e9 / read_tbps, (unsigned long long)out_hash(out));
     std::fflush(stdout);
     rows.push_back(r);
   };
+  // Runs `fn` with the f16 main loop left to the rule, then (--loops) forced to each loop.
+  auto each_loop = [&](auto&& fn) {
+    fn();
+    if (!loops) return;
+    for (const char* l : {"registers", "bulk", "wide", "bulkwide"}) {
+      setenv("FRUGAL_ATTN_KERNEL", l, 1);
+      loop = l;
+      fn();
+    }
+    unsetenv("FRUGAL_ATTN_KERNEL");
+    loop = "auto";
+  };
   for (const Shape& s : shapes) {
-    run(s, 4, 4, attention::Math::f16, DType::f16, 0);
+    each_loop([&] { run(s, 4, 4, attention::Math::f16, DType::f16, 0); });
     if (!sweep) continue;
     // The slice count around the automatic pick, for the split heuristic: one block per (sequence,
     // K/V head) times s, up to ~4 blocks per SM.
@@ -256,7 +284,7 @@ int main(int argc, char** argv) {
   // The fixed cost of a call on the short rows: 16 tokens attended (one slice, one tile a block).
   if (quick && one[0] == 0)
     for (const Shape& s : std::vector<Shape>{{1, 32, 8, 128, 4096}, {1, 32, 8, 256, 4096}})
-      run(s, 4, 4, attention::Math::f16, DType::f16, 0, 16);
+      each_loop([&] { run(s, 4, 4, attention::Math::f16, DType::f16, 0, 16); });
   // Variants on the two target rows: K8/V4, and the exact f32 path.
   for (const Shape& s :
        quick ? std::vector<Shape>{} : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}}) {
@@ -272,9 +300,10 @@ int main(int argc, char** argv) {
       const Row& r = rows[i];
       std::fprintf(f,
                    "  {\"B\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"L\": %lld, \"kbits\": %d, \"vbits\": %d, "
-                   "\"math\": \"%s\", \"q\": \"%s\", \"splits\": %d, \"ms\": %.6f, \"bytes\": %.0f}%s\n",
+                   "\"math\": \"%s\", \"q\": \"%s\", \"splits\": %d, \"loop\": \"%s\", \"ms\": %.6f, "
+                   "\"bytes\": %.0f}%s\n",
                    r.B, r.Hq, r.Hkv, r.D, (long long)r.L, r.kbits, r.vbits, r.math.c_str(), r.qdtype.c_str(), r.splits,
-                   r.ms, r.bytes, i + 1 < rows.size() ? "," : "");
+                   r.loop.c_str(), r.ms, r.bytes, i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

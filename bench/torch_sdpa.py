@@ -63,8 +63,8 @@ if not ours:
 
 read = ours["read_TBps"]
 lines = [f"{ours['device']}; torch {torch.__version__}; streamed read {read:.2f} TB/s",
-         "| B | Hq | Hkv | D | L | ours 4-bit (ms) | ours TB/s | of 4-bit floor | SDPA fp16 (ms) | SDPA TB/s | speedup | best slices (ms) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| B | Hq | Hkv | D | L | loop | ours 4-bit (ms) | ours TB/s | of 4-bit floor | SDPA fp16 (ms) | SDPA TB/s | speedup | best slices (ms) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 main = lambda r: r["kbits"] == 4 and r["vbits"] == 4 and r["math"] == "f16"
 for r in ours["rows"]:
     if not (main(r) and r["splits"] == 0):
@@ -73,10 +73,11 @@ for r in ours["rows"]:
     s = sdpa[key]
     bw = r["bytes"] / r["ms"] / 1e9
     sdpa_bw = 2 * r["B"] * r["Hkv"] * r["L"] * r["D"] * 2 / s / 1e9
-    sweep = [x for x in ours["rows"] if main(x) and x["splits"] > 0 and (x["B"], x["Hq"], x["Hkv"], x["D"], x["L"]) == key]
+    sweep = [x for x in ours["rows"] if main(x) and x["splits"] > 0 and (x["B"], x["Hq"], x["Hkv"], x["D"], x["L"]) == key
+             and x.get("loop", "auto") == r.get("loop", "auto")]
     best = min(sweep, key=lambda x: x["ms"]) if sweep else None
     best_s = f"{best['splits']} ({best['ms']:.4f})" if best else "-"
-    lines.append(f"| {r['B']} | {r['Hq']} | {r['Hkv']} | {r['D']} | {r['L']} | {r['ms']:.4f} | {bw:.2f} | "
+    lines.append(f"| {r['B']} | {r['Hq']} | {r['Hkv']} | {r['D']} | {r['L']} | {r.get('loop', 'auto')} | {r['ms']:.4f} | {bw:.2f} | "
                  f"{100 * bw / read:.0f}% | {s:.4f} | {sdpa_bw:.2f} | {s / r['ms']:.2f}x | {best_s} |")
 lines.append("")
 lines.append("slice sweep (ours, K4/V4 f16): B D L: splits=ms ...")

@@ -59,3 +59,8 @@ void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
 namespace frugal::cuda {
 bool spconv_wgmma_available(int) { return false; }
 }  // namespace frugal::cuda
+
+// ---- decode attention: calls per f16 main loop (src/cuda/attention.cu) ----
+namespace frugal::cuda {
+int64_t decode_attention_loop_calls(int) { return 0; }
+}  // namespace frugal::cuda

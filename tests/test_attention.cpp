@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "core/attention_backend.h"
 #include "frugal/attention.h"
 #include "frugal/half.h"
 #include "frugal/kv_cache.h"
@@ -818,6 +820,168 @@ TEST(DecodeAttentionCuda, F16HugeBf16QueriesEveryDimGqaAndSliceCount) {
       }
     }
   }
+}
+
+// ---- the f16 kernel's other main loops (D = 128, K4/V4): the bulk-copy ring, the wide table ------
+
+// Sets FRUGAL_ATTN_KERNEL (which f16 main loop serves a call) for a scope.
+struct ForcedLoop {
+  explicit ForcedLoop(const char* loop) { setenv("FRUGAL_ATTN_KERNEL", loop, 1); }
+  ~ForcedLoop() { unsetenv("FRUGAL_ATTN_KERNEL"); }
+};
+
+// One call with the f16 main loop forced to `loop` ("auto": the rule); `taken` is the loop that must
+// have served it (counted by the backend: 0 registers, 1 bulk ring, 2 wide table, 3 bulk ring with
+// the wide table; -1: any one).
+std::vector<double> run_loop(const Filled& f, const Query& q, const DecodeOptions& opt, const char* loop, int taken) {
+  ForcedLoop forced(loop);
+  int64_t before[4];
+  for (int i = 0; i < 4; ++i) before[i] = cuda::decode_attention_loop_calls(i);
+  std::vector<double> got = to_double(run(f, q, Device::cuda(), DType::f32, opt));
+  int64_t total = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t n = cuda::decode_attention_loop_calls(i) - before[i];
+    total += n;
+    if (taken >= 0) EXPECT_EQ(n, i == taken ? 1 : 0) << "forced " << loop << ", loop " << i;
+  }
+  EXPECT_EQ(total, 1) << "forced " << loop;
+  return got;
+}
+
+// The bulk ring (each warp's chunks copied into shared-memory stages by cp.async.bulk, 8 warps a
+// block), the wide-table loop (8 warps, PRMT-formed table addresses, bare ex2) and the two together
+// (one stage a warp) against the register loop on the same inputs, all forced, and against the
+// oracle and the CPU. Rings of 778 slots (B·Hkv·capacity ≡ 0 mod 4, as the bulk ring needs; heads start at every
+// 16-byte misalignment of the scales, 778 ≡ 2 mod 4) wrapped at irregular points (chunks copied as
+// two ranges), lengths that are no multiple of a chunk (ragged last chunks, one under a chunk), an
+// empty sequence, 1 and 3 slices and the automatic count (the in-kernel slice merge), GQA 1, 4, 8
+// and 12 (head tiles of 8 + 4); and a plain cache (no ring).
+TEST(DecodeAttentionCuda, F16BulkRingAndWideTableLoopsMatchTheRegisterLoop) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  for (bool sliding : {true, false}) {
+    for (int g : {1, 4, 8, 12}) {
+      for (int splits : {1, 3, 0}) {
+        Shape s;
+        s.kv_heads = 2;
+        s.q_heads = 2 * g;
+        s.batch = 4;
+        s.sliding = sliding;
+        s.capacity = sliding ? 778 : 2000;
+        const std::vector<int64_t> lens =
+            sliding ? std::vector<int64_t>{2000, 778, 45, 0} : std::vector<int64_t>{2000, 1001, 45, 0};
+        std::mt19937_64 rng(test_seed() ^ (uint64_t(g) << 8) ^ uint64_t(splits) ^ (sliding ? 1u << 20 : 0u));
+        Filled f = fill(s, lens, rng, 131);
+        Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
+        DecodeOptions opt;
+        opt.math = Math::f16;
+        opt.num_splits = splits;
+        const std::vector<double> bulk = run_loop(f, q, opt, "bulk", 1);
+        const std::vector<double> wide = run_loop(f, q, opt, "wide", 2);
+        const std::vector<double> both = run_loop(f, q, opt, "bulkwide", 3);
+        const std::vector<double> regs = run_loop(f, q, opt, "registers", 0);
+        const std::vector<double> cpu = to_double(run(f, q, Device::cpu(), DType::f32));
+        const std::vector<double> ref =
+            oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(128.0));
+        const std::string what = describe(s) + (sliding ? " ring" : " plain") + " splits " + std::to_string(splits);
+        EXPECT_TRUE(all_finite(bulk)) << what;
+        EXPECT_LE(testing::rel_error(bulk, ref), 1e-2) << what;
+        EXPECT_LE(testing::rel_error(bulk, cpu), 1e-2) << what;
+        EXPECT_LE(testing::rel_error(regs, ref), 1e-2) << what;
+        EXPECT_TRUE(all_finite(wide)) << what;
+        EXPECT_LE(testing::rel_error(wide, ref), 1e-2) << what;
+        EXPECT_LE(testing::rel_error(wide, cpu), 1e-2) << what;
+        EXPECT_TRUE(all_finite(both)) << what;
+        EXPECT_LE(testing::rel_error(both, ref), 1e-2) << what;
+        EXPECT_LE(testing::rel_error(both, regs), 3e-3) << what;
+        // The same fp16 products; only the warps' token order and the merge order differ (and the
+        // wide loop's ex2 rounding).
+        const double between = testing::rel_error(bulk, regs), between_w = testing::rel_error(wide, regs);
+        EXPECT_LE(between, 3e-3) << what;
+        EXPECT_LE(between_w, 3e-3) << what;
+        if (g == 4 && splits != 3)
+          std::printf(
+              "  %s: rel error vs the oracle: bulk %.2e, wide %.2e, registers %.2e; vs the register loop: "
+              "bulk %.2e, wide %.2e\n",
+              what.c_str(), testing::rel_error(bulk, ref), testing::rel_error(wide, ref), testing::rel_error(regs, ref),
+              between, between_w);
+        const size_t row = static_cast<size_t>(s.q_heads) * s.dim;
+        for (size_t i = 0; i < row; ++i) {
+          ASSERT_EQ(bulk[3 * row + i], 0.0) << "empty sequence, " << what;
+          ASSERT_EQ(wide[3 * row + i], 0.0) << "empty sequence, " << what;
+          ASSERT_EQ(both[3 * row + i], 0.0) << "empty sequence, " << what;
+        }
+      }
+    }
+  }
+}
+
+// Where the bulk ring cannot serve a call it falls back to the register loop even when forced: a
+// capacity with B·Hkv·capacity ≢ 0 mod 4 (a scale span could pass the tensor's end), K8, D = 64; the
+// wide table likewise at K8 and D = 64. Without a forced loop, short sequences take the register
+// loop, and one 16K sequence on one K/V head the wide table (the length rule), correctly.
+TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheLengthRule) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  for (int variant = 0; variant < 3; ++variant) {
+    Shape s;
+    s.kv_heads = 1;
+    s.q_heads = 4;
+    s.batch = 1;
+    s.capacity = 777;
+    if (variant == 1) s.k_bits = 8, s.capacity = 800;
+    if (variant == 2) s.dim = 64, s.capacity = 800;
+    Filled f = fill(s, {700}, rng);
+    Query q = make_query(1, s.q_heads, s.dim, DType::f16, rng);
+    DecodeOptions opt;
+    opt.math = Math::f16;
+    const std::vector<double> got = run_loop(f, q, opt, variant == 0 ? "bulkwide" : "bulk", 0);
+    const std::vector<double> ref =
+        oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(s.dim)));
+    EXPECT_LE(testing::rel_error(got, ref), 1e-2) << describe(s);
+    if (variant > 0) {
+      const std::vector<double> w = run_loop(f, q, opt, "wide", 0);
+      EXPECT_LE(testing::rel_error(w, ref), 1e-2) << describe(s);
+    }
+    const std::vector<double> a = run_loop(f, q, opt, "auto", 0);
+    EXPECT_LE(testing::rel_error(a, ref), 1e-2) << describe(s);
+  }
+  Shape s;
+  s.kv_heads = 1;
+  s.q_heads = 4;
+  Filled f = fill(s, {16384}, rng);
+  Query q = make_query(1, s.q_heads, s.dim, DType::f16, rng);
+  DecodeOptions opt;
+  opt.math = Math::f16;
+  const std::vector<double> got = run_loop(f, q, opt, "auto", 2);
+  const std::vector<double> ref =
+      oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(128.0));
+  EXPECT_LE(testing::rel_error(got, ref), 1e-2);
+}
+
+// Small bulk-ring and wide-table calls for compute-sanitizer racecheck / synccheck (mbarrier phases, stage refills
+// after the warp's reads): a wrapped ring, a ragged end, 2 slices merged in the kernel.
+TEST(DecodeAttentionCuda, F16BulkRingAndWideTableSmallWrappedSlices) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  Shape s;
+  s.kv_heads = 2;
+  s.q_heads = 8;
+  s.batch = 2;
+  s.sliding = true;
+  s.capacity = 1554;  // ≡ 2 mod 4; 2 slices of 784 tokens: 3 or 4 chunks a warp, so stages are refilled
+  std::mt19937_64 rng(test_seed());
+  Filled f = fill(s, {3000, 45}, rng, 131);
+  Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
+  DecodeOptions opt;
+  opt.math = Math::f16;
+  opt.num_splits = 2;
+  const std::vector<double> ref =
+      oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(128.0));
+  EXPECT_LE(testing::rel_error(run_loop(f, q, opt, "bulk", 1), ref), 1e-2);
+  EXPECT_LE(testing::rel_error(run_loop(f, q, opt, "wide", 2), ref), 1e-2);
+  EXPECT_LE(testing::rel_error(run_loop(f, q, opt, "bulkwide", 3), ref), 1e-2);
 }
 
 TEST(DecodeAttentionCuda, LargeBatchPassesRangesThroughTheWorkspace) {

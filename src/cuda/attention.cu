@@ -27,14 +27,21 @@
 //     Its partials are merged by the last block of each (sequence, K/V head, head tile) to finish,
 //     found with an arrival counter in the workspace (merge_slices; round 5: the second kernel's
 //     launch and latency were a sizeable part of the short rows).
-//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r5.md.
+//     Round 6 added three main loops at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide
+//     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), picked
+//     for long sequences on few blocks (kWideMinTokens, kWideMaxWork); and the bulk-copy rings
+//     (BulkRing: cp.async.bulk + mbarrier stages, with either table), which only
+//     FRUGAL_ATTN_KERNEL selects — measured within ±5% of the register loop on the long rows.
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -136,6 +143,30 @@ __device__ __forceinline__ uint32_t lut_load(uint32_t lane_addr, uint32_t e) {
   return v;
 }
 
+// The wide table (kWide): entry e's 32 copies at byte e·256 of the table (the upper 128 bytes of each
+// row unused), so the address of byte k of x in lane `lane4 / 4`'s copy is one PRMT — byte 1 = x's
+// byte k, byte 0 = lane·4 — plus the table's base (uniform): no IMAD per lookup. The price: 64 KB of
+// shared memory for a 4-bit table instead of 32 KB.
+__device__ __forceinline__ uint32_t lut_load_wide(uint32_t base, uint32_t lane4, uint32_t x, int k) {
+  const uint32_t off = __byte_perm(x, lane4, 0x5504u | (static_cast<uint32_t>(k) << 4));
+  uint32_t v;
+  asm("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(base + off));
+  return v;
+}
+
+// 2^x: exp2f, or (kFast) the bare ex2.approx.ftz (no range fix-ups; the softmax weights it makes are
+// ≤ 1 and rounded to fp16 — results under 2^-126 flush to zero either way).
+template <bool kFast>
+__device__ __forceinline__ float ex2(float x) {
+  if constexpr (kFast) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+  } else {
+    return exp2f(x);
+  }
+}
+
 // Transpose of the 8×8 b16 matrix whose row lane/4, columns 2(lane%4) and +1, each lane holds.
 __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
   uint32_t y;
@@ -163,6 +194,48 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+
+// ---- bulk copies (the f16 kernel's bulk-ring variant; cp.async.bulk and mbarrier: plain sm_90) ----
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One arrival expected per phase; the fence makes the initialized barrier visible to the async proxy
+// (the bulk copies' complete_tx).
+__device__ __forceinline__ void mbar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// The one arrival of a phase, announcing `bytes` of bulk copies that complete on it.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+// Waits until the phase of parity `parity` has completed (acquire: the copied bytes are visible).
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// Global → shared bulk copy of `bytes` (multiple of 16; both addresses 16-byte aligned), completing on `bar`.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+// Orders this thread's (and, after __syncwarp, its warp's) earlier shared-memory reads before later
+// async-proxy writes (a bulk copy refilling a stage the warp has just read).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Loads N bytes (N a multiple of 4, the address N-aligned up to 16) into N/4 words, read-only path.
 template <int N>
@@ -617,20 +690,22 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
 
 // Byte-indexed fp16 tables, 32 copies: lut[e * 32 + lane]. 4 bits: the half2 (c[e & 15], c[e >> 4]);
 // 8 bits: c[e] in the low half.
+template <int NT = kThreads, int kRowWords = 32>
 __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, const float* cb8) {
-  // Constant trip count (kThreads) and read-only loads, so the codebook loads of all iterations can
-  // be issued before the first store (thread i fills entries i / 8 + 16k, k = 0..15).
+  // Constant trip count (NT threads) and read-only loads, so the codebook loads of all iterations can
+  // be issued before the first store (thread i fills entries i / 8 + (NT/8)k).
+  static_assert(256 * 8 % NT == 0, "the threads cover the table evenly");
 #pragma unroll
-  for (int k = 0; k < 256 * 8 / kThreads; ++k) {
-    const int i = threadIdx.x + k * kThreads;
+  for (int k = 0; k < 256 * 8 / NT; ++k) {
+    const int i = threadIdx.x + k * NT;
     const int e = i >> 3, quad = i & 7;
     if (lut4) {
       const uint32_t v = half_bits(__ldg(cb4 + (e & 15))) | (half_bits(__ldg(cb4 + (e >> 4))) << 16);
-      reinterpret_cast<uint4*>(lut4 + e * 32)[quad] = make_uint4(v, v, v, v);
+      reinterpret_cast<uint4*>(lut4 + e * kRowWords)[quad] = make_uint4(v, v, v, v);
     }
     if (lut8) {
       const uint32_t v = half_bits(__ldg(cb8 + e));
-      reinterpret_cast<uint4*>(lut8 + e * 32)[quad] = make_uint4(v, v, v, v);
+      reinterpret_cast<uint4*>(lut8 + e * kRowWords)[quad] = make_uint4(v, v, v, v);
     }
   }
 }
@@ -656,24 +731,78 @@ struct F16Shape {
   static constexpr int kSmemBytes = 4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock);
 };
 
+// The bulk-ring variant of the f16 kernel (kBulk; D = 128, K4/V4 — the long rows' shape): each
+// warp's chunks arrive in a ring of shared-memory stages by cp.async.bulk, issued by the warp's lane
+// 0 a stage ahead and completing on the stage's mbarrier; the warp reads its codes and scales from
+// the stage with LDS. So the bytes in flight no longer depend on the registers a warp can spare (the
+// per-chunk register loads left ~1 eligible warp per scheduler and 54–64% of the read bandwidth on
+// the long rows; registers for a second chunk spilled) nor on the L1 pipe's load instructions, and
+// each warp's first chunks are requested before the prologue (no registers held across it).
+// Measured (H200, -r6.md): the copies' issue by lane 0 costs ~115–270 instructions a chunk the
+// whole warp issues, so the narrow-table ring lost 2–10% to the register loop, and with the wide
+// table (one stage a warp) won 3–5% on the long rows; neither reached issue 4's targets.
+// Each warp issues its own copies (no producer warp: a dedicated one would cost the consumers
+// registers at the same block size, and cross-warp handshakes); a stage is refilled after the
+// warp's __syncwarp that ends its reads of it. Shared memory: the 32 KB table is per block, so 8
+// warps a block (2 blocks, 16 warps per SM, as the 4-warp kernel's 4 blocks) leave 2 stages of
+// 4.6 KB per warp: 16 × 4.6 ≈ 74 KB per SM in flight, twice Little's ~33 KB (4.3 TB/s × ~1 µs over
+// 132 SMs). Rows are 64 B (16-byte aligned ranges); the scales are copied as the 16-byte aligned
+// span around each range (the host requires the scale tensor's end to be 16-byte aligned).
+// Stages per warp: 2 with the 32 KB table; 1 with the 64 KB wide table (2 blocks of 64 + 38 KB per
+// SM; the stage is refilled as soon as the warp has read it into registers, so the next chunk's
+// copy still runs while this one is computed).
+constexpr int kBulkWarps = 8, kBulkMinBlocks = 2;
+
+template <int D, int KB, int VB>
+struct BulkRing {
+  static constexpr int CH = F16Shape<D, KB, VB>::CH;
+  static constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
+  // One scale segment's room: ≤ CH floats plus ≤ 12 bytes of alignment at each end, to 16 bytes.
+  static constexpr int kSeg = (4 * CH + 24 + 15) / 16 * 16;
+  // A stage: K rows [CH], V rows [CH], K scales (segment before the ring's end, segment after), V scales.
+  static constexpr int kK = 0, kV = CH * KROW, kKs = kV + CH * VROW, kVs = kKs + 2 * kSeg;
+  static constexpr int kStage = kVs + 2 * kSeg;
+  static_assert(KROW % 16 == 0 && VROW % 16 == 0 && kStage % 16 == 0, "bulk copies move 16-byte units");
+};
+
+// Shared memory of the f16 kernel (bytes): tables / merge area, qs, σ (+ spare), then for kBulk the
+// stages' barriers and the ring.
+template <int D, int KB, int VB, int NW, bool kBulk, bool kWide = false>
+struct F16Smem {
+  using S = F16Shape<D, KB, VB>;
+  static constexpr int kCombine = NW * kHeadsPerBlock * (D + 2);
+  static constexpr int kTables = S::kLuts * kLutWords * (kWide ? 2 : 1);
+  static constexpr int kRegionWords = kTables > kCombine ? kTables : kCombine;
+  static constexpr int kBars = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
+  static constexpr int kStages = kBulk ? (kWide ? 1 : 2) : 1;
+  static constexpr int kRing = kBulk ? (kBars + NW * kStages * 8 + 127) / 128 * 128 : kBars;
+  static constexpr int kBytes = kBulk ? kRing + NW * kStages * BulkRing<D, KB, VB>::kStage : kBars;
+};
+
 // The real head dimension held by element (k-step s, K index k) of the S product.
 template <int D>
 __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
   return (D / 4) * t + 4 * s + 2 * h + j;
 }
 
-template <int D, int KB, int VB>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
+// NW: warps a block; kBulk: the bulk-ring main loop (see BulkRing); kWide: the wide table (see
+// lut_load_wide) and the bare ex2 in the softmax, 4-bit K and V only.
+template <int D, int KB, int VB, int NW = kWarps, bool kBulk = false, bool kWide = false>
+__global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (D <= 128 ? kMinBlocks128 : 1))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
-  extern __shared__ __align__(16) uint32_t smem_u[];
+  using SM = F16Smem<D, KB, VB, NW, kBulk, kWide>;
+  static_assert(!kBulk || (!S::kRotate && !S::kQInSmem), "the bulk ring replaces the per-chunk loop");
+  static_assert(!kWide || (KB == 4 && VB == 4), "the wide table: 4-bit K and V");
+  constexpr int kBulkStages = SM::kStages;
+  extern __shared__ __align__(128) uint32_t smem_u[];
   uint32_t* lut_a = smem_u;  // the table of the first width needed
   uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
   uint32_t* lutK = lut_a;
   uint32_t* lutV = (KB == VB) ? lut_a : lut_b;
-  float* cw = reinterpret_cast<float*>(smem_u);   // [kWarps][8][D], aliases the tables after the loop
-  float* cml = cw + kWarps * kHeadsPerBlock * D;  // [kWarps][8][2]
-  float* qs = reinterpret_cast<float*>(smem_u + S::kLutRegionWords);     // [8][D] floats of room: the q fragments
+  float* cw = reinterpret_cast<float*>(smem_u);                     // [NW][8][D], aliases the tables after the loop
+  float* cml = cw + NW * kHeadsPerBlock * D;                        // [NW][8][2]
+  float* qs = reinterpret_cast<float*>(smem_u + SM::kRegionWords);  // [8][D] floats of room: the q fragments
   float* sig = qs + kHeadsPerBlock * D;                                  // [8] per-head power-of-two query scale
   // q fragments [KS][kQfStride] uint2 (padded row: conflict-free stores), in qs's space until the merge.
   constexpr int kQfStride = 33;
@@ -697,29 +826,88 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     prefetch_l2(p.ks + row0, n * 4, i0, step);
     prefetch_l2(p.vs + row0, n * 4, i0, step);
   };
+  // Bulk ring: this warp's stages (barrier bar0 + 8s, bytes ring0 + kStage·s). Chunk c of the warp
+  // (tokens t0 + (c·NW + warp)·CH ..) goes to stage c % kBulkStages; lane 0 copies it: the K and V
+  // rows as one range each, the scales as the 16-byte aligned span around each (K's and V's scales
+  // have the same index, so the same misalignment), two ranges of each where the chunk crosses the
+  // sliding ring's end. Positions and slots advance by the stride NW·CH per chunk (no division).
+  using R = BulkRing<D, KB, VB>;
+  const uint32_t bar0 = smem_addr(smem_u) + SM::kBars + warp * kBulkStages * 8;
+  const uint32_t ring0 = smem_addr(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
+  constexpr int64_t kStride = static_cast<int64_t>(NW) * S::CH;
+  const int64_t head_row = head * cap;                  // the slot-0 row of this (sequence, K/V head)
+  const int head_mis = static_cast<int>(head_row & 3);  // floats from the 16-byte boundary before slot 0's scale
+  auto next_slot = [&](int64_t sl) { return p.sliding ? advance_slot(sl, kStride, cap) : sl + kStride; };
+  // Tokens of the chunk at (st, sl) before the ring's end (all of them without a ring), and in all.
+  auto chunk_len = [&](int64_t st) { return static_cast<int>(min(static_cast<int64_t>(S::CH), w.t1 - st)); };
+  auto chunk_len_a = [&](int64_t sl, int n) {
+    return p.sliding ? static_cast<int>(min(static_cast<int64_t>(n), cap - sl)) : n;
+  };
+  auto issue_chunk = [&](int64_t st, int64_t sl, int stage) {
+    const int n = chunk_len(st), nA = chunk_len_a(sl, n), nB = n - nA;
+    const uint32_t bar = bar0 + stage * 8, dst = ring0 + stage * R::kStage;
+    const int misA = static_cast<int>((head_row + sl) & 3);
+    const uint32_t spanA = (4 * (misA + nA) + 15) & ~15u, spanB = nB > 0 ? (4 * (head_mis + nB) + 15) & ~15u : 0u;
+    mbar_arrive_expect_tx(bar, n * (R::KROW + R::VROW) + 2 * (spanA + spanB));
+    const int64_t rowA = head_row + sl;
+    bulk_copy(dst + R::kK, p.kp + rowA * R::KROW, nA * R::KROW, bar);
+    bulk_copy(dst + R::kV, p.vp + rowA * R::VROW, nA * R::VROW, bar);
+    bulk_copy(dst + R::kKs, p.ks + (rowA - misA), spanA, bar);
+    bulk_copy(dst + R::kVs, p.vs + (rowA - misA), spanA, bar);
+    if (nB > 0) {
+      bulk_copy(dst + R::kK + nA * R::KROW, p.kp + head_row * R::KROW, nB * R::KROW, bar);
+      bulk_copy(dst + R::kV + nA * R::VROW, p.vp + head_row * R::VROW, nB * R::VROW, bar);
+      bulk_copy(dst + R::kKs + R::kSeg, p.ks + (head_row - head_mis), spanB, bar);
+      bulk_copy(dst + R::kVs + R::kSeg, p.vs + (head_row - head_mis), spanB, bar);
+    }
+  };
+  // The warp's first chunk, and the next one its lane 0 copies (all lanes track it: uniform, a few
+  // instructions a chunk).
+  int64_t first_st = 0, first_sl = 0, is_st = 0, is_sl = 0;
+  if constexpr (kBulk) {
+    first_st = w.t0 + static_cast<int64_t>(warp) * S::CH;
+    first_sl = p.sliding ? advance_slot(w.t0 % cap, static_cast<int64_t>(warp) * S::CH, cap) : first_st;
+    is_st = first_st;
+    is_sl = first_sl;
+    // The first stages are requested before the prologue: their latency hides behind it.
+    if (lane == 0) {
+#pragma unroll
+      for (int s = 0; s < kBulkStages; ++s) mbar_init(bar0 + 8 * s);
+    }
+#pragma unroll
+    for (int s = 0; s < kBulkStages; ++s) {
+      if (is_st < w.t1) {
+        if (lane == 0) issue_chunk(is_st, is_sl, s);
+        is_st += kStride;
+        is_sl = next_slot(is_sl);
+      }
+    }
+    __syncwarp();
+  }
   // The warps' first p.prefetch + 1 chunks start their way from DRAM while the tables and the queries
   // are prepared (the prologue short slices cannot amortize).
-  if (p.prefetch > 0 && w.t1 > w.t0)
+  if (!kBulk && p.prefetch > 0 && w.t1 > w.t0)
     prefetch_tokens(p.sliding ? w.t0 % cap : w.t0,
                     min(w.t1 - w.t0, static_cast<int64_t>(p.prefetch + 1) * kWarps * S::CH), threadIdx.x, kThreads);
 
   // The block's query rows (rows warp, warp + 4) and K's signs are requested first, so their
   // memory latency overlaps the codebook loads and the table stores (round 5; before, the two
   // round trips were in series: the query loads were issued after the tables were written).
-  constexpr int kRowsPerWarp = kHeadsPerBlock / kWarps;
+  constexpr int kRowsPerWarp = kHeadsPerBlock / NW;
   uint32_t qraw[kRowsPerWarp][D / 32];
   float qsgn[D / 32];
 #pragma unroll
   for (int j = 0; j < D / 32; ++j) qsgn[j] = p.ksign ? __ldg(p.ksign + lane + 32 * j) : 1.0f;
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int r = i * kWarps + warp;
+    const int r = i * NW + warp;
     const int64_t base = w.b * p.q_stride_b + (w.hq0 + min(r, w.heads - 1)) * p.q_stride_h;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
   }
-  build_luts(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
-             KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
+  build_luts<NW * 32, kWide ? 64 : 32>(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr),
+                                       KB == 8 ? lutK : (VB == 8 ? lutV : nullptr), KB == 4 ? p.kcb : p.vcb,
+                                       KB == 8 ? p.kcb : p.vcb);
   // Rotated queries as fp16 B fragments, one warp per head row (rows warp, warp + 4): s_K, FWHT and
   // the per-head power-of-two scale σ ≥ max|q_rot| (so the fp16 query cannot overflow with bf16
   // inputs) all in registers; then each value goes to its place in qf [KS][kQfStride] uint2, entry
@@ -729,7 +917,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
   __half* qfh = reinterpret_cast<__half*>(qf);
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int r = i * kWarps + warp;
+    const int r = i * NW + warp;
     float v[D / 32];
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) v[j] = r < w.heads ? raw_to_float(qraw[i][j], p.q_dtype) * qsgn[j] : 0.0f;
@@ -771,6 +959,20 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
   const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
+  const uint32_t lut_base = smem_addr(lutK), lane4 = 4 * lane;
+  // Byte k of x through the 4-bit table (K and V share it when kWide).
+  auto look4K = [&](uint32_t x, int k) -> uint32_t {
+    if constexpr (kWide)
+      return lut_load_wide(lut_base, lane4, x, k);
+    else
+      return lut_load(lutK_addr, byte_of(x, k));
+  };
+  auto look4V = [&](uint32_t x, int k) -> uint32_t {
+    if constexpr (kWide)
+      return lut_load_wide(lut_base, lane4, x, k);
+    else
+      return lut_load(lutV_addr, byte_of(x, k));
+  };
 
   // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
   // and the V-scale reference u the fp16 weights are normalized by.
@@ -791,10 +993,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
         if constexpr (KB == 4) {
           const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
           const int k = 2 * (s & 1);
-          a0 = lut_load(lutK_addr, byte_of(x0, k));
-          a1 = lut_load(lutK_addr, byte_of(x1, k));
-          a2 = lut_load(lutK_addr, byte_of(x0, k + 1));
-          a3 = lut_load(lutK_addr, byte_of(x1, k + 1));
+          a0 = look4K(x0, k);
+          a1 = look4K(x1, k);
+          a2 = look4K(x0, k + 1);
+          a3 = look4K(x1, k + 1);
         } else {
           const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
           a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
@@ -844,7 +1046,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
     }
     const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
     if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
-      const float a0 = n0 == m0 ? 1.0f : exp2f(m0 - n0), a1 = n1 == m1 ? 1.0f : exp2f(m1 - n1);
+      const float a0 = n0 == m0 ? 1.0f : ex2<kWide>(m0 - n0), a1 = n1 == m1 ? 1.0f : ex2<kWide>(m1 - n1);
       l0 *= a0;
       l1 *= a1;
       const float r = u / u_new, f0 = a0 * r, f1 = a1 * r;
@@ -869,7 +1071,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
       float pt[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(sc[j][e] - ((e & 1) ? m1 : m0));
+        const float pe = ex2<kWide>(sc[j][e] - ((e & 1) ? m1 : m0));
         if (e & 1)
           l1 += pe;
         else
@@ -893,8 +1095,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const int mt = 4 * wi + k;
-            mma_16816(acc[mt], lut_load(lutV_addr, byte_of(lo01, k)), lut_load(lutV_addr, byte_of(hi01, k)),
-                      lut_load(lutV_addr, byte_of(lo23, k)), lut_load(lutV_addr, byte_of(hi23, k)), b0, b1);
+            mma_16816(acc[mt], look4V(lo01, k), look4V(hi01, k), look4V(lo23, k), look4V(hi23, k), b0, b1);
           }
         }
       } else {
@@ -918,7 +1119,70 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
 
   int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
   int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
-  if constexpr (S::kRotate) {
+  if constexpr (kBulk) {
+    // Chunk c waits for its stage's phase c / kBulkStages, reads the K rows (tokens g, g + 8 of each
+    // tile: 16 bytes a lane, conflict-free), the scales and the V rows (tokens 2t4 + {0, 1, 8, 9}:
+    // 8 bytes a lane; rows 128 bytes apart share banks, 2 extra wavefronts a load — left, the
+    // copies cannot swizzle) into registers as the per-chunk loop's loads did; the stage is then
+    // refilled with chunk c + kBulkStages while chunk c is computed from the registers. Tokens past
+    // the slice hold stale bytes (any byte is a table index) and are masked by softmax_step as before.
+    const uint8_t* ring = reinterpret_cast<const uint8_t*>(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
+    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
+    int64_t st = first_st, sl = first_sl;
+    for (int c = 0; st < w.t1; ++c) {
+      const int stage = c % kBulkStages;
+      const uint8_t* sb = ring + stage * R::kStage;
+      // Token i's scales: float i + offA of segment A (i < nA), else i + offB of segment B.
+      const int nA = chunk_len_a(sl, chunk_len(st));
+      const int offA = static_cast<int>((head_row + sl) & 3), offB = R::kSeg / 4 + head_mis - nA;
+      mbar_wait(bar0 + 8 * stage, (c / kBulkStages) & 1);
+      uint32_t kw[S::NSUB][2][S::KCB / 4];
+      uint32_t vw[S::NSUB][4][S::VCB / 4];
+      float ksc[S::NSUB][2], vsc[S::NSUB][2];
+      const float* ksm = reinterpret_cast<const float*>(sb + R::kKs);
+      const float* vsm = reinterpret_cast<const float*>(sb + R::kVs);
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int n2 = 0; n2 < 2; ++n2) {
+          const int i = 16 * j + 8 * n2 + g;
+          const uint4 x = *reinterpret_cast<const uint4*>(sb + R::kK + i * R::KROW + t4 * S::KCB);
+          kw[j][n2][0] = x.x;
+          kw[j][n2][1] = x.y;
+          kw[j][n2][2] = x.z;
+          kw[j][n2][3] = x.w;
+          const int si = i + (i < nA ? offA : offB);
+          ksc[j][n2] = ksm[si];
+          vsc[j][n2] = vsm[si];
+        }
+#pragma unroll
+      for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const uint2 x = *reinterpret_cast<const uint2*>(sb + R::kV + (2 * t4 + v_tok(j, e)) * R::VROW + g * S::VCB);
+          vw[j][e][0] = x.x;
+          vw[j][e][1] = x.y;
+        }
+      __syncwarp();  // every lane's reads of the stage are done
+      if (is_st < w.t1) {
+        if (lane == 0) {
+          fence_proxy_async();
+          issue_chunk(is_st, is_sl, stage);
+        }
+        is_st += kStride;
+        is_sl = next_slot(is_sl);
+        // Lane 0's arrive on the stage's barrier before the warp's next wait on it (one stage: the
+        // next chunk's; racecheck flagged the unordered pair on the device, call 2).
+        if constexpr (kBulkStages == 1) __syncwarp();
+      }
+      float sc[S::NSUB][4];
+      scores(kw, sc);
+      const float inv_u = softmax_step(std::false_type{}, st, sc, ksc, vsc);
+      accumulate_pv(sc, vsc, vw, inv_u);
+      st += kStride;
+      sl = next_slot(sl);
+    }
+  } else if constexpr (S::kRotate) {
     // The rotating register pipeline (D = 256): the next chunk's K rows and both scales are
     // requested as soon as the scores have consumed this chunk's, its V rows as soon as the Oᵀ
     // products have consumed this chunk's, so each load has about half an iteration of independent
@@ -980,8 +1244,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
       load_v(start, start_slot);
     }
     while (start < w.t1) {
-      const int64_t next = start + kWarps * S::CH;
-      const int64_t next_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : next;
+      const int64_t next = start + NW * S::CH;
+      const int64_t next_slot = p.sliding ? advance_slot(start_slot, NW * S::CH, cap) : next;
       const bool more = next < w.t1;
       float sc[S::NSUB][4];
       scores(kw, sc);
@@ -1059,9 +1323,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
       accumulate_pv(sc, vsc, vw, inv_u);
     };
 
-    for (; start < w.t1; start += kWarps * S::CH) {
+    for (; start < w.t1; start += NW * S::CH) {
       if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
-        const int64_t ahead = static_cast<int64_t>(p.prefetch) * kWarps * S::CH;
+        const int64_t ahead = static_cast<int64_t>(p.prefetch) * NW * S::CH;
         if (start + ahead < w.t1)
           prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
                           min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
@@ -1071,7 +1335,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
         chunk(std::true_type{});
       else
         chunk(std::false_type{});
-      start_slot = p.sliding ? advance_slot(start_slot, kWarps * S::CH, cap) : start_slot;
+      start_slot = p.sliding ? advance_slot(start_slot, NW * S::CH, cap) : start_slot;
     }
   }
 
@@ -1103,21 +1367,21 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
   // Merge of the warps' states, one warp per head row (as merge_and_store, same order: bitwise),
   // then the final row (one slice) or this slice's partial.
 #pragma unroll
-  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += kWarps) {
+  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += NW) {
     const int r = r0 + warp;
     if (r >= w.heads) break;
-    float mk[kWarps], M = kNegInf;
+    float mk[NW], M = kNegInf;
 #pragma unroll
-    for (int k = 0; k < kWarps; ++k) {
+    for (int k = 0; k < NW; ++k) {
       mk[k] = cml[(k * kHeadsPerBlock + r) * 2];
       M = fmaxf(M, mk[k]);
     }
-    float L = 0, wk[kWarps];
+    float L = 0, wk[NW];
 #pragma unroll
-    for (int k = 0; k < kWarps; ++k) wk[k] = M == kNegInf ? 0.0f : exp2f(mk[k] - M);
+    for (int k = 0; k < NW; ++k) wk[k] = M == kNegInf ? 0.0f : exp2f(mk[k] - M);
     if (M != kNegInf)
 #pragma unroll
-      for (int k = 0; k < kWarps; ++k) L += cml[(k * kHeadsPerBlock + r) * 2 + 1] * wk[k];
+      for (int k = 0; k < NW; ++k) L += cml[(k * kHeadsPerBlock + r) * 2 + 1] * wk[k];
     const int xr = r >> 1;  // the t4 of the lanes that wrote row r
     float v[D / 32];
 #pragma unroll
@@ -1127,7 +1391,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
       float o = 0;
       if (M != kNegInf)
 #pragma unroll
-        for (int k = 0; k < kWarps; ++k) o += cw[(k * kHeadsPerBlock + r) * D + at] * wk[k];
+        for (int k = 0; k < NW; ++k) o += cw[(k * kHeadsPerBlock + r) * D + at] * wk[k];
       v[j] = o;
     }
     if (p.splits == 1) {
@@ -1159,7 +1423,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? kMinBlocks128 : 1)
   }
   if (!__syncthreads_or(last)) return;
 #pragma unroll 1
-  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += kWarps) {
+  for (int r0 = 0; r0 < kHeadsPerBlock; r0 += NW) {
     const int r = r0 + warp;
     if (r >= w.heads) break;
     merge_slices<D>(p, w.b, w.hq0 + r);
@@ -1277,15 +1541,22 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
 
 using KernelFn = void (*)(Params);
 
+// The f16 kernel's main loops (F16Loop::automatic: the rule picks).
+enum class F16Loop { automatic, registers, bulk, wide, bulk_wide };
+
 struct Launch {
   KernelFn fn;
   int smem;      // dynamic shared memory of this call
   int smem_max;  // the most any call of this kernel uses (its attribute is raised to this once)
+  int threads = kThreads;
+  F16Loop loop = F16Loop::registers;  // f16 kernels: which main loop (counted for the tests)
 };
 
 template <int D, int KB, int VB>
 Launch f16_launch() {
-  return {kernel_decode_f16<D, KB, VB>, F16Shape<D, KB, VB>::kSmemBytes, F16Shape<D, KB, VB>::kSmemBytes};
+  constexpr int kBytes = F16Smem<D, KB, VB, kWarps, false>::kBytes;
+  static_assert(kBytes == F16Shape<D, KB, VB>::kSmemBytes, "one layout");
+  return {kernel_decode_f16<D, KB, VB>, kBytes, kBytes};
 }
 
 template <int D>
@@ -1294,7 +1565,69 @@ Launch f16_launch_bits(int kb, int vb) {
   return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
 }
 
-Launch pick_kernel(const DecodeArgs& a) {
+// The bulk-ring variants (kernel_decode_f16<128, 4, 4, kBulkWarps, true[, true]>) and the wide-table one
+// (kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>: 8 warps, 2 blocks of ~69 KB per SM).
+Launch bulk_launch() {
+  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true>::kBytes;
+  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::bulk};
+}
+Launch bulk_wide_launch() {
+  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true, true>::kBytes;
+  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::bulk_wide};
+}
+Launch wide_launch() {
+  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, false, true>::kBytes;
+  return {kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::wide};
+}
+
+// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers, bulk, wide or bulkwide forces one where it
+// serves (benchmarks, tests: read at every call); anything else leaves the choice to the rule below.
+F16Loop forced_loop() {
+  const char* e = std::getenv("FRUGAL_ATTN_KERNEL");
+  if (e == nullptr) return F16Loop::automatic;
+  const std::string v(e);
+  if (v == "bulk") return F16Loop::bulk;
+  if (v == "wide") return F16Loop::wide;
+  if (v == "bulkwide") return F16Loop::bulk_wide;
+  return v == "registers" ? F16Loop::registers : F16Loop::automatic;
+}
+
+// The wide-table loop serves calls whose longest sequence has ≥ kWideMinTokens tokens and whose
+// work — blocks of a slice (sequences × K/V heads × head tiles) × that length — is ≤ kWideMaxWork:
+// the H200 A/B of the loops (bench/results/2026-11-29-decode-attention-r6.md, call 2; Hq=32, Hkv=8)
+// had it 5–9% faster at B=1, L = 8K, 16K, 32K (work 2^16..2^18), tied at B=1 L=4K and B=8 L=4K, and
+// 4–6% slower from work 2^19 on (B=8 L=8K, B=1 L=128K, B=8 L=32K, B=32 L=8K: more blocks per SM,
+// and its back-to-back table lookups stall on the shared-memory pipe, ncu's mio_throttle 1.4 per
+// issue against 0.3). The bulk rings are never picked: on the long rows the one-stage bulk ring
+// with the wide table measured 3–5% faster than the register loop (B=8 L=32K 0.1002 vs 0.1031 ms,
+// B=1 L=128K 0.0591 vs 0.0608), short of the targets, and its compute-sanitizer racecheck run
+// reported warnings on its mbarrier re-arm (since answered with a __syncwarp, not yet re-run on a
+// GPU); FRUGAL_ATTN_KERNEL=bulk|bulkwide runs them.
+constexpr int64_t kWideMinTokens = 8192;
+constexpr int64_t kWideMaxWork = int64_t{1} << 18;
+
+// The bulk ring serves D = 128 K4/V4 when its copies' addresses are 16-byte aligned: the code rows
+// are 64 bytes, so the bases; the scales are copied as the aligned span around each range, which
+// stays inside the scale tensors when they end on a 16-byte boundary.
+bool bulk_serves(const DecodeArgs& a) {
+  auto al = [](const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; };
+  return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4 && al(a.k.packed) &&
+         al(a.v.packed) && al(a.k.scales) && al(a.v.scales) &&
+         static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
+}
+
+// The wide table serves D = 128 K4/V4 (the one instantiation).
+bool wide_serves(const DecodeArgs& a) {
+  return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4;
+}
+
+// pairs: blocks of one slice (sequences × K/V heads × head tiles).
+Launch pick_kernel(const DecodeArgs& a, int64_t max_len, int64_t pairs) {
+  const F16Loop f = forced_loop();
+  if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
+  if (bulk_serves(a) && f == F16Loop::bulk_wide) return bulk_wide_launch();
+  const bool wide_wins = max_len >= kWideMinTokens && pairs * max_len <= kWideMaxWork;
+  if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && wide_wins))) return wide_launch();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
       case 64:
@@ -1323,10 +1656,16 @@ Launch pick_kernel(const DecodeArgs& a) {
 
 // Resident blocks per SM for a kernel, after raising its dynamic shared-memory limit to the most any
 // of its calls uses.
-int blocks_per_sm(KernelFn fn, int smem, int smem_max) {
-  const auto* f = reinterpret_cast<const void*>(fn);
-  allow_dynamic_smem(f, smem_max);
-  return std::max(resident_blocks(f, kThreads, smem), 1);
+int blocks_per_sm(const Launch& l) {
+  const auto* f = reinterpret_cast<const void*>(l.fn);
+  allow_dynamic_smem(f, l.smem_max);
+  if (l.loop != F16Loop::registers) {  // two blocks of 69–111 KB: the whole carveout
+    static std::atomic<bool> done[5];
+    if (!done[static_cast<int>(l.loop)].exchange(true))
+      FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+  }
+  return std::max(resident_blocks(f, l.threads, l.smem), 1);
 }
 
 // Slices per sequence: fill the resident slots of the GPU in whole waves, with slices of ≥ 128
@@ -1368,7 +1707,11 @@ int prefetch_distance() {
   return d;
 }
 
+std::atomic<int64_t> g_loop_calls[4];  // f16 calls per main loop: registers, bulk, wide, bulk + wide
+
 }  // namespace
+
+int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 4 ? g_loop_calls[loop].load() : 0; }
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   namespace be = attention::backend;
@@ -1381,9 +1724,8 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   int64_t max_len = 0;
   for (int b = 0; b < a.batch; ++b) max_len = std::max(max_len, a.end[b] - a.begin[b]);
 
-  const Launch launch = pick_kernel(a);
-  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch.fn, launch.smem, launch.smem_max)) *
-                        multiprocessor_count(device.index);
+  const Launch launch = pick_kernel(a, max_len, pairs);
+  const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch)) * multiprocessor_count(device.index);
   const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
   splits = std::min(splits, cap_splits);
@@ -1461,8 +1803,9 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
 
   const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.kv_heads * tiles),
                   static_cast<unsigned>(a.batch));
-  launch.fn<<<grid, kThreads, launch.smem, st>>>(p);
+  launch.fn<<<grid, launch.threads, launch.smem, st>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
+  if (f16) ++g_loop_calls[static_cast<int>(launch.loop) - 1];
   if (splits > 1 && !f16) {
     // The f32 kernel's slices are combined by a second kernel (the f16 kernel merges them in its
     // last block of each tile). [groups][D] + [D] + [splits] + 2·kWarps + 1 floats, groups·D =
