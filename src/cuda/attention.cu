@@ -30,9 +30,9 @@
 //     Round 6 added three main loops at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide
 //     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), picked
 //     for long sequences on few blocks (kWideMinTokens, kWideMaxWork); and the bulk-copy rings
-//     (BulkRing: cp.async.bulk + mbarrier stages, with either table): with the wide table picked for
-//     long sequences on many blocks (3–5% faster than the register loop there), without it only
-//     when FRUGAL_ATTN_KERNEL asks (never the fastest).
+//     (BulkRing: cp.async.bulk + mbarrier stages, with either table), which only FRUGAL_ATTN_KERNEL
+//     selects — measured within ±5% of the register loop on the long rows, and racecheck reports
+//     warnings on their mbarrier accesses (not resolved).
 //     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -1599,11 +1599,13 @@ F16Loop forced_loop() {
 // had it 5–9% faster at B=1, L = 8K, 16K, 32K (work 2^16..2^18), tied at B=1 L=4K and B=8 L=4K, and
 // 4–6% slower from work 2^19 on (B=8 L=8K, B=1 L=128K, B=8 L=32K, B=32 L=8K: more blocks per SM,
 // and its back-to-back table lookups stall on the shared-memory pipe, ncu's mio_throttle 1.4 per
-// issue against 0.3). There, above kWideMaxWork, the one-stage bulk ring with the wide table serves
-// (where its copies are aligned): 3–5% faster than the register loop (B=8 L=32K 0.1002 vs 0.1031 ms,
-// B=1 L=128K 0.0591 vs 0.0608, B=8 L=16K 0.0570 vs 0.0587, B=32 L=8K 0.0981 vs 0.1033; tied at B=8
-// L=8K). The two-stage bulk ring without the wide table was never the fastest (2–11% slower than the
-// register loop); FRUGAL_ATTN_KERNEL=bulk runs it for comparisons.
+// issue against 0.3). The bulk rings are never picked, only FRUGAL_ATTN_KERNEL=bulk|bulkwide runs
+// them: the one-stage ring with the wide table measured 3–5% faster than the register loop above
+// kWideMaxWork in attn6's call 2 (B=8 L=32K 0.1002 vs 0.1031 ms, B=1 L=128K 0.0591 vs 0.0608), but
+// picked by the rule in the lead's final call of session 4 it gave 0.1030 and 0.0602 (within the
+// noise), and compute-sanitizer racecheck still reports 3 warnings on its mbarrier accesses after
+// the __syncwarp (bench/results/2026-11-29-decode-attention-s4-final/check.txt). The two-stage ring
+// without the wide table was never the fastest (2–11% slower than the register loop).
 constexpr int64_t kWideMinTokens = 8192;
 constexpr int64_t kWideMaxWork = int64_t{1} << 18;
 
@@ -1626,10 +1628,8 @@ bool wide_serves(const DecodeArgs& a) {
 Launch pick_kernel(const DecodeArgs& a, int64_t max_len, int64_t pairs) {
   const F16Loop f = forced_loop();
   if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
-  const bool long_seq = max_len >= kWideMinTokens, small_work = pairs * max_len <= kWideMaxWork;
-  const bool wide_wins = long_seq && small_work, bulk_wide_wins = long_seq && !small_work;
-  if (bulk_serves(a) && (f == F16Loop::bulk_wide || (f == F16Loop::automatic && bulk_wide_wins)))
-    return bulk_wide_launch();
+  if (bulk_serves(a) && f == F16Loop::bulk_wide) return bulk_wide_launch();
+  const bool wide_wins = max_len >= kWideMinTokens && pairs * max_len <= kWideMaxWork;
   if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && wide_wins))) return wide_launch();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
