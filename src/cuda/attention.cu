@@ -86,7 +86,6 @@ struct Params {
   int sliding;
   int64_t tokens_per_split;
   float score_scale;          // softmax_scale · log2(e) / D (the two transforms' 1/√D each)
-  int prefetch;               // f16 kernel: L2 prefetch of upcoming K/V (1) or not (0)
   const int64_t* ranges_dev;  // [B][2] in the workspace when B > kInlineBatch, else nullptr
   int64_t ranges[2 * kInlineBatch];
 };
@@ -276,19 +275,6 @@ __device__ __forceinline__ int64_t advance_slot(int64_t base_slot, int64_t delta
   if (s >= capacity) s -= capacity;
   if (s >= capacity) s %= capacity;
   return s;
-}
-
-// Prefetches bytes [0, n) of a global range into L2 with the threads `i0, i0 + step, ...` (one
-// 128-byte line each; the range's last byte is fetched too, so an unaligned start is covered).
-// Meant to turn the f16 kernel's DRAM waits into L2 hits without registers; measured slower on an
-// H200, so off unless FRUGAL_ATTN_PREFETCH asks for it (see prefetch_distance).
-__device__ __forceinline__ void prefetch_l2(const void* base, int64_t n, int i0, int step) {
-  if (n <= 0) return;
-  const int lines = static_cast<int>(n / 128) + 1;
-  for (int i = i0; i < lines; i += step) {
-    const int64_t off = min(static_cast<int64_t>(i) * 128, n - 1);
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(static_cast<const char*>(base) + off));
-  }
 }
 
 // ---- block-level pieces shared by the kernels -------------------------------------------------
@@ -817,16 +803,6 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
   const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const int64_t cap = p.capacity;
-  // L2 prefetch of the rows (codes and scales) of tokens [t, t + n) from slot `sl` on, up to the
-  // ring's end, by the threads i0, i0 + step, ...
-  auto prefetch_tokens = [&](int64_t sl, int64_t n, int i0, int step) {
-    n = min(n, cap - sl);
-    const int64_t row0 = head * cap + sl;
-    prefetch_l2(p.kp + row0 * KROW, n * KROW, i0, step);
-    prefetch_l2(p.vp + row0 * VROW, n * VROW, i0, step);
-    prefetch_l2(p.ks + row0, n * 4, i0, step);
-    prefetch_l2(p.vs + row0, n * 4, i0, step);
-  };
   // Bulk ring: this warp's stages (barrier bar0 + 8s, bytes ring0 + kStage·s). Chunk c of the warp
   // (tokens t0 + (c·NW + warp)·CH ..) goes to stage c % kBulkStages; lane 0 copies it: the K and V
   // rows as one range each, the scales as the 16-byte aligned span around each (K's and V's scales
@@ -885,12 +861,6 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
     }
     __syncwarp();
   }
-  // The warps' first p.prefetch + 1 chunks start their way from DRAM while the tables and the queries
-  // are prepared (the prologue short slices cannot amortize).
-  if (!kBulk && p.prefetch > 0 && w.t1 > w.t0)
-    prefetch_tokens(p.sliding ? w.t0 % cap : w.t0,
-                    min(w.t1 - w.t0, static_cast<int64_t>(p.prefetch + 1) * kWarps * S::CH), threadIdx.x, kThreads);
-
   // The block's query rows (rows warp, warp + 4) and K's signs are requested first, so their
   // memory latency overlaps the codebook loads and the table stores (round 5; before, the two
   // round trips were in series: the query loads were issued after the tables were written).
@@ -1190,7 +1160,6 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
     // work to hide behind, without a second register buffer. Measured 4–6% faster than the loop
     // below at D = 256 (no register cap there); at D = 128 it was 17% slower at the 128-register cap
     // (spills) and 5% slower at 168 registers, 3 blocks/SM (bench/results/2026-11-29-decode-attention-r3.md).
-    // The in-loop L2 prefetch (p.prefetch, off by default) is not applied on this path.
     uint32_t kw[S::NSUB][2][S::KCB / 4];
     uint32_t vw[S::NSUB][4][S::VCB / 4];
     float ksc[S::NSUB][2], vsc[S::NSUB][2];
@@ -1325,12 +1294,6 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
     };
 
     for (; start < w.t1; start += NW * S::CH) {
-      if (p.prefetch > 0) {  // this warp's chunk p.prefetch chunks ahead: one line per lane
-        const int64_t ahead = static_cast<int64_t>(p.prefetch) * NW * S::CH;
-        if (start + ahead < w.t1)
-          prefetch_tokens(p.sliding ? advance_slot(start_slot, ahead, cap) : start + ahead,
-                          min(static_cast<int64_t>(S::CH), w.t1 - start - ahead), lane, 32);
-      }
       const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
       if (full)
         chunk(std::true_type{});
@@ -1697,19 +1660,6 @@ int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap
   return best;
 }
 
-// L2 prefetch distance of the f16 kernel, in chunks of a warp: 0 (off) by default, because the H200
-// run of 2026-11-29 measured it slower at distances 1 and 2 (B=8 L=32K D=128: 0.119 ms off, 0.135
-// at 1, 0.140 at 2; bench/results/2026-11-29-decode-attention.md, round 2). FRUGAL_ATTN_PREFETCH=1|2
-// turns it on for benchmarks that compare.
-int prefetch_distance() {
-  static const int d = [] {
-    const char* e = std::getenv("FRUGAL_ATTN_PREFETCH");
-    if (e == nullptr || *e == 0) return 0;
-    return std::clamp(std::atoi(e), 0, 4);
-  }();
-  return d;
-}
-
 std::atomic<int64_t> g_loop_calls[4];  // f16 calls per main loop: registers, bulk, wide, bulk + wide
 
 }  // namespace
@@ -1764,7 +1714,6 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   p.sliding = a.sliding ? 1 : 0;
   p.tokens_per_split = per_split;
   p.score_scale = a.softmax_scale * kLog2e / static_cast<float>(a.dim);
-  p.prefetch = prefetch_distance();
 
   // Workspace: counters and partials when split, ranges when the batch is too large for the
   // parameters (layout: be::workspace_layout; its base rounded up to be::kWorkspaceAlign).
