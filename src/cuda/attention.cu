@@ -48,6 +48,7 @@
 
 #include "core/attention_backend.h"
 #include "cuda/common.cuh"
+#include "cuda/mbarrier.cuh"
 
 namespace frugal::cuda {
 
@@ -201,31 +202,6 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// One arrival expected per phase; the fence makes the initialized barrier visible to the async proxy
-// (the bulk copies' complete_tx).
-__device__ __forceinline__ void mbar_init(uint32_t bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-// The one arrival of a phase, announcing `bytes` of bulk copies that complete on it.
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-// Waits until the phase of parity `parity` has completed (acquire: the copied bytes are visible).
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
 // Global → shared bulk copy of `bytes` (multiple of 16; both addresses 16-byte aligned), completing on `bar`.
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
@@ -233,9 +209,6 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
-// Orders this thread's (and, after __syncwarp, its warp's) earlier shared-memory reads before later
-// async-proxy writes (a bulk copy refilling a stage the warp has just read).
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // Loads N bytes (N a multiple of 4, the address N-aligned up to 16) into N/4 words, read-only path.
 template <int N>
@@ -710,12 +683,8 @@ struct F16Shape {
   static constexpr int CH = 16 * NSUB;
   static constexpr bool kQInSmem = D > 256;  // q fragments: registers up to D = 256
   static constexpr int kLuts = (KB == VB) ? 1 : 2;
-  static constexpr int kCombineFloats = kWarps * kHeadsPerBlock * (D + 2);
-  static constexpr int kLutRegionWords = (kLuts * kLutWords > kCombineFloats) ? kLuts * kLutWords : kCombineFloats;
   // D = 256: the main loop is the rotating pipeline (see the kernel); every other D the per-chunk loop.
   static constexpr bool kRotate = D == 256;
-  // tables / merge area, qs (the q fragments, then free), σ [8] (+ 8 spare floats)
-  static constexpr int kSmemBytes = 4 * (kLutRegionWords + kHeadsPerBlock * D + 2 * kHeadsPerBlock + 2 * kHeadsPerBlock);
 };
 
 // The bulk-ring variant of the f16 kernel (kBulk; D = 128, K4/V4 — the long rows' shape): each
@@ -752,8 +721,9 @@ struct BulkRing {
   static_assert(KROW % 16 == 0 && VROW % 16 == 0 && kStage % 16 == 0, "bulk copies move 16-byte units");
 };
 
-// Shared memory of the f16 kernel (bytes): tables / merge area, qs, σ (+ spare), then for kBulk the
-// stages' barriers and the ring.
+// Shared memory of the f16 kernel (bytes), the one layout of every form: the tables / merge area
+// (whichever is larger), qs (the q fragments, then free), σ [8] (+ 8 spare floats), then for kBulk
+// the stages' barriers and the ring.
 template <int D, int KB, int VB, int NW, bool kBulk, bool kWide = false>
 struct F16Smem {
   using S = F16Shape<D, KB, VB>;
@@ -849,7 +819,8 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
     // The first stages are requested before the prologue: their latency hides behind it.
     if (lane == 0) {
 #pragma unroll
-      for (int s = 0; s < kBulkStages; ++s) mbar_init(bar0 + 8 * s);
+      for (int s = 0; s < kBulkStages; ++s) mbar_init(bar0 + 8 * s, 1);  // lane 0's one arrival a phase
+      fence_mbarrier_init();  // visible to the bulk copies' complete_tx, no block barrier before them
     }
 #pragma unroll
     for (int s = 0; s < kBulkStages; ++s) {
@@ -1519,7 +1490,6 @@ struct Launch {
 template <int D, int KB, int VB>
 Launch f16_launch() {
   constexpr int kBytes = F16Smem<D, KB, VB, kWarps, false>::kBytes;
-  static_assert(kBytes == F16Shape<D, KB, VB>::kSmemBytes, "one layout");
   return {kernel_decode_f16<D, KB, VB>, kBytes, kBytes};
 }
 
@@ -1572,19 +1542,17 @@ F16Loop forced_loop() {
 constexpr int64_t kWideMinTokens = 8192;
 constexpr int64_t kWideMaxWork = int64_t{1} << 18;
 
-// The bulk ring serves D = 128 K4/V4 when its copies' addresses are 16-byte aligned: the code rows
-// are 64 bytes, so the bases; the scales are copied as the aligned span around each range, which
-// stays inside the scale tensors when they end on a 16-byte boundary.
-bool bulk_serves(const DecodeArgs& a) {
-  auto al = [](const void* x) { return (reinterpret_cast<uintptr_t>(x) & 15) == 0; };
-  return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4 && al(a.k.packed) &&
-         al(a.v.packed) && al(a.k.scales) && al(a.v.scales) &&
-         static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
-}
-
 // The wide table serves D = 128 K4/V4 (the one instantiation).
 bool wide_serves(const DecodeArgs& a) {
   return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4;
+}
+
+// The bulk ring serves the same calls when its copies' addresses are 16-byte aligned: the code rows
+// are 64 bytes, so the bases; the scales are copied as the aligned span around each range, which
+// stays inside the scale tensors when they end on a 16-byte boundary.
+bool bulk_serves(const DecodeArgs& a) {
+  return wide_serves(a) && is_aligned(a.k.packed, 16) && is_aligned(a.v.packed, 16) && is_aligned(a.k.scales, 16) &&
+         is_aligned(a.v.scales, 16) && static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
 }
 
 // pairs: blocks of one slice (sequences × K/V heads × head tiles).

@@ -42,6 +42,7 @@
 #include <type_traits>
 
 #include "cuda/common.cuh"
+#include "cuda/mbarrier.cuh"
 #include "cuda/sparse_conv_mma.cuh"
 
 namespace frugal::cuda::spconv_mma {
@@ -70,8 +71,6 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// cp.async writes through the generic proxy; wgmma reads through the async proxy.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Keeps the compiler from moving accumulator registers across an in-flight wgmma.
 template <int R>
 __device__ __forceinline__ void fence_acc(float (&d)[R]) {
@@ -79,36 +78,12 @@ __device__ __forceinline__ void fence_acc(float (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// mbarriers (PTX "mbarrier"): init with an expected arrival count; arrive (release, CTA scope);
-// wait until the phase of the given parity has completed (acquire). The first phase has parity 0.
-__device__ __forceinline__ void mbar_init(uint32_t addr, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(addr) : "memory");
-}
-// Arrives and adds `bytes` to the transaction count the phase waits for (the bulk copies below).
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, int bytes) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(addr),
-               "r"(bytes)
-               : "memory");
-}
 // Bulk tensor copy (TMA) of the box at (x, y, z) of the tensor map into shared memory at dst,
 // completing `box bytes` transactions on the mbarrier at bar.
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map, int x, int y, int z, uint32_t bar) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(bar)
-      : "memory");
-}
-// With a suspend-time hint (10 ms): a waiting warp may sleep until the phase completes instead of
-// spinning on try_wait (measured on the H200: no change in time either way; results file tc6).
-__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nwait:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
-      "@!done bra wait;\n}\n" ::"r"(addr),
-      "r"(parity), "r"(10000000)
       : "memory");
 }
 
