@@ -128,6 +128,30 @@ FRUGAL_WGMMA_SS(__half, "f16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", " FRUGAL
                 FRUGAL_ACC32(0), FRUGAL_ACC32(32), FRUGAL_ACC32(64), FRUGAL_ACC32(96))
 FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", " FRUGAL_REGS_2 ", " FRUGAL_REGS_3, 128,
                 129, FRUGAL_ACC32(0), FRUGAL_ACC32(32), FRUGAL_ACC32(64), FRUGAL_ACC32(96))
+// d (64 × 64 f32 over the warpgroup) += A (64 × 16 from registers: each warp's 16 rows as an m16n8k16
+// A fragment, a[0..3]) · B (16 × 64, N-major, descriptor db).
+template <typename T>
+__device__ __forceinline__ void wgmma_rs64(float (&d)[32], const uint32_t (&a)[4], uint64_t db);
+#define FRUGAL_WGMMA_RS(T, TY)                                                                                   \
+  template <>                                                                                                   \
+  __device__ __forceinline__ void wgmma_rs64<T>(float(&d)[32], const uint32_t(&a)[4], uint64_t db) {             \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                      \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" FRUGAL_REGS_0 "}, {%32, %33, %34, %35}, " \
+                 "%36, p, 1, 1, 1;\n}\n"                                                                        \
+                 : FRUGAL_ACC32(0)                                                                              \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                      \
+  }
+FRUGAL_WGMMA_RS(__half, "f16")
+FRUGAL_WGMMA_RS(__nv_bfloat16, "bf16")
+#undef FRUGAL_WGMMA_RS
+// Keeps registers an in-flight wgmma reads where they are until the wait that ends it.
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
 #undef FRUGAL_WGMMA_SS
 #undef FRUGAL_REGS_0
 #undef FRUGAL_REGS_1
@@ -493,6 +517,215 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 #endif
 }
 
+// ---- the halo kernel (Ci, Co ≤ 64) ---------------------------------------------------------------
+// Why: a 128-row tile of a shell in the map's order makes ~2,100 (row, offset) pairs but touches only
+// ~430 distinct input rows (R = 512 and 1024 shells: mean 423–427, 99th percentile 539–580, max 658;
+// host count, bench/results/2026-11-30-spconv-halo.md), so the gather-per-step kernels bring each input
+// row from L2 ~5 times a tile, and their steps wait on those gathers (Nsight Compute at R = 1024,
+// C = 64: L2 51%, L1 54%, issue 54%: latency, not bandwidth). Here a block loads the tile's distinct
+// input rows once (its "halo") into shared memory; then, for each offset the tile has, each warp reads
+// its 16 rows' A fragments straight from the halo rows with ldmatrix (one row address a lane: the
+// gather costs nothing more) and issues register-A wgmmas against the offset's weight slice, which a
+// producer warp streams with the copy engine through STAGES stages. Nothing in the main loop waits on
+// a gather.
+// Prologue: the map slice (tile_prologue), then the distinct rows: an open-addressing hash table in
+// shared memory (aliasing the halo rows) numbers them in arrival order (the slot a row gets does not
+// change any sum, only where its bytes sit); each map entry becomes (slot + 1) · 8 + (row % 8), slot 0
+// the zero row of absent neighbors. Row r's 16-byte chunk c sits at chunk c ^ (r % 8) of its 128-byte
+// slot: rows of consecutive indices (the common case: a warp's 8 rows at one offset are mostly
+// consecutive rows of the map) then fall in distinct bank groups (1.5 wavefronts a phase on the R =
+// 512 shell, against 2.1 for slot-order phases).
+// A tile with more than CAP distinct rows (a dense block's tile has ~1,100) gathers each step's rows
+// into shared memory instead, one step ahead, as the plain kernel does (exercised by the dense-grid
+// and random-map tests). The sums run in the
+// same order as every other wgmma kernel's (offsets ascending, k16 slices ascending): the output is
+// bitwise theirs.
+struct HaloTile {
+  static constexpr int BM = kTileRows, BN = 64, BK = 64, CONSUMERS = 256, THREADS = CONSUMERS + 32, STAGES = 3;
+  static constexpr int B_STAGE = BK * BN * 2;
+  static constexpr int HASH = 2048;  // positions of the hash table (2^11)
+  // Two blocks a multiprocessor: 112 KB of dynamic shared memory each; what the stages, the map slice
+  // (K ≤ 32), the alignment slack and the zero row leave holds CAP rows of 128 bytes plus their keys.
+  static constexpr size_t BLOCK_SMEM = 112 * 1024;
+  static constexpr size_t FIXED = 1024 + size_t(STAGES) * B_STAGE + size_t(kMaxOffsets) * BM * 4 + 128;
+  static constexpr int CAP = static_cast<int>((BLOCK_SMEM - FIXED) / (128 + 4)) / 8 * 8;
+  static_assert(HASH * 8 <= CAP * 128, "the table and its slots alias the halo rows");
+  static_assert(CAP + CONSUMERS < HASH, "the table never fills, so every probe ends");
+  static_assert(size_t(BM) * (BN + 8) * 2 <= size_t(STAGES) * B_STAGE, "the epilogue staging reuses the stages");
+  // Dynamic shared memory for K offsets: slack, stages, zero row + CAP rows, map slice, keys.
+  static constexpr size_t smem(int k) { return 1024 + size_t(STAGES) * B_STAGE + size_t(CAP + 1) * 128 + size_t(k) * BM * 4 + size_t(CAP) * 4; }
+};
+
+__device__ __forceinline__ void named_barrier_consumers() { asm volatile("bar.sync 1, %0;\n" ::"n"(HaloTile::CONSUMERS) : "memory"); }
+
+template <typename T>
+__global__ void __launch_bounds__(HaloTile::THREADS, 2) kernel_conv_halo(const __grid_constant__ CUtensorMap wmap, Params p) {
+#ifdef FRUGAL_WGMMA
+  using H = HaloTile;
+  constexpr int BM = H::BM, STAGES = H::STAGES, CAP = H::CAP, CONSUMERS = H::CONSUMERS;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ int32_t row_s[BM];
+  __shared__ uint32_t group_s[BM / kGroupRows];
+  __shared__ int8_t act_s[kMaxOffsets];
+  __shared__ int act_count, unique_count;
+  __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES];
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
+  const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(full_s));
+  const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
+  unsigned char* halo = smem + STAGES * H::B_STAGE;  // slot s at halo + 128 s; slot 0 the zero row
+  int32_t* nb_s = reinterpret_cast<int32_t*>(halo + (CAP + 1) * 128);
+  int32_t* keys = nb_s + p.k * BM;                    // the row of slot s + 1
+  int32_t* table = reinterpret_cast<int32_t*>(halo);  // HASH rows (-1: empty), then their slots
+  int32_t* table_slot = table + H::HASH;
+  const int64_t t0 = static_cast<int64_t>(blockIdx.x) * BM;
+  const int tid = threadIdx.x, lane = tid % 32;
+  if (tid == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(full0 + 8 * i, 1);  // + the weight slice's bytes
+      mbar_init(empty0 + 8 * i, CONSUMERS / 32);
+    }
+    unique_count = 0;
+  }
+  for (int i = tid; i < H::HASH; i += H::THREADS) table[i] = -1;
+  tile_prologue<BM, H::THREADS>(p, t0, nb_s, row_s, group_s, act_s, &act_count);  // its barriers publish the above
+  const int steps = act_count;
+
+  float acc[H::BN / 2];
+#pragma unroll
+  for (int i = 0; i < H::BN / 2; ++i) acc[i] = 0.0f;
+
+  if (tid >= CONSUMERS) {  // ---- the producer warp: weight slices, one a step
+    if (lane == 0) {
+      for (int s = 0; s < steps; ++s) {
+        const int st = s % STAGES;
+        if (s >= STAGES) mbar_wait(empty0 + 8 * st, (s / STAGES - 1) & 1);
+        mbar_arrive_expect_tx(full0 + 8 * st, H::B_STAGE);
+        tma_load_3d(sbase + st * H::B_STAGE, &wmap, 0, 0, act_s[s], full0 + 8 * st);
+      }
+    }
+  } else {  // ---- the consumers
+    // The distinct rows (entries of absent offsets are -1 and skipped).
+    const int entries = p.k * BM;
+    for (int i = tid; i < entries; i += CONSUMERS) {
+      const int32_t v = nb_s[i];
+      if (v < 0) continue;
+      if (*static_cast<volatile int*>(&unique_count) > CAP) break;  // too many: the table stays < CAP + CONSUMERS + 1 full
+      uint32_t h = (static_cast<uint32_t>(v) * 2654435761u) >> 21;
+      for (;;) {
+        const int32_t prev = atomicCAS(&table[h], -1, v);
+        if (prev == -1) {
+          const int u = atomicAdd(&unique_count, 1);
+          if (u < CAP) keys[u] = v;
+          table_slot[h] = u;
+          break;
+        }
+        if (prev == v) break;
+        h = (h + 1) & (H::HASH - 1);
+      }
+    }
+    named_barrier_consumers();
+    const bool in_halo = unique_count <= CAP;
+    if (in_halo) {
+      for (int i = tid; i < entries; i += CONSUMERS) {
+        const int32_t v = nb_s[i];
+        int32_t e = 0;  // the zero row
+        if (v >= 0) {
+          uint32_t h = (static_cast<uint32_t>(v) * 2654435761u) >> 21;
+          while (table[h] != v) h = (h + 1) & (H::HASH - 1);
+          e = (table_slot[h] + 1) * 8 + (v & 7);
+        }
+        nb_s[i] = e;
+      }
+      named_barrier_consumers();  // the table is read: the rows may overwrite it
+      const T* feats = static_cast<const T*>(p.feats);
+      const int rows = unique_count;
+      if (tid < 8) *reinterpret_cast<uint4*>(halo + 16 * tid) = make_uint4(0, 0, 0, 0);
+      for (int j = tid; j < rows * 8; j += CONSUMERS) {
+        const int u = j / 8, c = j % 8;
+        const int32_t v = keys[u];
+        const bool ok = c * 8 < p.ci;
+        cp_async16(halo + (u + 1) * 128 + ((c ^ (v & 7)) << 4),
+                   ok ? feats + static_cast<int64_t>(v) * p.ci + c * 8 : feats, ok ? 16 : 0);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      named_barrier_consumers();
+    }
+
+    // This lane's ldmatrix row of its warp's 16 (lanes 16–31 read the second 8 channels of each k16
+    // slice). Tiles outside the halo: each step's 128 A rows are gathered by the consumers with
+    // cp.async into one of two 16 KB buffers (in the halo's place; row r at r · 128, chunk c at
+    // c ^ (r % 8)), the next step's while this one multiplies: the plain kernel's way, one step ahead.
+    const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
+    const T* feats = static_cast<const T*>(p.feats);
+    auto gather = [&](int s) {
+      const int32_t* nb_k = nb_s + act_s[s] * BM;
+      unsigned char* buf = halo + (s & 1) * BM * 128;
+#pragma unroll
+      for (int q = 0; q < BM * 8 / CONSUMERS; ++q) {
+        const int j = tid + CONSUMERS * q, r = j / 8, c = j % 8;
+        const int32_t m = nb_k[r];
+        const bool ok = m >= 0 && c * 8 < p.ci;
+        cp_async16(buf + r * 128 + ((c ^ (r & 7)) << 4), ok ? feats + static_cast<int64_t>(m) * p.ci + c * 8 : feats,
+                   ok ? 16 : 0);
+      }
+      cp_async_commit();
+    };
+    // The A fragments of step s.
+    auto load_a = [&](uint32_t(&f)[4][4], int s) {
+      const unsigned char* row;
+      int phase;
+      if (in_halo) {
+        const int32_t e = nb_s[act_s[s] * BM + lrow];
+        row = halo + (e >> 3) * 128, phase = e & 7;
+      } else {
+        cp_async_wait<0>();         // step s's rows have landed (this thread's) ...
+        named_barrier_consumers();  // ... everyone's; and every warp has read step s − 1's buffer
+        if (s + 1 < steps) gather(s + 1);
+        row = halo + (s & 1) * BM * 128 + lrow * 128, phase = lrow & 7;
+      }
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(f[kk], row + (((kk * 2 + half) ^ phase) << 4));
+    };
+    // Step s: the wgmmas of offset act_s[s] with fragments cur; then, once step s − 1's group is done,
+    // its weight stage goes back to the producer and its fragment registers (next) take step s + 1's.
+    auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&next)[4][4]) {
+      const int st = s % STAGES;
+      mbar_wait(full0 + 8 * st, (s / STAGES) & 1);
+      wgmma_fence();
+      fence_acc(acc);
+      fence_regs(cur);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs64<T>(acc, cur[kk], smem_desc(sbase + st * H::B_STAGE + kk * 2048, 8192, 1024));
+      fence_acc(acc);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_acc(acc);
+      fence_regs(next);
+      if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s - 1) % STAGES));
+      if (s + 1 < steps) load_a(next, s + 1);
+    };
+    uint32_t a0[4][4], a1[4][4];
+    if (!in_halo && steps > 0) gather(0);
+    if (steps > 0) load_a(a0, 0);
+    for (int s = 0; s < steps; s += 2) {
+      step(s, a0, a1);
+      if (s + 1 < steps) step(s + 1, a1, a0);
+    }
+    wgmma_wait<0>();
+    fence_acc(acc);
+    fence_regs(a0);
+    fence_regs(a1);
+  }
+  __syncthreads();  // weights landed and read, wgmmas done: the stages become the epilogue's staging
+  tile_epilogue<T, BM, H::BN, H::THREADS>(p, acc, tid < CONSUMERS, 0, row_s, smem);
+#else
+  __trap();  // never launched: wgmma_available() is false where this code is loaded
+#endif
+}
+
 // out[row_begin + r, c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
 template <typename T>
 __global__ void kernel_finish_split(Params p, int splits) {
@@ -599,7 +832,14 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
   }
   if (tma) {
     if constexpr (BN == 64) {
-      if (ws == 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
+      if (ws == 3 && !p.part && p.ci <= 64 && p.co <= 64) {
+        const size_t smem = HaloTile::smem(p.k);
+        allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_halo<T>), static_cast<int>(smem));
+        kernel_conv_halo<T><<<static_cast<unsigned>(ceil_div<int64_t>(p.rows, HaloTile::BM)), HaloTile::THREADS, smem, s>>>(map, p);
+        FRUGAL_CUDA_CHECK_LAUNCH();
+        return;
+      }
+      if (ws >= 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
     }
     return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, map);
   }
