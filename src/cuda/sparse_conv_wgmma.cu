@@ -541,19 +541,27 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // same order as every other wgmma kernel's (offsets ascending, k16 slices ascending): the output is
 // bitwise theirs.
 struct HaloTile {
-  static constexpr int BM = kTileRows, BN = 64, BK = 64, CONSUMERS = 256, THREADS = CONSUMERS + 32, STAGES = 3;
+  static constexpr int BM = kTileRows, BN = 64, BK = 64, CONSUMERS = 256, THREADS = CONSUMERS + 32, STAGES = 4;
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr int HASH = 2048;  // positions of the hash table (2^11)
-  // Two blocks a multiprocessor: 112 KB of dynamic shared memory each; what the stages, the map slice
-  // (K ≤ 32), the alignment slack and the zero row leave holds CAP rows of 128 bytes plus their keys.
+  // Two blocks a multiprocessor: 112 KB of dynamic shared memory each; what the stages, the map
+  // entries as slots (2 bytes, K ≤ 32), the alignment slack and the zero row leave holds CAP rows of
+  // 128 bytes plus their keys. The map slice itself (4 bytes an entry) and the hash table live in the
+  // halo rows' place until the rows are loaded: the table from its start, the map slice at its end,
+  // clear of the fallback's two gather buffers.
   static constexpr size_t BLOCK_SMEM = 112 * 1024;
-  static constexpr size_t FIXED = 1024 + size_t(STAGES) * B_STAGE + size_t(kMaxOffsets) * BM * 4 + 128;
+  static constexpr size_t FIXED = 1024 + size_t(STAGES) * B_STAGE + size_t(kMaxOffsets) * BM * 2 + 128;
   static constexpr int CAP = static_cast<int>((BLOCK_SMEM - FIXED) / (128 + 4)) / 8 * 8;
-  static_assert(HASH * 8 <= CAP * 128, "the table and its slots alias the halo rows");
+  static constexpr size_t HALO = size_t(CAP + 1) * 128;
+  static_assert(HASH * 8 + 2 * BM * 128 <= HALO - size_t(kMaxOffsets) * BM * 4,
+                "the table (or the fallback's buffers) and the map slice share the halo rows' place");
   static_assert(CAP + CONSUMERS < HASH, "the table never fills, so every probe ends");
+  static_assert((CAP + 1) * 8 + 7 < 65536, "a slot entry fits 16 bits");
   static_assert(size_t(BM) * (BN + 8) * 2 <= size_t(STAGES) * B_STAGE, "the epilogue staging reuses the stages");
-  // Dynamic shared memory for K offsets: slack, stages, zero row + CAP rows, map slice, keys.
-  static constexpr size_t smem(int k) { return 1024 + size_t(STAGES) * B_STAGE + size_t(CAP + 1) * 128 + size_t(k) * BM * 4 + size_t(CAP) * 4; }
+  // Dynamic shared memory for K offsets: slack, stages, zero row + CAP rows, slot entries, keys.
+  static constexpr size_t smem(int k) {
+    return 1024 + size_t(STAGES) * B_STAGE + HALO + (size_t(k) * BM * 2 + 15) / 16 * 16 + size_t(CAP) * 4;
+  }
 };
 
 __device__ __forceinline__ void named_barrier_consumers() { asm volatile("bar.sync 1, %0;\n" ::"n"(HaloTile::CONSUMERS) : "memory"); }
@@ -575,8 +583,10 @@ __global__ void __launch_bounds__(HaloTile::THREADS, 2) kernel_conv_halo(const _
   const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(full_s));
   const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
   unsigned char* halo = smem + STAGES * H::B_STAGE;  // slot s at halo + 128 s; slot 0 the zero row
-  int32_t* nb_s = reinterpret_cast<int32_t*>(halo + (CAP + 1) * 128);
-  int32_t* keys = nb_s + p.k * BM;                    // the row of slot s + 1
+  // The map slice (tile_prologue's nb_s), until the rows are loaded.
+  int32_t* nb_s = reinterpret_cast<int32_t*>(halo + H::HALO - size_t(p.k) * BM * 4);
+  uint16_t* slot_s = reinterpret_cast<uint16_t*>(halo + H::HALO);  // entry (k, r): (slot + 1) · 8 + row % 8
+  int32_t* keys = reinterpret_cast<int32_t*>(halo + H::HALO + (size_t(p.k) * BM * 2 + 15) / 16 * 16);  // slot s + 1's row
   int32_t* table = reinterpret_cast<int32_t*>(halo);  // HASH rows (-1: empty), then their slots
   int32_t* table_slot = table + H::HASH;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * BM;
@@ -636,7 +646,7 @@ __global__ void __launch_bounds__(HaloTile::THREADS, 2) kernel_conv_halo(const _
           while (table[h] != v) h = (h + 1) & (H::HASH - 1);
           e = (table_slot[h] + 1) * 8 + (v & 7);
         }
-        nb_s[i] = e;
+        slot_s[i] = static_cast<uint16_t>(e);
       }
       named_barrier_consumers();  // the table is read: the rows may overwrite it
       const T* feats = static_cast<const T*>(p.feats);
@@ -678,7 +688,7 @@ __global__ void __launch_bounds__(HaloTile::THREADS, 2) kernel_conv_halo(const _
       const unsigned char* row;
       int phase;
       if (in_halo) {
-        const int32_t e = nb_s[act_s[s] * BM + lrow];
+        const int e = slot_s[act_s[s] * BM + lrow];
         row = halo + (e >> 3) * 128, phase = e & 7;
       } else {
         cp_async_wait<0>();         // step s's rows have landed (this thread's) ...
