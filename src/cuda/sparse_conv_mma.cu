@@ -121,6 +121,12 @@ struct MmaTile {
   static_assert(THREADS % BM == 0 && BM % 32 == 0, "the prologue gives each thread one row");
 };
 
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
                                                   const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -393,10 +399,7 @@ bool medium_on_a_large_grid(const sb::ConvArgs& a) {
 }  // namespace
 
 int warp_specialized(const sb::ConvArgs& a) {
-  if (a.wgmma_ws >= 0) {
-    if (a.wgmma_ws == 3) return tile_co(a) == 64 && a.ci <= 64 && a.co <= 64 ? 3 : 1;  // the halo kernel where it serves
-    return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
-  }
+  if (a.wgmma_ws >= 0) return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
   // The H200 (2026-11-29, results file tc5; R = 1024 and 512 shells): 256-wide column tiles (one
   // block a multiprocessor either way) at Ci = Co = 256: 23.7 ms against 27.3 for every warp
   // gathering and multiplying. Ci = Co = 64 on large grids, two blocks a multiprocessor, the map's
@@ -433,7 +436,7 @@ int64_t chunk_rows(const sb::ConvArgs& a) {
 bool sorts(const sb::ConvArgs& a) {
   if (a.sort_rows >= 0) return a.sort_rows != 0;
   if (a.kernel != sb::ConvKernel::wgmma) return true;
-  if (tile_rows(a) == 2 * kTileRows || warp_specialized(a) >= 2) return false;  // measured: the map's order
+  if (tile_rows(a) == 2 * kTileRows || warp_specialized(a) == 2) return false;  // measured: the map's order
   return static_cast<double>(a.n) * a.ci * a.co >= kSortWork;
 }
 

@@ -104,15 +104,6 @@ void finish_split(const Params& p, int splits, cudaStream_t s);
 void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s);
 
 #if defined(__CUDACC__)
-// Four 8 × 8 b16 matrices from shared memory (lanes 8j .. 8j + 7 give the row addresses of matrix j):
-// the A fragment of an m16n8k16 mma (and of a warp's 16 rows of a register-A wgmma).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
 // ---- the tile's prologue (both wgmma kernels; the mma kernel has its own, loading entry by entry) ----
 // The tile's map slice into shared memory, checked: nb_s[k · BM + r] = the neighbor row of tile row
 // r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
