@@ -822,6 +822,13 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       for (int s = 0; s < kBulkStages; ++s) mbar_init(bar0 + 8 * s, 1);  // lane 0's one arrival a phase
       fence_mbarrier_init();  // visible to the bulk copies' complete_tx, no block barrier before them
     }
+    // For compute-sanitizer, not for the hardware: ptxas issues mbarrier.init on the uniform datapath
+    // (SYNCS.EXCH.64 under a warp vote, all 32 lanes active) and racecheck counts that write as every
+    // active lane's, so lane 0's first arrive.expect_tx below was reported as racing with lanes 1-31's
+    // init (the warnings "mbar_init / advance_slot+0xb10 vs mbar_arrive_expect_tx"). In the program
+    // only lane 0 touches a barrier before the __syncwarp that ends this block, in program order: no
+    // ordering hole. One WARPSYNC a warp.
+    __syncwarp();
 #pragma unroll
     for (int s = 0; s < kBulkStages; ++s) {
       if (is_st < w.t1) {
