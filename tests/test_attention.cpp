@@ -915,9 +915,8 @@ TEST(DecodeAttentionCuda, F16BulkRingAndWideTableLoopsMatchTheRegisterLoop) {
 // Where the bulk ring cannot serve a call it falls back to the register loop even when forced (by
 // either of its names): a capacity with B·Hkv·capacity ≢ 0 mod 4 (a scale span could pass the
 // tensor's end), K8, D = 64; the wide table likewise at K8 and D = 64. Without a forced loop, short
-// sequences take the register loop, one 16K sequence on one K/V head the wide table, 5 sequences of
-// 16K on 4 K/V heads (work 20 · 16K, between 2^18 and 2^20) the register loop, and one 64K sequence
-// of 128 query heads on one K/V head (16 head tiles: work 2^20) the bulk ring (the length rule).
+// sequences take the register loop, one 16K sequence on one K/V head the wide table, and 5 sequences
+// of 16K on 4 K/V heads (work 20 · 16K > 2^18) the register loop (the length rule), correctly.
 TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheLengthRule) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
@@ -965,20 +964,6 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheLengthRule) {
   big.kv_heads = 4;
   big.q_heads = 16;
   expect_auto(big, std::vector<int64_t>(5, 16384), 0);
-  // Work 2^20 from few tokens (64K, but the double oracle would cost as much as 2^20 tokens of one
-  // head): against the forced loops instead — the wide loop's result bitwise (the ring only changes
-  // how the codes reach the registers), the register loop's within the fp16 rounding of the order.
-  Shape many;
-  many.kv_heads = 1;
-  many.q_heads = 128;
-  Filled f = fill(many, {65536}, rng);
-  Query q = make_query(1, many.q_heads, many.dim, DType::f16, rng);
-  DecodeOptions opt;
-  opt.math = Math::f16;
-  const std::vector<double> picked = run_loop(f, q, opt, "auto", 2);
-  EXPECT_TRUE(all_finite(picked));
-  EXPECT_EQ(picked, run_loop(f, q, opt, "wide", 1));
-  EXPECT_LE(testing::rel_error(picked, run_loop(f, q, opt, "registers", 0)), 3e-3);
 }
 
 // Small bulk-ring and wide-table calls for compute-sanitizer racecheck / synccheck (mbarrier phases, stage refills

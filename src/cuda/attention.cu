@@ -1535,16 +1535,14 @@ F16Loop forced_loop() {
 // had it 5–9% faster at B=1, L = 8K, 16K, 32K (work 2^16..2^18), tied at B=1 L=4K and B=8 L=4K, and
 // 4–6% slower from work 2^19 on (B=8 L=8K, B=1 L=128K, B=8 L=32K, B=32 L=8K: more blocks per SM,
 // and its back-to-back table lookups stall on the shared-memory pipe, ncu's mio_throttle 1.4 per
-// issue against 0.3). The bulk ring serves the same long sequences from work kBulkMinWork on
-// (attn7's candidate rule, measured in bench/results/2026-11-30-attn7.md): in attn6's call 2 it was
-// 3–5% faster than the register loop there (B=8 L=32K 0.1002 vs 0.1031 ms, B=1 L=128K 0.0591 vs
-// 0.0608, B=8 L=16K 0.0570 vs 0.0587, B=32 L=8K 0.0981 vs 0.1033) and tied at work 2^19 (B=8 L=8K
-// 0.0356 vs 0.0357). compute-sanitizer racecheck's warnings on it
-// (bench/results/2026-11-29-decode-attention-s4-final/check.txt) were its barrier init's, which the
-// tool counts as every lane's write (see the kernel's prologue; attn7).
+// issue against 0.3). The bulk ring is never picked, only FRUGAL_ATTN_KERNEL=bulk runs it: it
+// measured 3–5% faster than the register loop above kWideMaxWork in attn6's call 2 (B=8 L=32K
+// 0.1002 vs 0.1031 ms, B=1 L=128K 0.0591 vs 0.0608), but picked by the rule in the lead's final
+// call of session 4 it gave 0.1030 and 0.0602 (within the noise). compute-sanitizer racecheck's
+// warnings on it (bench/results/2026-11-29-decode-attention-s4-final/check.txt) were its barrier
+// init's, which the tool counts as every lane's write (see the kernel's prologue; attn7).
 constexpr int64_t kWideMinTokens = 8192;
 constexpr int64_t kWideMaxWork = int64_t{1} << 18;
-constexpr int64_t kBulkMinWork = int64_t{1} << 20;
 
 // The wide table serves D = 128 K4/V4 (the one instantiation).
 bool wide_serves(const DecodeArgs& a) {
@@ -1562,8 +1560,7 @@ bool bulk_serves(const DecodeArgs& a) {
 // pairs: blocks of one slice (sequences × K/V heads × head tiles).
 Launch pick_kernel(const DecodeArgs& a, int64_t max_len, int64_t pairs) {
   const F16Loop f = forced_loop();
-  const bool bulk_wins = max_len >= kWideMinTokens && pairs * max_len >= kBulkMinWork;
-  if (bulk_serves(a) && (f == F16Loop::bulk || (f == F16Loop::automatic && bulk_wins))) return bulk_launch();
+  if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
   const bool wide_wins = max_len >= kWideMinTokens && pairs * max_len <= kWideMaxWork;
   if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && wide_wins))) return wide_launch();
   if (a.math == attention::Math::f16) {
