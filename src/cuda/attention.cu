@@ -31,9 +31,10 @@
 //     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), picked
 //     for long sequences on few blocks (kWideMinTokens, kWideMaxWork); and the bulk-copy ring
 //     (BulkRing: cp.async.bulk into one mbarrier stage a warp, read through the wide table), which
-//     only FRUGAL_ATTN_KERNEL=bulk selects — measured 0–5% faster than the register loop on the
-//     long rows. (Its racecheck warnings were the barrier init's, a tool artefact; a two-stage ring
-//     with the 32 KB table, never the fastest, was removed: attn7.)
+//     only FRUGAL_ATTN_KERNEL=bulk selects — measured 0.7–3.3% faster than the register loop on the
+//     long rows (attn7; the wide loop was faster still there). (Its racecheck warnings were the
+//     barrier init's, a tool artefact; a two-stage ring with the 32 KB table, never the fastest, was
+//     removed: attn7.)
 //     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md,
 //     2026-11-30-attn7.md.
 #include <cuda_bf16.h>
@@ -1535,12 +1536,15 @@ F16Loop forced_loop() {
 // had it 5–9% faster at B=1, L = 8K, 16K, 32K (work 2^16..2^18), tied at B=1 L=4K and B=8 L=4K, and
 // 4–6% slower from work 2^19 on (B=8 L=8K, B=1 L=128K, B=8 L=32K, B=32 L=8K: more blocks per SM,
 // and its back-to-back table lookups stall on the shared-memory pipe, ncu's mio_throttle 1.4 per
-// issue against 0.3). The bulk ring is never picked, only FRUGAL_ATTN_KERNEL=bulk runs it: it
-// measured 3–5% faster than the register loop above kWideMaxWork in attn6's call 2 (B=8 L=32K
-// 0.1002 vs 0.1031 ms, B=1 L=128K 0.0591 vs 0.0608), but picked by the rule in the lead's final
-// call of session 4 it gave 0.1030 and 0.0602 (within the noise). compute-sanitizer racecheck's
-// warnings on it (bench/results/2026-11-29-decode-attention-s4-final/check.txt) were its barrier
-// init's, which the tool counts as every lane's write (see the kernel's prologue; attn7).
+// issue against 0.3). The bulk ring is never picked, only FRUGAL_ATTN_KERNEL=bulk runs it: from
+// work 2^20 (B=1 L=128K, B=8 L=16K, B=8 L=32K, B=32 L=8K) it was 3.0%, 2.1%, 0.7% and 3.3% faster
+// than the register loop in attn7's call (median of 3 runs; round 6: 2.7–5.0%), not the 3% on every
+// row asked of a rule change (bench/results/2026-11-30-attn7.md). racecheck is clean on it since
+// attn7 (its warnings were the barrier init's, see the kernel's prologue).
+// In that same call the wide-table loop was 5–7% faster than the register loop on those four rows
+// and 5% at B=8 L=8K (work 2^19), against round 6's 4–6% slower — same outputs bitwise; the code
+// difference since round 6 is the L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a
+// runtime-dead branch in that kernel), not profiled. kWideMaxWork follows round 6 until re-measured.
 constexpr int64_t kWideMinTokens = 8192;
 constexpr int64_t kWideMaxWork = int64_t{1} << 18;
 
