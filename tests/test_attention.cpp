@@ -852,9 +852,10 @@ std::vector<double> run_loop(const Filled& f, const Query& q, const DecodeOption
 // with each warp's chunks copied into a shared-memory stage by cp.async.bulk) against the register
 // loop on the same inputs, all forced, and against the oracle and the CPU. Rings of 778 slots
 // (B·Hkv·capacity ≡ 0 mod 4, as the bulk ring needs; heads start at every 16-byte misalignment of
-// the scales, 778 ≡ 2 mod 4) wrapped at irregular points (chunks copied as two ranges), lengths that are no multiple of a chunk (ragged last chunks, one under a chunk), an
-// empty sequence, 1 and 3 slices and the automatic count (the in-kernel slice merge), GQA 1, 4, 8
-// and 12 (head tiles of 8 + 4); and a plain cache (no ring).
+// the scales, 778 ≡ 2 mod 4) wrapped at irregular points (chunks copied as two ranges), lengths that
+// are no multiple of a chunk (ragged last chunks, one under a chunk), an empty sequence, 1 and 3
+// slices and the automatic count (the in-kernel slice merge), GQA 1, 4, 8 and 12 (head tiles of 8 +
+// 4); and a plain cache (no ring).
 TEST(DecodeAttentionCuda, F16BulkRingAndWideTableLoopsMatchTheRegisterLoop) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
