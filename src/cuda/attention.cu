@@ -27,13 +27,16 @@
 //     Its partials are merged by the last block of each (sequence, K/V head, head tile) to finish,
 //     found with an arrival counter in the workspace (merge_slices; round 5: the second kernel's
 //     launch and latency were a sizeable part of the short rows).
-//     Round 6 added three main loops at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide
+//     Round 6 added two main loops at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide
 //     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), picked
-//     for long sequences on few blocks (kWideMinTokens, kWideMaxWork); and the bulk-copy rings
-//     (BulkRing: cp.async.bulk + mbarrier stages, with either table), which only FRUGAL_ATTN_KERNEL
-//     selects — measured within ±5% of the register loop on the long rows, and racecheck reports
-//     warnings on their mbarrier accesses (not resolved).
-//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md.
+//     for long sequences on few blocks (kWideMinTokens, kWideMaxWork); and the bulk-copy ring
+//     (BulkRing: cp.async.bulk into one mbarrier stage a warp, read through the wide table), which
+//     only FRUGAL_ATTN_KERNEL=bulk selects — measured 0.7–3.3% faster than the register loop on the
+//     long rows (attn7; the wide loop was faster still there). (Its racecheck warnings were the
+//     barrier init's, a tool artefact; a two-stage ring with the 32 KB table, never the fastest, was
+//     removed: attn7.)
+//     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md,
+//     2026-11-30-attn7.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -687,26 +690,25 @@ struct F16Shape {
   static constexpr bool kRotate = D == 256;
 };
 
-// The bulk-ring variant of the f16 kernel (kBulk; D = 128, K4/V4 — the long rows' shape): each
-// warp's chunks arrive in a ring of shared-memory stages by cp.async.bulk, issued by the warp's lane
-// 0 a stage ahead and completing on the stage's mbarrier; the warp reads its codes and scales from
-// the stage with LDS. So the bytes in flight no longer depend on the registers a warp can spare (the
+// The bulk-ring variant of the f16 kernel (kBulk, always with kWide; D = 128, K4/V4 — the long rows'
+// shape): each warp's chunks arrive in a shared-memory stage by cp.async.bulk, issued by the warp's
+// lane 0 a chunk ahead and completing on the stage's mbarrier; the warp reads its codes and scales
+// from the stage with LDS. So the bytes in flight no longer depend on the registers a warp can spare (the
 // per-chunk register loads left ~1 eligible warp per scheduler and 54–64% of the read bandwidth on
 // the long rows; registers for a second chunk spilled) nor on the L1 pipe's load instructions, and
 // each warp's first chunks are requested before the prologue (no registers held across it).
-// Measured (H200, -r6.md): the copies' issue by lane 0 costs ~115–270 instructions a chunk the
-// whole warp issues, so the narrow-table ring lost 2–10% to the register loop, and with the wide
-// table (one stage a warp) won 3–5% on the long rows; neither reached issue 4's targets.
+// Measured (H200, -r6.md): the copies' issue by lane 0 costs ~115 instructions a chunk the whole
+// warp issues; with the wide table the ring won 3–5% over the register loop on the long rows, short
+// of issue 4's targets. (A two-stage ring with the 32 KB table was 2–11% slower than the register
+// loop on every row measured and was removed: attn7, bench/results/2026-11-30-attn7.md.)
 // Each warp issues its own copies (no producer warp: a dedicated one would cost the consumers
-// registers at the same block size, and cross-warp handshakes); a stage is refilled after the
-// warp's __syncwarp that ends its reads of it. Shared memory: the 32 KB table is per block, so 8
-// warps a block (2 blocks, 16 warps per SM, as the 4-warp kernel's 4 blocks) leave 2 stages of
-// 4.6 KB per warp: 16 × 4.6 ≈ 74 KB per SM in flight, twice Little's ~33 KB (4.3 TB/s × ~1 µs over
-// 132 SMs). Rows are 64 B (16-byte aligned ranges); the scales are copied as the 16-byte aligned
-// span around each range (the host requires the scale tensor's end to be 16-byte aligned).
-// Stages per warp: 2 with the 32 KB table; 1 with the 64 KB wide table (2 blocks of 64 + 38 KB per
-// SM; the stage is refilled as soon as the warp has read it into registers, so the next chunk's
-// copy still runs while this one is computed).
+// registers at the same block size, and cross-warp handshakes); the stage is refilled after the
+// warp's __syncwarp that ends its reads of it — as soon as the warp has read it into registers, so
+// the next chunk's copy runs while this one is computed. Shared memory: 8 warps a block (2 blocks,
+// 16 warps per SM, as the 4-warp kernel's 4 blocks) with the 64 KB wide table leave one 4.6 KB
+// stage a warp (2 blocks of 64 + 4 + 38 KB per SM). Rows are 64 B (16-byte aligned ranges); the
+// scales are copied as the 16-byte aligned span around each range (the host requires the scale
+// tensor's end to be 16-byte aligned).
 constexpr int kBulkWarps = 8, kBulkMinBlocks = 2;
 
 template <int D, int KB, int VB>
@@ -723,7 +725,7 @@ struct BulkRing {
 
 // Shared memory of the f16 kernel (bytes), the one layout of every form: the tables / merge area
 // (whichever is larger), qs (the q fragments, then free), σ [8] (+ 8 spare floats), then for kBulk
-// the stages' barriers and the ring.
+// the warps' stage barriers (8 bytes each) and their stages.
 template <int D, int KB, int VB, int NW, bool kBulk, bool kWide = false>
 struct F16Smem {
   using S = F16Shape<D, KB, VB>;
@@ -731,9 +733,8 @@ struct F16Smem {
   static constexpr int kTables = S::kLuts * kLutWords * (kWide ? 2 : 1);
   static constexpr int kRegionWords = kTables > kCombine ? kTables : kCombine;
   static constexpr int kBars = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
-  static constexpr int kStages = kBulk ? (kWide ? 1 : 2) : 1;
-  static constexpr int kRing = kBulk ? (kBars + NW * kStages * 8 + 127) / 128 * 128 : kBars;
-  static constexpr int kBytes = kBulk ? kRing + NW * kStages * BulkRing<D, KB, VB>::kStage : kBars;
+  static constexpr int kRing = kBulk ? (kBars + NW * 8 + 127) / 128 * 128 : kBars;
+  static constexpr int kBytes = kBulk ? kRing + NW * BulkRing<D, KB, VB>::kStage : kBars;
 };
 
 // The real head dimension held by element (k-step s, K index k) of the S product.
@@ -751,7 +752,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   using SM = F16Smem<D, KB, VB, NW, kBulk, kWide>;
   static_assert(!kBulk || (!S::kRotate && !S::kQInSmem), "the bulk ring replaces the per-chunk loop");
   static_assert(!kWide || (KB == 4 && VB == 4), "the wide table: 4-bit K and V");
-  constexpr int kBulkStages = SM::kStages;
+  static_assert(!kBulk || kWide, "the bulk ring reads its codes through the wide table (one stage a warp)");
   extern __shared__ __align__(128) uint32_t smem_u[];
   uint32_t* lut_a = smem_u;  // the table of the first width needed
   uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
@@ -773,14 +774,14 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
   const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const int64_t cap = p.capacity;
-  // Bulk ring: this warp's stages (barrier bar0 + 8s, bytes ring0 + kStage·s). Chunk c of the warp
-  // (tokens t0 + (c·NW + warp)·CH ..) goes to stage c % kBulkStages; lane 0 copies it: the K and V
+  // Bulk ring: this warp's stage (barrier `bar`, bytes at `ring0`) holds chunk c of the warp (tokens
+  // t0 + (c·NW + warp)·CH ..) in the barrier's phase c; lane 0 copies it: the K and V
   // rows as one range each, the scales as the 16-byte aligned span around each (K's and V's scales
   // have the same index, so the same misalignment), two ranges of each where the chunk crosses the
   // sliding ring's end. Positions and slots advance by the stride NW·CH per chunk (no division).
   using R = BulkRing<D, KB, VB>;
-  const uint32_t bar0 = smem_addr(smem_u) + SM::kBars + warp * kBulkStages * 8;
-  const uint32_t ring0 = smem_addr(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
+  const uint32_t bar = smem_addr(smem_u) + SM::kBars + warp * 8;
+  const uint32_t ring0 = smem_addr(smem_u) + SM::kRing + warp * R::kStage;
   constexpr int64_t kStride = static_cast<int64_t>(NW) * S::CH;
   const int64_t head_row = head * cap;                  // the slot-0 row of this (sequence, K/V head)
   const int head_mis = static_cast<int>(head_row & 3);  // floats from the 16-byte boundary before slot 0's scale
@@ -790,9 +791,9 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   auto chunk_len_a = [&](int64_t sl, int n) {
     return p.sliding ? static_cast<int>(min(static_cast<int64_t>(n), cap - sl)) : n;
   };
-  auto issue_chunk = [&](int64_t st, int64_t sl, int stage) {
+  auto issue_chunk = [&](int64_t st, int64_t sl) {
     const int n = chunk_len(st), nA = chunk_len_a(sl, n), nB = n - nA;
-    const uint32_t bar = bar0 + stage * 8, dst = ring0 + stage * R::kStage;
+    const uint32_t dst = ring0;
     const int misA = static_cast<int>((head_row + sl) & 3);
     const uint32_t spanA = (4 * (misA + nA) + 15) & ~15u, spanB = nB > 0 ? (4 * (head_mis + nB) + 15) & ~15u : 0u;
     mbar_arrive_expect_tx(bar, n * (R::KROW + R::VROW) + 2 * (spanA + spanB));
@@ -816,19 +817,23 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
     first_sl = p.sliding ? advance_slot(w.t0 % cap, static_cast<int64_t>(warp) * S::CH, cap) : first_st;
     is_st = first_st;
     is_sl = first_sl;
-    // The first stages are requested before the prologue: their latency hides behind it.
+    // The first chunk is requested before the prologue: its latency hides behind it.
     if (lane == 0) {
-#pragma unroll
-      for (int s = 0; s < kBulkStages; ++s) mbar_init(bar0 + 8 * s, 1);  // lane 0's one arrival a phase
+      mbar_init(bar, 1);      // lane 0's one arrival a phase
       fence_mbarrier_init();  // visible to the bulk copies' complete_tx, no block barrier before them
     }
-#pragma unroll
-    for (int s = 0; s < kBulkStages; ++s) {
-      if (is_st < w.t1) {
-        if (lane == 0) issue_chunk(is_st, is_sl, s);
-        is_st += kStride;
-        is_sl = next_slot(is_sl);
-      }
+    // For compute-sanitizer, not for the hardware: ptxas issues mbarrier.init on the uniform datapath
+    // (SYNCS.EXCH.64 under a warp vote, all 32 lanes active) and racecheck counts that write as every
+    // active lane's, so lane 0's first arrive.expect_tx below was reported as racing with lanes 1-31's
+    // init (the warnings "mbar_init / advance_slot+0xb10 vs mbar_arrive_expect_tx", one per barrier
+    // per launch). In the program only lane 0 touches the barrier before the __syncwarp that ends this
+    // block, in program order: no ordering hole. A NOP in the SASS (as the conv's __syncwarp after
+    // store_matrix_sync, which racecheck honours).
+    __syncwarp();
+    if (is_st < w.t1) {
+      if (lane == 0) issue_chunk(is_st, is_sl);
+      is_st += kStride;
+      is_sl = next_slot(is_sl);
     }
     __syncwarp();
   }
@@ -1062,22 +1067,20 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
   int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
   if constexpr (kBulk) {
-    // Chunk c waits for its stage's phase c / kBulkStages, reads the K rows (tokens g, g + 8 of each
+    // Chunk c waits for the barrier's phase c (parity c & 1), reads the K rows (tokens g, g + 8 of each
     // tile: 16 bytes a lane, conflict-free), the scales and the V rows (tokens 2t4 + {0, 1, 8, 9}:
     // 8 bytes a lane; rows 128 bytes apart share banks, 2 extra wavefronts a load — left, the
     // copies cannot swizzle) into registers as the per-chunk loop's loads did; the stage is then
-    // refilled with chunk c + kBulkStages while chunk c is computed from the registers. Tokens past
-    // the slice hold stale bytes (any byte is a table index) and are masked by softmax_step as before.
-    const uint8_t* ring = reinterpret_cast<const uint8_t*>(smem_u) + SM::kRing + warp * kBulkStages * R::kStage;
+    // refilled with chunk c + 1 while chunk c is computed from the registers. Tokens past the slice
+    // hold stale bytes (any byte is a table index) and are masked by softmax_step as before.
+    const uint8_t* sb = reinterpret_cast<const uint8_t*>(smem_u) + SM::kRing + warp * R::kStage;
     auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
     int64_t st = first_st, sl = first_sl;
-    for (int c = 0; st < w.t1; ++c) {
-      const int stage = c % kBulkStages;
-      const uint8_t* sb = ring + stage * R::kStage;
+    for (uint32_t c = 0; st < w.t1; ++c) {
       // Token i's scales: float i + offA of segment A (i < nA), else i + offB of segment B.
       const int nA = chunk_len_a(sl, chunk_len(st));
       const int offA = static_cast<int>((head_row + sl) & 3), offB = R::kSeg / 4 + head_mis - nA;
-      mbar_wait(bar0 + 8 * stage, (c / kBulkStages) & 1);
+      mbar_wait(bar, c & 1);
       uint32_t kw[S::NSUB][2][S::KCB / 4];
       uint32_t vw[S::NSUB][4][S::VCB / 4];
       float ksc[S::NSUB][2], vsc[S::NSUB][2];
@@ -1109,13 +1112,16 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       if (is_st < w.t1) {
         if (lane == 0) {
           fence_proxy_async();
-          issue_chunk(is_st, is_sl, stage);
+          issue_chunk(is_st, is_sl);
         }
         is_st += kStride;
         is_sl = next_slot(is_sl);
-        // Lane 0's arrive on the stage's barrier before the warp's next wait on it (one stage: the
-        // next chunk's; racecheck flagged the unordered pair on the device, call 2).
-        if constexpr (kBulkStages == 1) __syncwarp();
+        // Not needed by the hardware (the next wait cannot pass before lane 0's arrive: the phase
+        // expects that one arrival, and the copied bytes are ordered by the phase's completion); it
+        // orders lane 0's arrive and copies before the other lanes' next wait and reads for tools that
+        // do not follow the mbarrier (added in round 6 for a racecheck warning that turned out to be
+        // the barrier init's, above; kept: a NOP-cheap WARPSYNC a chunk, in the measured kernel).
+        __syncwarp();
       }
       float sc[S::NSUB][4];
       scores(kw, sc);
@@ -1477,7 +1483,8 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
 using KernelFn = void (*)(Params);
 
 // The f16 kernel's main loops (F16Loop::automatic: the rule picks).
-enum class F16Loop { automatic, registers, bulk, wide, bulk_wide };
+// The order is that of decode_attention_loop_calls (less one).
+enum class F16Loop { automatic, registers, wide, bulk };
 
 struct Launch {
   KernelFn fn;
@@ -1499,30 +1506,27 @@ Launch f16_launch_bits(int kb, int vb) {
   return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
 }
 
-// The bulk-ring variants (kernel_decode_f16<128, 4, 4, kBulkWarps, true[, true]>) and the wide-table one
-// (kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>: 8 warps, 2 blocks of ~69 KB per SM).
+// The bulk ring (kernel_decode_f16<128, 4, 4, kBulkWarps, true, true>: 2 blocks of ~106 KB per SM) and
+// the wide-table register loop (kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>: 2 of ~69 KB).
 Launch bulk_launch() {
-  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true>::kBytes;
-  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::bulk};
-}
-Launch bulk_wide_launch() {
   constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true, true>::kBytes;
-  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::bulk_wide};
+  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::bulk};
 }
 Launch wide_launch() {
   constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, false, true>::kBytes;
   return {kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::wide};
 }
 
-// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers, bulk, wide or bulkwide forces one where it
-// serves (benchmarks, tests: read at every call); anything else leaves the choice to the rule below.
+// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers, wide or bulk (the bulk ring, which
+// reads through the wide table; "bulkwide", its name while a narrow-table ring existed, is the same)
+// forces one where it serves (benchmarks, tests: read at every call); anything else leaves the choice
+// to the rule below.
 F16Loop forced_loop() {
   const char* e = std::getenv("FRUGAL_ATTN_KERNEL");
   if (e == nullptr) return F16Loop::automatic;
   const std::string v(e);
-  if (v == "bulk") return F16Loop::bulk;
+  if (v == "bulk" || v == "bulkwide") return F16Loop::bulk;
   if (v == "wide") return F16Loop::wide;
-  if (v == "bulkwide") return F16Loop::bulk_wide;
   return v == "registers" ? F16Loop::registers : F16Loop::automatic;
 }
 
@@ -1532,13 +1536,15 @@ F16Loop forced_loop() {
 // had it 5–9% faster at B=1, L = 8K, 16K, 32K (work 2^16..2^18), tied at B=1 L=4K and B=8 L=4K, and
 // 4–6% slower from work 2^19 on (B=8 L=8K, B=1 L=128K, B=8 L=32K, B=32 L=8K: more blocks per SM,
 // and its back-to-back table lookups stall on the shared-memory pipe, ncu's mio_throttle 1.4 per
-// issue against 0.3). The bulk rings are never picked, only FRUGAL_ATTN_KERNEL=bulk|bulkwide runs
-// them: the one-stage ring with the wide table measured 3–5% faster than the register loop above
-// kWideMaxWork in attn6's call 2 (B=8 L=32K 0.1002 vs 0.1031 ms, B=1 L=128K 0.0591 vs 0.0608), but
-// picked by the rule in the lead's final call of session 4 it gave 0.1030 and 0.0602 (within the
-// noise), and compute-sanitizer racecheck still reports 3 warnings on its mbarrier accesses after
-// the __syncwarp (bench/results/2026-11-29-decode-attention-s4-final/check.txt). The two-stage ring
-// without the wide table was never the fastest (2–11% slower than the register loop).
+// issue against 0.3). The bulk ring is never picked, only FRUGAL_ATTN_KERNEL=bulk runs it: from
+// work 2^20 (B=1 L=128K, B=8 L=16K, B=8 L=32K, B=32 L=8K) it was 3.0%, 2.1%, 0.7% and 3.3% faster
+// than the register loop in attn7's call (median of 3 runs; round 6: 2.7–5.0%), not the 3% on every
+// row asked of a rule change (bench/results/2026-11-30-attn7.md). racecheck is clean on it since
+// attn7 (its warnings were the barrier init's, see the kernel's prologue).
+// In that same call the wide-table loop was 5–7% faster than the register loop on those four rows
+// and 5% at B=8 L=8K (work 2^19), against round 6's 4–6% slower — same outputs bitwise; the code
+// difference since round 6 is the L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a
+// runtime-dead branch in that kernel), not profiled. kWideMaxWork follows round 6 until re-measured.
 constexpr int64_t kWideMinTokens = 8192;
 constexpr int64_t kWideMaxWork = int64_t{1} << 18;
 
@@ -1559,7 +1565,6 @@ bool bulk_serves(const DecodeArgs& a) {
 Launch pick_kernel(const DecodeArgs& a, int64_t max_len, int64_t pairs) {
   const F16Loop f = forced_loop();
   if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
-  if (bulk_serves(a) && f == F16Loop::bulk_wide) return bulk_wide_launch();
   const bool wide_wins = max_len >= kWideMinTokens && pairs * max_len <= kWideMaxWork;
   if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && wide_wins))) return wide_launch();
   if (a.math == attention::Math::f16) {
@@ -1593,8 +1598,8 @@ Launch pick_kernel(const DecodeArgs& a, int64_t max_len, int64_t pairs) {
 int blocks_per_sm(const Launch& l) {
   const auto* f = reinterpret_cast<const void*>(l.fn);
   allow_dynamic_smem(f, l.smem_max);
-  if (l.loop != F16Loop::registers) {  // two blocks of 69–111 KB: the whole carveout
-    static std::atomic<bool> done[5];
+  if (l.loop != F16Loop::registers) {  // two blocks of 68–105 KB: the whole carveout
+    static std::atomic<bool> done[4];
     if (!done[static_cast<int>(l.loop)].exchange(true))
       FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
                                              static_cast<int>(cudaSharedmemCarveoutMaxShared)));
@@ -1628,11 +1633,11 @@ int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap
   return best;
 }
 
-std::atomic<int64_t> g_loop_calls[4];  // f16 calls per main loop: registers, bulk, wide, bulk + wide
+std::atomic<int64_t> g_loop_calls[3];  // f16 calls per main loop: registers, wide table, bulk ring
 
 }  // namespace
 
-int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 4 ? g_loop_calls[loop].load() : 0; }
+int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 3 ? g_loop_calls[loop].load() : 0; }
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   namespace be = attention::backend;
