@@ -964,7 +964,8 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheLengthRule) {
   big.batch = 5;
   big.kv_heads = 4;
   big.q_heads = 16;
-  expect_auto(big, std::vector<int64_t>(5, 16384), 0);
+  expect_auto(big, std::vector<int64_t>(5, 16384), 1);
+  expect_auto(big, {4096, 8191, 100, 1, 4096}, 0);  // every sequence below kWideMinTokens: the register loop
 }
 
 // Small bulk-ring and wide-table calls for compute-sanitizer racecheck / synccheck (mbarrier phases, stage refills

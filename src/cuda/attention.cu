@@ -29,7 +29,7 @@
 //     launch and latency were a sizeable part of the short rows).
 //     Round 6 added two main loops at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide
 //     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), picked
-//     for long sequences on few blocks (kWideMinTokens, kWideMaxWork); and the bulk-copy ring
+//     for long sequences (kWideMinTokens); and the bulk-copy ring
 //     (BulkRing: cp.async.bulk into one mbarrier stage a warp, read through the wide table), which
 //     only FRUGAL_ATTN_KERNEL=bulk selects — measured 0.7–3.3% faster than the register loop on the
 //     long rows (attn7; the wide loop was faster still there). (Its racecheck warnings were the
@@ -1530,23 +1530,18 @@ F16Loop forced_loop() {
   return v == "registers" ? F16Loop::registers : F16Loop::automatic;
 }
 
-// The wide-table loop serves calls whose longest sequence has ≥ kWideMinTokens tokens and whose
-// work — blocks of a slice (sequences × K/V heads × head tiles) × that length — is ≤ kWideMaxWork:
-// the H200 A/B of the loops (bench/results/2026-11-29-decode-attention-r6.md, call 2; Hq=32, Hkv=8)
-// had it 5–9% faster at B=1, L = 8K, 16K, 32K (work 2^16..2^18), tied at B=1 L=4K and B=8 L=4K, and
-// 4–6% slower from work 2^19 on (B=8 L=8K, B=1 L=128K, B=8 L=32K, B=32 L=8K: more blocks per SM,
-// and its back-to-back table lookups stall on the shared-memory pipe, ncu's mio_throttle 1.4 per
-// issue against 0.3). The bulk ring is never picked, only FRUGAL_ATTN_KERNEL=bulk runs it: from
-// work 2^20 (B=1 L=128K, B=8 L=16K, B=8 L=32K, B=32 L=8K) it was 3.0%, 2.1%, 0.7% and 3.3% faster
-// than the register loop in attn7's call (median of 3 runs; round 6: 2.7–5.0%), not the 3% on every
-// row asked of a rule change (bench/results/2026-11-30-attn7.md). racecheck is clean on it since
-// attn7 (its warnings were the barrier init's, see the kernel's prologue).
-// In that same call the wide-table loop was 5–7% faster than the register loop on those four rows
-// and 5% at B=8 L=8K (work 2^19), against round 6's 4–6% slower — same outputs bitwise; the code
-// difference since round 6 is the L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a
-// runtime-dead branch in that kernel), not profiled. kWideMaxWork follows round 6 until re-measured.
+// The wide-table loop serves calls whose longest sequence has ≥ kWideMinTokens tokens; the register
+// loop the shorter ones. The H200 A/B of the loops: round 6 (bench/results/2026-11-29-decode-attention-r6.md,
+// call 2; Hq=32, Hkv=8) had the wide loop 5–9% faster at B=1, L = 8K, 16K, 32K, tied at L = 4K, and
+// 4–6% slower from work 2^19 on (more blocks per SM); attn7's call (bench/results/2026-11-30-attn7.md,
+// median of 3 runs) and session 5's final call had it 5–7% faster on those long rows too (B=8 L=8K,
+// 16K, 32K, B=1 L=128K, B=32 L=8K) — same outputs bitwise. The code difference since round 6 is the
+// L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a runtime-dead branch in that
+// kernel), which fits, but was not profiled. The bulk ring is never picked, only
+// FRUGAL_ATTN_KERNEL=bulk runs it: from work 2^20 it was 0.7–3.3% faster than the register loop in
+// attn7's call, and slower than the wide loop there. racecheck is clean on it since attn7 (its
+// warnings were the barrier init's, see the kernel's prologue).
 constexpr int64_t kWideMinTokens = 8192;
-constexpr int64_t kWideMaxWork = int64_t{1} << 18;
 
 // The wide table serves D = 128 K4/V4 (the one instantiation).
 bool wide_serves(const DecodeArgs& a) {
@@ -1561,11 +1556,10 @@ bool bulk_serves(const DecodeArgs& a) {
          is_aligned(a.v.scales, 16) && static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
 }
 
-// pairs: blocks of one slice (sequences × K/V heads × head tiles).
-Launch pick_kernel(const DecodeArgs& a, int64_t max_len, int64_t pairs) {
+Launch pick_kernel(const DecodeArgs& a, int64_t max_len) {
   const F16Loop f = forced_loop();
   if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
-  const bool wide_wins = max_len >= kWideMinTokens && pairs * max_len <= kWideMaxWork;
+  const bool wide_wins = max_len >= kWideMinTokens;
   if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && wide_wins))) return wide_launch();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
@@ -1650,7 +1644,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   int64_t max_len = 0;
   for (int b = 0; b < a.batch; ++b) max_len = std::max(max_len, a.end[b] - a.begin[b]);
 
-  const Launch launch = pick_kernel(a, max_len, pairs);
+  const Launch launch = pick_kernel(a, max_len);
   const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch)) * multiprocessor_count(device.index);
   const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
