@@ -915,9 +915,10 @@ TEST(DecodeAttentionCuda, F16BulkRingAndWideTableLoopsMatchTheRegisterLoop) {
 
 // Where the bulk ring cannot serve a call it falls back to the register loop even when forced (by
 // either of its names): a capacity with B·Hkv·capacity ≢ 0 mod 4 (a scale span could pass the
-// tensor's end), K8, D = 64; the wide table likewise at K8 and D = 64. Without a forced loop, short
-// sequences take the register loop, one 16K sequence on one K/V head the wide table, and 5 sequences
-// of 16K on 4 K/V heads (work 20 · 16K > 2^18) the register loop (the length rule), correctly.
+// tensor's end), K8, D = 64; the wide table likewise at K8 and D = 64. Without a forced loop (the
+// length rule), short sequences take the register loop and sequences of 8K tokens or more the wide
+// table: one 16K sequence on one K/V head, 5 sequences of 16K on 4 K/V heads; 5 sequences all shorter
+// than 8K the register loop. Each output against the oracle.
 TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheLengthRule) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
