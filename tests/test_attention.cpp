@@ -916,10 +916,10 @@ TEST(DecodeAttentionCuda, F16BulkRingAndWideTableLoopsMatchTheRegisterLoop) {
 // Where the bulk ring cannot serve a call it falls back to the register loop even when forced (by
 // either of its names): a capacity with B·Hkv·capacity ≢ 0 mod 4 (a scale span could pass the
 // tensor's end), K8, D = 64; the wide table likewise at K8 and D = 64. Without a forced loop (the
-// length rule), short sequences take the register loop and sequences of 8K tokens or more the wide
-// table: one 16K sequence on one K/V head, 5 sequences of 16K on 4 K/V heads; 5 sequences all shorter
-// than 8K the register loop. Each output against the oracle.
-TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheLengthRule) {
+// rule), every D = 128 K4/V4 call takes the wide table, short or long (700 tokens, one 16K sequence
+// on one K/V head, 5 of 16K on 4 K/V heads, 5 of mixed lengths), and K8 and D = 64 the register
+// loop. Each output against the oracle.
+TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
@@ -943,7 +943,7 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheLengthRule) {
       const std::vector<double> w = run_loop(f, q, opt, "wide", 0);
       EXPECT_LE(testing::rel_error(w, ref), 1e-2) << describe(s);
     }
-    const std::vector<double> a = run_loop(f, q, opt, "auto", 0);
+    const std::vector<double> a = run_loop(f, q, opt, "auto", variant == 0 ? 1 : 0);
     EXPECT_LE(testing::rel_error(a, ref), 1e-2) << describe(s);
   }
   // The loop the rule picks (counted), and its output against the oracle.
@@ -966,7 +966,7 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheLengthRule) {
   big.kv_heads = 4;
   big.q_heads = 16;
   expect_auto(big, std::vector<int64_t>(5, 16384), 1);
-  expect_auto(big, {4096, 8191, 100, 1, 4096}, 0);  // every sequence below kWideMinTokens: the register loop
+  expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
 }
 
 // Small bulk-ring and wide-table calls for compute-sanitizer racecheck / synccheck (mbarrier phases, stage refills

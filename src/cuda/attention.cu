@@ -28,8 +28,8 @@
 //     found with an arrival counter in the workspace (merge_slices; round 5: the second kernel's
 //     launch and latency were a sizeable part of the short rows).
 //     Round 6 added two main loops at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide
-//     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), picked
-//     for long sequences (kWideMinTokens); and the bulk-copy ring
+//     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), the
+//     default wherever it serves since session 5; and the bulk-copy ring
 //     (BulkRing: cp.async.bulk into one mbarrier stage a warp, read through the wide table), which
 //     only FRUGAL_ATTN_KERNEL=bulk selects — measured 0.7–3.3% faster than the register loop on the
 //     long rows (attn7; the wide loop was faster still there). (Its racecheck warnings were the
@@ -1530,18 +1530,18 @@ F16Loop forced_loop() {
   return v == "registers" ? F16Loop::registers : F16Loop::automatic;
 }
 
-// The wide-table loop serves calls whose longest sequence has ≥ kWideMinTokens tokens; the register
-// loop the shorter ones. The H200 A/B of the loops: round 6 (bench/results/2026-11-29-decode-attention-r6.md,
-// call 2; Hq=32, Hkv=8) had the wide loop 5–9% faster at B=1, L = 8K, 16K, 32K, tied at L = 4K, and
-// 4–6% slower from work 2^19 on (more blocks per SM); attn7's call (bench/results/2026-11-30-attn7.md,
-// median of 3 runs) and session 5's final call had it 5–7% faster on those long rows too (B=8 L=8K,
-// 16K, 32K, B=1 L=128K, B=32 L=8K) — same outputs bitwise. The code difference since round 6 is the
+// The wide-table loop serves every call it can (D = 128, K4/V4, f16 math); the register loop the
+// others. The H200 A/B of the loops (Hq=32, Hkv=8): round 6 (bench/results/2026-11-29-decode-attention-r6.md,
+// call 2) had the wide loop 5–9% faster at B=1, L = 8K..32K and 4–6% slower from work 2^19 on; attn7's
+// call (bench/results/2026-11-30-attn7.md) and session 5's (bench/results/2026-11-30-decode-attention-s5.md,
+// two runs of B = 1..32 × L = 2K, 4K, 6K besides the long rows) had it faster on every row — 4–13%
+// from B = 2 or L = 6K on, within 1% at B=1 L = 2K and 4K, and faster on the fixed-cost row (16
+// tokens attended). Same outputs bitwise as round 6. The code difference since round 6 is the
 // L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a runtime-dead branch in that
 // kernel), which fits, but was not profiled. The bulk ring is never picked, only
-// FRUGAL_ATTN_KERNEL=bulk runs it: from work 2^20 it was 0.7–3.3% faster than the register loop in
-// attn7's call, and slower than the wide loop there. racecheck is clean on it since attn7 (its
-// warnings were the barrier init's, see the kernel's prologue).
-constexpr int64_t kWideMinTokens = 8192;
+// FRUGAL_ATTN_KERNEL=bulk runs it (0.7–3.3% faster than the register loop on the long rows in
+// attn7's call, slower than the wide loop); racecheck is clean on it since attn7 (its warnings were
+// the barrier init's, see the kernel's prologue).
 
 // The wide table serves D = 128 K4/V4 (the one instantiation).
 bool wide_serves(const DecodeArgs& a) {
@@ -1556,11 +1556,10 @@ bool bulk_serves(const DecodeArgs& a) {
          is_aligned(a.v.scales, 16) && static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
 }
 
-Launch pick_kernel(const DecodeArgs& a, int64_t max_len) {
+Launch pick_kernel(const DecodeArgs& a) {
   const F16Loop f = forced_loop();
   if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
-  const bool wide_wins = max_len >= kWideMinTokens;
-  if (wide_serves(a) && (f == F16Loop::wide || (f == F16Loop::automatic && wide_wins))) return wide_launch();
+  if (wide_serves(a) && (f == F16Loop::wide || f == F16Loop::automatic)) return wide_launch();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
       case 64:
@@ -1644,7 +1643,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   int64_t max_len = 0;
   for (int b = 0; b < a.batch; ++b) max_len = std::max(max_len, a.end[b] - a.begin[b]);
 
-  const Launch launch = pick_kernel(a, max_len);
+  const Launch launch = pick_kernel(a);
   const int64_t slots = static_cast<int64_t>(blocks_per_sm(launch)) * multiprocessor_count(device.index);
   const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
