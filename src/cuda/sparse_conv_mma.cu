@@ -174,7 +174,41 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
   const int wm = warp % WARPS_M, wn = warp / WARPS_M;
 
   // ---- prologue: the tile's map slice, checked, and the offsets of each 16-row group
-  tile_prologue<BM, THREADS>(p, t0, &nb_s[0][0], row_s, group_s, act_s, &act_count);
+  if (tid < GROUPS) group_s[tid] = 0;
+  {
+    const int r = tid % BM;
+    int64_t row = -1;
+    if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
+    if (tid < BM) row_s[r] = static_cast<int32_t>(row);
+    // group_s is zero after this barrier.
+    __syncthreads();
+    for (int k = tid / BM; k < p.k; k += THREADS / BM) {  // uniform per warp: whole warps share k
+      int32_t m = -1;
+      if (row >= 0) {
+        const int32_t v = __ldg(&p.nbr[k * p.n + row]);
+        if (v >= 0 && v < p.n)
+          m = v;
+        else if (v != p.n && p.bad)
+          atomicMin(p.bad, static_cast<unsigned long long>(k * p.n + row));
+      }
+      nb_s[k][r] = m;
+      const unsigned hits = __ballot_sync(0xffffffffu, m >= 0);
+      if (lane == 0) {  // this warp's rows r .. r + 31 are groups r/16 and r/16 + 1
+        if (hits & 0xffffu) atomicOr(&group_s[r / kGroupRows], 1u << k);
+        if (hits >> 16) atomicOr(&group_s[r / kGroupRows + 1], 1u << k);
+      }
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    uint32_t any = 0;
+    for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
+    int c = 0;
+    for (int k = 0; k < p.k; ++k)
+      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
+    act_count = c;
+  }
+  __syncthreads();
   const int chunks = (p.ci + BK - 1) / BK;
   const int steps = act_count * chunks;
   uint32_t gmask[MI], warp_mask = 0;  // offsets present in this warp's groups

@@ -104,7 +104,7 @@ void finish_split(const Params& p, int splits, cudaStream_t s);
 void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s);
 
 #if defined(__CUDACC__)
-// ---- the tile's prologue (every tensor-core conv kernel) ---------------------------------------------
+// ---- the tile's prologue (both wgmma kernels; the mma kernel has its own, loading entry by entry) ----
 // The tile's map slice into shared memory, checked: nb_s[k · BM + r] = the neighbor row of tile row
 // r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
 // present in 16-row group g, act_s[0 .. act_count) = the offsets present in the tile, ascending,
