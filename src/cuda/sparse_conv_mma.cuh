@@ -105,6 +105,9 @@ void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* work
 
 #if defined(__CUDACC__)
 // ---- the tile's prologue (both wgmma kernels; the mma kernel has its own, loading entry by entry) ----
+// (The mma kernel on this prologue: bitwise the same outputs, but 2–4% slower on its default sorted
+// rows at R = 512, C = 64 and 128, 1–5% faster unsorted; H200, 2026-11-30,
+// bench/results/2026-11-30-spconv-halo.md. So it keeps its own.)
 // The tile's map slice into shared memory, checked: nb_s[k · BM + r] = the neighbor row of tile row
 // r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
 // present in 16-row group g, act_s[0 .. act_count) = the offsets present in the tile, ascending,
