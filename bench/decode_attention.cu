@@ -13,8 +13,8 @@
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers); --sweep: the slice sweep of every row too (the split heuristic's data; slices of
 //   >= 64 tokens); --loops: every row four times, the f16 kernel's main loop left to the rule
-//   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, wide, bulk), plus the
-//   lengths between the short and the long rows that place the rule's threshold.
+//   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, wide, bulk), plus lengths
+//   between the short and the long rows (the data the rule was set from).
 //   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -44,8 +44,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
-#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -211,7 +211,6 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
-
 
 // Loads N bytes (N a multiple of 4, the address N-aligned up to 16) into N/4 words, read-only path.
 template <int N>
@@ -1524,24 +1523,10 @@ Launch wide_launch() {
 F16Loop forced_loop() {
   const char* e = std::getenv("FRUGAL_ATTN_KERNEL");
   if (e == nullptr) return F16Loop::automatic;
-  const std::string v(e);
-  if (v == "bulk" || v == "bulkwide") return F16Loop::bulk;
-  if (v == "wide") return F16Loop::wide;
-  return v == "registers" ? F16Loop::registers : F16Loop::automatic;
+  if (!std::strcmp(e, "bulk") || !std::strcmp(e, "bulkwide")) return F16Loop::bulk;
+  if (!std::strcmp(e, "wide")) return F16Loop::wide;
+  return !std::strcmp(e, "registers") ? F16Loop::registers : F16Loop::automatic;
 }
-
-// The wide-table loop serves every call it can (D = 128, K4/V4, f16 math); the register loop the
-// others. The H200 A/B of the loops (Hq=32, Hkv=8): round 6 (bench/results/2026-11-29-decode-attention-r6.md,
-// call 2) had the wide loop 5–9% faster at B=1, L = 8K..32K and 4–6% slower from work 2^19 on; attn7's
-// call (bench/results/2026-11-30-attn7.md) and session 5's (bench/results/2026-11-30-decode-attention-s5.md,
-// two runs of B = 1..32 × L = 2K, 4K, 6K besides the long rows) had it faster on every row — 4–13%
-// from B = 2 or L = 6K on, within 1% at B=1 L = 2K and 4K, and faster on the fixed-cost row (16
-// tokens attended). Same outputs bitwise as round 6. The code difference since round 6 is the
-// L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a runtime-dead branch in that
-// kernel), which fits, but was not profiled. The bulk ring is never picked, only
-// FRUGAL_ATTN_KERNEL=bulk runs it (0.7–3.3% faster than the register loop on the long rows in
-// attn7's call, slower than the wide loop); racecheck is clean on it since attn7 (its warnings were
-// the barrier init's, see the kernel's prologue).
 
 // The wide table serves D = 128 K4/V4 (the one instantiation).
 bool wide_serves(const DecodeArgs& a) {
@@ -1556,6 +1541,18 @@ bool bulk_serves(const DecodeArgs& a) {
          is_aligned(a.v.scales, 16) && static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
 }
 
+// The wide-table loop serves every call it can (D = 128, K4/V4, f16 math); the register loop the
+// others. The H200 A/B of the loops (Hq=32, Hkv=8): round 6 (bench/results/2026-11-29-decode-attention-r6.md,
+// call 2) had the wide loop 5–9% faster at B=1, L = 8K..32K and 4–6% slower from work 2^19 on; attn7's
+// call (bench/results/2026-11-30-attn7.md) and session 5's (bench/results/2026-11-30-decode-attention-s5.md,
+// two runs of B = 1..32 × L = 2K, 4K, 6K besides the long rows) had it faster on every row — 4–13%
+// from B = 2 or L = 6K on, within 1% at B=1 L = 2K and 4K, and faster on the fixed-cost row (16
+// tokens attended). Same outputs bitwise as round 6. The code difference since round 6 is the
+// L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a runtime-dead branch in that
+// kernel), which fits, but was not profiled. The bulk ring is never picked, only
+// FRUGAL_ATTN_KERNEL=bulk runs it (0.7–3.3% faster than the register loop on the long rows in
+// attn7's call, slower than the wide loop); racecheck is clean on it since attn7 (its warnings were
+// the barrier init's, see the kernel's prologue).
 Launch pick_kernel(const DecodeArgs& a) {
   const F16Loop f = forced_loop();
   if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
@@ -1590,13 +1587,7 @@ Launch pick_kernel(const DecodeArgs& a) {
 // of its calls uses.
 int blocks_per_sm(const Launch& l) {
   const auto* f = reinterpret_cast<const void*>(l.fn);
-  allow_dynamic_smem(f, l.smem_max);
-  if (l.loop != F16Loop::registers) {  // two blocks of 68–105 KB: the whole carveout
-    static std::atomic<bool> done[4];
-    if (!done[static_cast<int>(l.loop)].exchange(true))
-      FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             static_cast<int>(cudaSharedmemCarveoutMaxShared)));
-  }
+  allow_dynamic_smem(f, l.smem_max, l.loop != F16Loop::registers);  // wide / bulk: two blocks of 68–105 KB
   return std::max(resident_blocks(f, l.threads, l.smem), 1);
 }
 

@@ -70,16 +70,26 @@ int current_device() {
 }
 }  // namespace
 
-void allow_dynamic_smem(const void* fn, int bytes) {
-  if (bytes <= 48 * 1024) return;
+void allow_dynamic_smem(const void* fn, int bytes, bool max_carveout) {
+  if (bytes <= 48 * 1024 && !max_carveout) return;
+  struct Raised {
+    int bytes = 48 * 1024;
+    bool carveout = false;
+  };
   static std::mutex mu;
-  static std::map<std::pair<const void*, int>, int> raised;
+  static std::map<std::pair<const void*, int>, Raised> raised;
   const int device = current_device();
   std::lock_guard lock(mu);
-  int& have = raised[{fn, device}];
-  if (have >= bytes) return;
-  FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  have = bytes;
+  Raised& have = raised[{fn, device}];
+  if (have.bytes < bytes) {
+    FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    have.bytes = bytes;
+  }
+  if (max_carveout && !have.carveout) {
+    FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+    have.carveout = true;
+  }
 }
 
 int resident_blocks(const void* fn, int threads, int smem) {
