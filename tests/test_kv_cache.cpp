@@ -3,6 +3,7 @@
 // the format (error levels, ring wrap, flags, refusals).
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -269,8 +270,11 @@ class Twin {
           << "row " << r << ": scale " << gs << " vs CPU " << ws;
       ++ulp_scales;
     }
-    EXPECT_LE(boundary_rows + ulp_scales, rows_ / 1000 + 2)
-        << "boundary rows " << boundary_rows << ", 1-ulp scales " << ulp_scales;
+    // The tensor-core kernel rounds the transform its own way: its codes may leave the CPU's
+    // where u lies within ~1e-6 of a boundary (checked per coordinate above), in about as many
+    // rows as the CPU leaves the oracle's.
+    EXPECT_LE(boundary_rows, rows_ / 100 + 2) << "boundary rows " << boundary_rows;
+    EXPECT_LE(ulp_scales, rows_ / 1000 + 2) << "1-ulp scales " << ulp_scales;
     for (int s = 0; s < cfg_.batch; ++s) ASSERT_EQ(gpu->write_pos(s), cpu.write_pos(s));
   }
 
@@ -823,6 +827,37 @@ TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
       tw.append(2100, DType::f32, Layout::contiguous, rng, -1, true);
       tw.expect_gpu_matches_cpu();
     }
+}
+
+// D = 128 calls of f16/bf16 vectors on 16 bytes with the original scale take the tensor-core
+// kernel from kManyVectors (16,384) vectors on: both widths and dtypes, contiguous and strided
+// heads, with and without random signs, a ring wrapped inside the call, special values; then
+// the same appends through the shuffle kernel (FRUGAL_KV_APPEND_KERNEL=shuffle).
+TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed() + 28);
+  for (const char* kernel : {"", "shuffle"}) {
+    if (*kernel)
+      setenv("FRUGAL_KV_APPEND_KERNEL", kernel, 1);
+    else
+      unsetenv("FRUGAL_KV_APPEND_KERNEL");
+    int i = 0;
+    for (int bits : {4, 8})
+      for (DType dt : {DType::f16, DType::bf16})
+        for (Layout layout : {Layout::contiguous, Layout::strided_heads}) {
+          SCOPED_TRACE(std::string("kernel ") + (*kernel ? kernel : "default") + ", bits " + std::to_string(bits) +
+                       ", " + to_string(dt) + (layout == Layout::contiguous ? ", contiguous" : ", strided heads"));
+          CacheConfig cfg{.num_kv_heads = 8, .head_dim = 128, .capacity = 2300, .sliding = true, .bits = bits};
+          if (i++ % 2) cfg.sign_seed = test_seed() + 200 + i;
+          Twin tw(cfg, true);
+          tw.append(333, dt, layout, rng, -1, true);
+          tw.append(2100, dt, layout, rng, -1, true);  // 16,800 vectors, the ring wraps at 1,967
+          tw.expect_gpu_matches_cpu();
+          tw.expect_gpu_dequantize_matches_cpu(dt);
+        }
+  }
+  unsetenv("FRUGAL_KV_APPEND_KERNEL");
 }
 
 TEST(KvCacheCuda, ManySequencesUseTheDeviceStartArray) {

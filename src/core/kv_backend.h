@@ -18,6 +18,12 @@ constexpr int kInlineStarts = 64;
 // packed bytes and scales must be bit-identical).
 inline float inv_sqrt_dim(int d) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))); }
 
+// The norm n = ‖y‖ = ‖x‖ (the transform is orthonormal) is summed in f64 from the input x, exactly
+// rounded squares of its f32 values, so it does not depend on how a backend rounds the transform.
+// A vector whose norm is not finite or above kMaxNorm is flagged (codes 0, a NaN scale): its f32
+// transform could overflow (every stage's values stay below √D·n ≤ 2^6·2^120 < FLT_MAX otherwise).
+constexpr double kMaxNorm = 0x1p120;
+
 // Quantize `seqs × tokens × heads` vectors of x into the cache storage.
 struct AppendArgs {
   const void* x = nullptr;  // element (s, t, h, i) at x[s*x_stride_seq + t*x_stride_tok + h*x_stride_head + i]

@@ -1,7 +1,9 @@
 // CPU backend of the KV cache: FWHT, Lloyd–Max quantization and bit packing, one head vector
 // per iteration, OpenMP over vectors. This is the reference the CUDA kernels must match
 // bit for bit (packed codes and scales): same FWHT stage order (h = 1, 2, 4, ...), same
-// final multiply by 1/√D in f32, the norm and scale reductions in f64.
+// final multiply by 1/√D in f32, the norm and scale reductions in f64 (the norm from x, see
+// kv::backend::kMaxNorm). The tensor-core kernel of the CUDA backend rounds the transform
+// differently: its codes may differ where u lies within ~1e-6 of a boundary.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,14 +23,13 @@ using kv::backend::DequantizeArgs;
 
 
 // Quantizes y (already rotated: y = FWHT(s ⊙ x)/√D) into one packed row; returns the scale.
-float quantize_rotated(const float* y, int d, int bits, const float* centroids, const float* boundaries,
+// ss = ‖x‖² in f64 (= ‖y‖² up to the rounding of y).
+float quantize_rotated(const float* y, double ss, int d, int bits, const float* centroids, const float* boundaries,
                        kv::ScaleRule rule, uint8_t* row) {
   const int nb = (1 << bits) - 1;
   std::memset(row, 0, static_cast<size_t>(d) * bits / 8);
-  double ss = 0;
-  for (int i = 0; i < d; ++i) ss += static_cast<double>(y[i]) * y[i];
   const double n = std::sqrt(ss);
-  if (!std::isfinite(n)) return std::numeric_limits<float>::quiet_NaN();  // flagged: codes stay 0
+  if (!(n <= kv::backend::kMaxNorm)) return std::numeric_limits<float>::quiet_NaN();  // flagged: codes stay 0
   if (n <= 1e-10) {
     const unsigned zero_code = static_cast<unsigned>(std::lower_bound(boundaries, boundaries + nb, 0.0f) - boundaries);
     for (int i = 0; i < d; ++i) put_code(row, i, bits, zero_code);
@@ -61,13 +62,17 @@ void append_typed(const AppendArgs& a) {
       const int64_t t = (v / a.heads) % a.tokens;
       const int s = static_cast<int>(v / (static_cast<int64_t>(a.heads) * a.tokens));
       const T* x = static_cast<const T*>(a.x) + s * a.x_stride_seq + t * a.x_stride_tok + h * a.x_stride_head;
-      for (int i = 0; i < a.dim; ++i) y[i] = a.signs ? to_float(x[i]) * a.signs[i] : to_float(x[i]);
+      double ss = 0;
+      for (int i = 0; i < a.dim; ++i) {
+        y[i] = a.signs ? to_float(x[i]) * a.signs[i] : to_float(x[i]);
+        ss += static_cast<double>(y[i]) * y[i];
+      }
       fwht_inplace(y.data(), a.dim);
       for (int i = 0; i < a.dim; ++i) y[i] *= inv;
       const int64_t pos = a.starts[s] + t;
       const int64_t slot = a.sliding ? pos % a.capacity : pos;
       const int64_t vec = (static_cast<int64_t>(s) * a.heads + h) * a.capacity + slot;
-      a.scales[vec] = quantize_rotated(y.data(), a.dim, a.bits, a.centroids, a.boundaries, a.rule,
+      a.scales[vec] = quantize_rotated(y.data(), ss, a.dim, a.bits, a.centroids, a.boundaries, a.rule,
                                        a.packed + vec * row_bytes);
     }
   }

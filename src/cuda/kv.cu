@@ -12,6 +12,8 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <type_traits>
 #include <vector>
@@ -92,6 +94,34 @@ struct AppendParams {
   int32_t first_slot[kInlineStarts];
 };
 
+// Vector v of the call → (sequence s, token tok, head h).
+__device__ __forceinline__ void locate_vector(const AppendParams& p, int64_t v, int& s, int64_t& tok, int& h) {
+  if (p.small_index) {
+    const uint32_t vv = static_cast<uint32_t>(v), r = p.by_heads.div(vv), q = p.by_tokens.div(r);
+    h = static_cast<int>(vv - r * static_cast<uint32_t>(p.heads));
+    tok = r - q * static_cast<uint32_t>(p.tokens);
+    s = static_cast<int>(q);
+  } else {
+    const int64_t r = v / p.heads;
+    h = static_cast<int>(v - r * p.heads);
+    s = static_cast<int>(r / p.tokens);
+    tok = r - s * p.tokens;
+  }
+}
+
+// The cache row (packed row and scale index) of token tok of sequence s, head h.
+__device__ __forceinline__ int64_t cache_row(const AppendParams& p, int s, int64_t tok, int h) {
+  int64_t slot;
+  if (p.starts) {
+    const int64_t pos = p.starts[s] + tok;
+    slot = p.sliding ? pos % p.capacity : pos;
+  } else {
+    slot = p.first_slot[s] + tok;
+    if (p.sliding && slot >= p.capacity) slot -= p.capacity;
+  }
+  return (static_cast<int64_t>(s) * p.heads + h) * p.capacity + slot;
+}
+
 // One vector per group of g lanes, nthreads / g vectors per block and tile, tiles strided over
 // the grid; the next tile's loads are issued before this tile's math. Every thread runs every
 // tile (idle groups compute on zeros) so shuffles and barriers see full warps and blocks.
@@ -132,31 +162,8 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
   const int t = tid & (g - 1), group = tid / g, vpb = nthreads / g;
   const int64_t tiles = (p.total + vpb - 1) / vpb;
 
-  // Vector v → (sequence s, token tok, head h).
-  auto locate = [&](int64_t v, int& s, int64_t& tok, int& h) {
-    if (p.small_index) {
-      const uint32_t vv = static_cast<uint32_t>(v), r = p.by_heads.div(vv), q = p.by_tokens.div(r);
-      h = static_cast<int>(vv - r * static_cast<uint32_t>(p.heads));
-      tok = r - q * static_cast<uint32_t>(p.tokens);
-      s = static_cast<int>(q);
-    } else {
-      const int64_t r = v / p.heads;
-      h = static_cast<int>(v - r * p.heads);
-      s = static_cast<int>(r / p.tokens);
-      tok = r - s * p.tokens;
-    }
-  };
-  auto row_of = [&](int s, int64_t tok, int h) {
-    int64_t slot;
-    if (p.starts) {
-      const int64_t pos = p.starts[s] + tok;
-      slot = p.sliding ? pos % p.capacity : pos;
-    } else {
-      slot = p.first_slot[s] + tok;
-      if (p.sliding && slot >= p.capacity) slot -= p.capacity;
-    }
-    return (static_cast<int64_t>(s) * p.heads + h) * p.capacity + slot;
-  };
+  auto locate = [&](int64_t v, int& s, int64_t& tok, int& h) { locate_vector(p, v, s, tok, h); };
+  auto row_of = [&](int s, int64_t tok, int h) { return cache_row(p, s, tok, h); };
 
   const SmemLayout lay = smem_layout(p.geo.cells(), bits, nthreads, E, g > 32, kStages * E * sizeof(T));
   unsigned char* smem = dynamic_smem();
@@ -290,9 +297,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 #pragma unroll
       for (int q = 0; q < E; ++q) x[q] = apply_sign(x[q], sign_mask, q);
 
-    fwht<C, K>(x, g, t, xbuf, tid, nthreads);
-
-    // y = FWHT(x)/√D in f32; ‖y‖² in f64 (each product of two floats is exact in a double).
+    // ‖x‖² in f64 (each product of two floats is exact in a double), = ‖y‖² (kv::backend::kMaxNorm).
     // The summation order is free: the CPU sums in another order anyway, and the f64 total is
     // rounded to f32 (the scale) or used through f32 (k) only.
     constexpr int kParts = E % 4 == 0 ? 4 : 1;
@@ -300,18 +305,21 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 #pragma unroll
     for (int i = 0; i < kParts; ++i) part[i] = 0.0;
 #pragma unroll
-    for (int q = 0; q < E; ++q) {
-      x[q] = __fmul_rn(x[q], p.inv_sqrt_dim);
+    for (int q = 0; q < E; ++q)
       part[q % kParts] = fma(static_cast<double>(x[q]), static_cast<double>(x[q]), part[q % kParts]);
-    }
     double ss[1];
     if constexpr (kParts == 4)
       ss[0] = (part[0] + part[1]) + (part[2] + part[3]);
     else
       ss[0] = part[0];
     group_sum<1>(ss, g, tid, red);
+
+    // y = FWHT(x)/√D in f32.
+    fwht<C, K>(x, g, t, xbuf, tid, nthreads);
+#pragma unroll
+    for (int q = 0; q < E; ++q) x[q] = __fmul_rn(x[q], p.inv_sqrt_dim);
     const double n = sqrt(ss[0]);
-    const bool finite = isfinite(n), zero = n <= 1e-10;
+    const bool finite = n <= kv::backend::kMaxNorm, zero = n <= 1e-10;
     // k = 0 sends every coordinate of a zero vector to the code of u = 0, as the CPU does.
     const float kscale = finite && !zero ? static_cast<float>(p.sqrt_dim / n) : 0.0f;
     // A non-finite vector is stored as codes 0 and a NaN scale; zeroing y keeps u finite below.
@@ -355,6 +363,273 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
     }
   }
   if constexpr (kStaged) cp_async_wait<0>();  // no copy outlives the block
+}
+
+// ---- the append kernel with the transform on tensor cores ---------------------------------
+// D = 128, f16 or bf16 input, the original scale rule. With i = a + 8b (a < 8, b < 16) and
+// j = c + 8d, H128[i][j] = H8[a][c]·H16[b][d], so the transform is 16-point transforms over b,
+// one per a, then 8-point transforms over a:
+//   z[a][d] = Σ_b s[a+8b]·x[a+8b]·H16[b][d]   one mma.m16n8k16 per a and half of d: the 16 rows
+//                                            are 16 vectors, k runs over b, B = H16 with the
+//                                            random signs folded in (exact: ±1 in f16/bf16, the
+//                                            products of f16/bf16 inputs exact in f32)
+//   y[c+8d] = Σ_a H8[a][c]·z[a][d]            three butterfly stages in f32 registers: the mma's
+//                                            row g holds every a of its columns.
+// The k and n orders are permuted so that lane (g, q) multiplies the 32 contiguous elements
+// 32q..32q+31 of rows g and g+8 (k = 2q+e ↔ b = 4q+e, k = 2q+8+e ↔ b = 4q+2+e) and ends with the
+// codes of the same 32 elements (column 2q+e of n-tile nt ↔ d = 4q+2nt+e): 16 (4 bits) or 32
+// bytes of a packed row, stored whole. Loads are 16-byte cp.async copies of each warp's tile of
+// 16 vectors into its own stage (rows of 288 bytes: the copies' and the reads' 8-lane phases hit
+// 8 distinct bank groups), kStages − 1 tiles ahead; no block barrier after the prologue.
+//
+// The mma accumulates in f32 in its own order, so y is not the CPU's y bit for bit: codes may
+// differ where u lies within ~1e-6 of a boundary (what the tests allow). The norm (from x, in
+// f64, kv::backend::kMaxNorm) and with it the scale are the CPU's.
+namespace mmapath {
+constexpr int kRowBytes = 288;
+constexpr int kTileBytes = 16 * kRowBytes;
+constexpr int kWarps = 8;
+constexpr int kStages = 2;
+
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint2 b) {
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+}
+
+// ±1 as the bits of a T.
+template <typename T>
+__host__ __device__ constexpr uint32_t unit_bits(bool negative) {
+  if constexpr (std::is_same_v<T, __half>)
+    return negative ? 0xBC00u : 0x3C00u;
+  else
+    return negative ? 0xBF80u : 0x3F80u;
+}
+
+// Adds the squares of the two T in w to s0 and s1, in f64 (exact squares).
+template <typename T>
+__device__ __forceinline__ void add_squares(uint32_t w, double& s0, double& s1) {
+  double lo, hi;
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("{.reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f64.f16 %0, l;\n cvt.f64.f16 %1, h;\n}"
+        : "=d"(lo), "=d"(hi)
+        : "r"(w));
+  } else {
+    lo = static_cast<double>(__uint_as_float(w << 16));
+    hi = static_cast<double>(__uint_as_float(w & 0xffff0000u));
+  }
+  s0 = fma(lo, lo, s0);
+  s1 = fma(hi, hi, s1);
+}
+
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+struct Layout {
+  int table, bounds, btab, stage, total;
+};
+__host__ __device__ inline Layout layout(int cells, int bits) {
+  Layout l;
+  l.table = 0;
+  l.bounds = align_up(cells * static_cast<int>(sizeof(TableEntry)), 16);
+  l.btab = align_up(l.bounds + ((1 << bits) - 1) * 4, 16);
+  l.stage = l.btab + 8 * 2 * 32 * 8;
+  l.total = l.stage + kWarps * kStages * kTileBytes;
+  return l;
+}
+}  // namespace mmapath
+
+template <typename T, int BITS>
+__global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
+  using namespace mmapath;
+  constexpr int D = 128, kRowCodeBytes = D * BITS / 8, kWords = 32 * BITS / 32;  // words of a lane's codes per row
+  constexpr int nb = (1 << BITS) - 1;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const Layout lay = layout(p.geo.cells(), BITS);
+  unsigned char* smem = dynamic_smem();
+  auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
+  auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
+  auto* btab = reinterpret_cast<uint2*>(smem + lay.btab);
+  unsigned char* stages = smem + lay.stage + warp * kStages * kTileBytes;
+
+  const int64_t tiles = (p.total + 15) / 16;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp, stride = static_cast<int64_t>(gridDim.x) * kWarps;
+
+  // Lane r < 16 finds vector 16·tile + r (lanes 16..31 the same ones again); the others get it by
+  // shuffle. Null past the end.
+  auto source = [&](int64_t tile) -> const T* {
+    const int64_t v = tile * 16 + (lane & 15);
+    if (tile >= tiles || v >= p.total) return nullptr;
+    if (p.dense) return static_cast<const T*>(p.x) + v * D;
+    int s, h;
+    int64_t tok;
+    locate_vector(p, v, s, tok, h);
+    return static_cast<const T*>(p.x) + s * p.stride_seq + tok * p.stride_tok + h * p.stride_head;
+  };
+  // Copies tile `tile` into stage st: 16 rows × 16 chunks, lane l takes chunk l & 15 of rows
+  // 2i + l/16 (a warp instruction copies two whole rows), zeros past the end; one commit group.
+  const int chunk = lane & 15;
+  const int chunk_at = 16 * (chunk + (chunk >= 8));
+  auto fetch = [&](int64_t tile, int st) {
+    const T* mine = source(tile);
+    unsigned char* stage = stages + st * kTileBytes;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int row = 2 * i + (lane >> 4);
+      const T* src = reinterpret_cast<const T*>(
+          __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(mine), row));
+      cp_async16(stage + row * kRowBytes + chunk_at, src ? src + chunk * 8 : p.x, src ? 16 : 0);
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int st = 0; st + 1 < kStages; ++st) fetch(first + st * stride, st);
+
+  // Prologue: boundaries, the lookup table and the B fragments (8 a × 2 n-tiles × 32 lanes).
+  for (int i = tid; i < nb; i += blockDim.x) bounds[i] = p.boundaries[i];
+  for (int e = tid; e < 8 * 2 * 32; e += blockDim.x) {
+    const int a = e >> 6, nt = (e >> 5) & 1, l = e & 31, lg = l >> 2, lq = l & 3;
+    const int d = 4 * (lg >> 1) + 2 * nt + (lg & 1);
+    uint32_t half[4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int b = 4 * lq + kk;
+      const bool neg = (__popc(b & d) & 1) != (p.signs && p.signs[a + 8 * b] < 0.0f);
+      half[kk] = unit_bits<T>(neg);
+    }
+    btab[e] = make_uint2(half[0] | half[1] << 16, half[2] | half[3] << 16);
+  }
+  __syncthreads();
+  build_table(table, bounds, nb, p.geo, tid, blockDim.x);
+  __syncthreads();
+  const uint32_t table_adj = table_window(table, p.magic_x8);
+  const uint32_t stage_base = static_cast<uint32_t>(__cvta_generic_to_shared(stages));
+  const uint32_t read_at = (g * kRowBytes + 16 * (4 * q + (q >= 2))) ;
+
+  int st = 0;
+  for (int64_t tile = first; tile < tiles; tile += stride) {
+    fetch(tile + (kStages - 1) * stride, st == 0 ? kStages - 1 : st - 1);
+    cp_async_wait<kStages - 1>();
+    __syncwarp();
+    uint4 P[2][4];  // rows g and g + 8: elements 32q .. 32q + 31
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) P[h][j] = lds128(stage_base + st * kTileBytes + read_at + h * 8 * kRowBytes + 16 * j);
+    __syncwarp();  // every lane has read the stage before any lane refills it
+    st = st + 1 == kStages ? 0 : st + 1;
+
+    // ‖x‖² of both rows in f64: four chains per row, then the quad.
+    double ss[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      double s[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        add_squares<T>(P[h][j].x, s[0], s[1]);
+        add_squares<T>(P[h][j].y, s[2], s[3]);
+        add_squares<T>(P[h][j].z, s[0], s[1]);
+        add_squares<T>(P[h][j].w, s[2], s[3]);
+      }
+      ss[h] = (s[0] + s[1]) + (s[2] + s[3]);
+      ss[h] += __shfl_xor_sync(kFullMask, ss[h], 1);
+      ss[h] += __shfl_xor_sync(kFullMask, ss[h], 2);
+    }
+    // Lane q finishes row g + 8(q & 1): n, the scale and the multiplier u = FWHT(x)·(1/n), which
+    // the CPU forms as (FWHT(x)·f32(1/√D))·f32(√D/n).
+    const double n = sqrt((q & 1) ? ss[1] : ss[0]);
+    const bool flag = !(n <= kv::backend::kMaxNorm), zero = n <= 1e-10;
+    const float scale = flag ? __int_as_float(0x7fc00000) : zero ? 0.0f : static_cast<float>(n);
+    const float mult = flag || zero ? 0.0f : static_cast<float>(1.0 / n);
+    const float mult_other = __shfl_xor_sync(kFullMask, mult, 1);
+    const bool flag_other = __shfl_xor_sync(kFullMask, flag, 1);
+    const float m[2] = {(q & 1) ? mult_other : mult, (q & 1) ? mult : mult_other};
+    const bool flagged[2] = {(q & 1) ? flag_other : flag, (q & 1) ? flag : flag_other};
+    if (__any_sync(kFullMask, flagged[0] || flagged[1])) {  // rare: keep u finite (codes are zeroed below)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (flagged[h])
+#pragma unroll
+          for (int j = 0; j < 4; ++j) P[h][j] = make_uint4(0, 0, 0, 0);
+    }
+
+    // A fragments: row g / g+8, k = 2q, 2q+1 (b = 4q, 4q+1: pieces 0, 1) and 2q+8, 2q+9 (pieces 2, 3).
+    uint32_t A[8][4];
+#pragma unroll
+    for (int a = 0; a < 8; ++a) {
+      const uint32_t sel = (a & 1) ? 0x7632u : 0x5410u;
+      auto word = [&](const uint4& v) { return (a >> 1) == 0 ? v.x : (a >> 1) == 1 ? v.y : (a >> 1) == 2 ? v.z : v.w; };
+      A[a][0] = __byte_perm(word(P[0][0]), word(P[0][1]), sel);
+      A[a][1] = __byte_perm(word(P[1][0]), word(P[1][1]), sel);
+      A[a][2] = __byte_perm(word(P[0][2]), word(P[0][3]), sel);
+      A[a][3] = __byte_perm(word(P[1][2]), word(P[1][3]), sel);
+    }
+
+    uint32_t words[2][kWords];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) words[h][w] = 0;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float z[8][4];
+#pragma unroll
+      for (int a = 0; a < 8; ++a) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) z[a][c] = 0.0f;
+        mma_16816<T>(z[a], A[a], btab[(a * 2 + nt) * 32 + lane]);
+      }
+#pragma unroll
+      for (int hb = 1; hb < 8; hb <<= 1)
+#pragma unroll
+        for (int a = 0; a < 8; ++a)
+          if (!(a & hb))
+#pragma unroll
+            for (int c = 0; c < 4; ++c) butterfly(z[a][c], z[a + hb][c]);
+      // z[c'][c] is element c' + 8d of row g + 8(c >> 1), d = 4q + 2nt + (c & 1): local index
+      // 16nt + 8(c & 1) + c' of the lane's 32, i.e. code c' of its group of 8 number 2nt + (c & 1).
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+          const float u = __fmul_rn(z[a][c], m[c >> 1]);
+          const unsigned code = lookup_code_window(table_adj, p.geo.inv_w, p.magic, u);
+          const int group8 = 2 * nt + (c & 1), bit = (group8 * 8 + a) * BITS;
+          words[c >> 1][bit >> 5] += code << (bit & 31);
+        }
+    }
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t v = tile * 16 + g + 8 * h;
+      if (v >= p.total) continue;
+      int s, hh;
+      int64_t tok;
+      locate_vector(p, v, s, tok, hh);
+      const int64_t row = cache_row(p, s, tok, hh);
+      uint4* dst = reinterpret_cast<uint4*>(p.packed + row * kRowCodeBytes + q * (kWords * 4));
+#pragma unroll
+      for (int w = 0; w < kWords; w += 4)
+        dst[w / 4] = flagged[h] ? make_uint4(0, 0, 0, 0)
+                                : make_uint4(words[h][w], words[h][w + 1], words[h][w + 2], words[h][w + 3]);
+      if (q == h) p.scales[row] = scale;
+    }
+  }
+  cp_async_wait<0>();  // no copy outlives the block
 }
 
 // ---- dequantize ---------------------------------------------------------------------------
@@ -544,6 +819,31 @@ void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
   }
 }
 
+// The tensor-core kernel (kernel_append_mma) for one call.
+template <typename T, int BITS>
+void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
+  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS);
+  auto* kernel = kernel_append_mma<T, BITS>;
+  const auto* fn = reinterpret_cast<const void*>(kernel);
+  allow_dynamic_smem(fn, lay.total);
+  const int threads = mmapath::kWarps * 32;
+  const int resident = resident_blocks(fn, threads, lay.total);
+  const int64_t tiles = (p.total + 15) / 16;
+  kernel<<<blocks_for((tiles + mmapath::kWarps - 1) / mmapath::kWarps, resident, device), threads, lay.total, stream>>>(p);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+
+// Whether an f16 or bf16 call goes to the tensor-core kernel: D = 128 at 4 or 8 bits, input whose
+// vectors start on 16 bytes, the original scale rule, and enough vectors to fill the GPU (a
+// decode step keeps the kernel whose one block builds its table fastest). FRUGAL_KV_APPEND_KERNEL
+// = shuffle turns it off (the A/B switch of bench/kv_append.cu and the tests).
+bool takes_mma(const AppendParams& p, const AppendArgs& a) {
+  if (a.dim != 128 || (a.bits != 4 && a.bits != 8) || p.least_squares || !p.aligned || p.total < kManyVectors)
+    return false;
+  const char* e = std::getenv("FRUGAL_KV_APPEND_KERNEL");
+  return e == nullptr || std::strcmp(e, "shuffle") != 0;
+}
+
 template <typename T, int K, int G>
 void launch_fast(const AppendParams& p, int device, cudaStream_t stream) {
   if (p.bits == 4)
@@ -603,6 +903,9 @@ void kv_append(const AppendArgs& a, Stream stream) {
     const int need = std::min<int>(16, chunk * sizeof(T));
     p.aligned = is_aligned(a.x, need) && (a.x_stride_seq * sizeof(T)) % need == 0 &&
                 (a.x_stride_tok * sizeof(T)) % need == 0 && (a.x_stride_head * sizeof(T)) % need == 0;
+    if constexpr (!std::is_same_v<T, float>)
+      if (takes_mma(p, a))
+        return a.bits == 4 ? launch_append_mma<T, 4>(p, a.device, st) : launch_append_mma<T, 8>(p, a.device, st);
     if (fast) {
       switch (a.dim) {
         case 64:
