@@ -379,17 +379,24 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 // 32q..32q+31 of rows g and g+8 (k = 2q+e ↔ b = 4q+e, k = 2q+8+e ↔ b = 4q+2+e) and ends with the
 // codes of the same 32 elements (column 2q+e of n-tile nt ↔ d = 4q+2nt+e): 16 (4 bits) or 32
 // bytes of a packed row, stored whole. Loads are 16-byte cp.async copies of each warp's tile of
-// 16 vectors into its own stage (rows of 288 bytes: the copies' and the reads' 8-lane phases hit
-// 8 distinct bank groups), kStages − 1 tiles ahead; no block barrier after the prologue.
+// 16 vectors into its own stage (chunk c of row r at c ^ 2·(c ≥ 8) ^ (r & 1): the copies' and the
+// reads' 8-lane phases hit 8 distinct bank groups), one tile ahead; no block barrier after the
+// prologue. The lookup works on z directly: cell = rint(z·M), M = inv_w/scale, and the boundary
+// test bnd·inv_w − z·M in one fma (the table holds the boundaries times inv_w, exact for a power
+// of two).
 //
 // The mma accumulates in f32 in its own order, so y is not the CPU's y bit for bit: codes may
 // differ where u lies within ~1e-6 of a boundary (what the tests allow). The norm (from x, in
 // f64, kv::backend::kMaxNorm) and with it the scale are the CPU's.
 namespace mmapath {
-constexpr int kRowBytes = 288;
+constexpr int kRowBytes = 256;
 constexpr int kTileBytes = 16 * kRowBytes;
-constexpr int kWarps = 8;
-constexpr int kStages = 2;
+constexpr int kWarps = 10;  // two blocks per SM: 20 warps, ≤ 102 registers each
+constexpr int kStages = 2;  // the row numbers found at a tile's fetch are used one iteration later
+
+// Byte offset of 16-byte chunk c of row r in a stage.
+__device__ __forceinline__ int stage_offset(int r, int c) { return r * kRowBytes + 16 * (c ^ ((c >> 3) << 1) ^ (r & 1)); }
+
 
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint2 b) {
@@ -441,25 +448,25 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 struct Layout {
   int table, bounds, btab, stage, total;
 };
-__host__ __device__ inline Layout layout(int cells, int bits) {
+__host__ __device__ inline Layout layout(int cells, int bits, int warps = kWarps) {
   Layout l;
   l.table = 0;
   l.bounds = align_up(cells * static_cast<int>(sizeof(TableEntry)), 16);
   l.btab = align_up(l.bounds + ((1 << bits) - 1) * 4, 16);
   l.stage = l.btab + 8 * 2 * 32 * 8;
-  l.total = l.stage + kWarps * kStages * kTileBytes;
+  l.total = l.stage + warps * kStages * kTileBytes;
   return l;
 }
 }  // namespace mmapath
 
-template <typename T, int BITS>
-__global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
+template <typename T, int BITS, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
   using namespace mmapath;
   constexpr int D = 128, kRowCodeBytes = D * BITS / 8, kWords = 32 * BITS / 32;  // words of a lane's codes per row
   constexpr int nb = (1 << BITS) - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const Layout lay = layout(p.geo.cells(), BITS);
+  const Layout lay = layout(p.geo.cells(), BITS, kWarps);
   unsigned char* smem = dynamic_smem();
   auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
   auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
@@ -469,35 +476,34 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   const int64_t tiles = (p.total + 15) / 16;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp, stride = static_cast<int64_t>(gridDim.x) * kWarps;
 
-  // Lane r < 16 finds vector 16·tile + r (lanes 16..31 the same ones again); the others get it by
-  // shuffle. Null past the end.
-  auto source = [&](int64_t tile) -> const T* {
-    const int64_t v = tile * 16 + (lane & 15);
-    if (tile >= tiles || v >= p.total) return nullptr;
-    if (p.dense) return static_cast<const T*>(p.x) + v * D;
-    int s, h;
-    int64_t tok;
-    locate_vector(p, v, s, tok, h);
-    return static_cast<const T*>(p.x) + s * p.stride_seq + tok * p.stride_tok + h * p.stride_head;
-  };
   // Copies tile `tile` into stage st: 16 rows × 16 chunks, lane l takes chunk l & 15 of rows
   // 2i + l/16 (a warp instruction copies two whole rows), zeros past the end; one commit group.
+  // Lane r < 16 finds vector 16·tile + r (lanes 16..31 the same ones again): its source, which the
+  // other lanes get by shuffle, and its cache row (-1 past the end), kept in `fetched_row`.
   const int chunk = lane & 15;
-  const int chunk_at = 16 * (chunk + (chunk >= 8));
+  int64_t fetched_row = -1;
   auto fetch = [&](int64_t tile, int st) {
-    const T* mine = source(tile);
+    const int64_t v = tile * 16 + (lane & 15);
+    const T* mine = nullptr;
+    fetched_row = -1;
+    if (tile < tiles && v < p.total) {
+      int s, h;
+      int64_t tok;
+      locate_vector(p, v, s, tok, h);
+      mine = static_cast<const T*>(p.x) + (p.dense ? v * D : s * p.stride_seq + tok * p.stride_tok + h * p.stride_head);
+      fetched_row = cache_row(p, s, tok, h);
+    }
     unsigned char* stage = stages + st * kTileBytes;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int row = 2 * i + (lane >> 4);
       const T* src = reinterpret_cast<const T*>(
           __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(mine), row));
-      cp_async16(stage + row * kRowBytes + chunk_at, src ? src + chunk * 8 : p.x, src ? 16 : 0);
+      cp_async16(stage + stage_offset(row, chunk), src ? src + chunk * 8 : p.x, src ? 16 : 0);
     }
     cp_async_commit();
   };
-#pragma unroll
-  for (int st = 0; st + 1 < kStages; ++st) fetch(first + st * stride, st);
+  fetch(first, 0);
 
   // Prologue: boundaries, the lookup table and the B fragments (8 a × 2 n-tiles × 32 lanes).
   for (int i = tid; i < nb; i += blockDim.x) bounds[i] = p.boundaries[i];
@@ -514,24 +520,26 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
     btab[e] = make_uint2(half[0] | half[1] << 16, half[2] | half[3] << 16);
   }
   __syncthreads();
-  build_table(table, bounds, nb, p.geo, tid, blockDim.x);
+  build_table(table, bounds, nb, p.geo, tid, blockDim.x, p.geo.inv_w);
   __syncthreads();
   const uint32_t table_adj = table_window(table, p.magic_x8);
   const uint32_t stage_base = static_cast<uint32_t>(__cvta_generic_to_shared(stages));
-  const uint32_t read_at = (g * kRowBytes + 16 * (4 * q + (q >= 2))) ;
 
   int st = 0;
   for (int64_t tile = first; tile < tiles; tile += stride) {
-    fetch(tile + (kStages - 1) * stride, st == 0 ? kStages - 1 : st - 1);
-    cp_async_wait<kStages - 1>();
+    // This tile's rows g and g + 8 (from its fetch), then the next tile's fetch.
+    const int64_t row_lo = __shfl_sync(kFullMask, fetched_row, g), row_hi = __shfl_sync(kFullMask, fetched_row, g + 8);
+    fetch(tile + stride, st ^ 1);
+    cp_async_wait<1>();
     __syncwarp();
     uint4 P[2][4];  // rows g and g + 8: elements 32q .. 32q + 31
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) P[h][j] = lds128(stage_base + st * kTileBytes + read_at + h * 8 * kRowBytes + 16 * j);
+      for (int j = 0; j < 4; ++j)
+        P[h][j] = lds128(stage_base + st * kTileBytes + stage_offset(g + 8 * h, 4 * q + j));
     __syncwarp();  // every lane has read the stage before any lane refills it
-    st = st + 1 == kStages ? 0 : st + 1;
+    st ^= 1;
 
     // ‖x‖² of both rows in f64: four chains per row, then the quad.
     double ss[2];
@@ -549,12 +557,12 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 1);
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 2);
     }
-    // Lane q finishes row g + 8(q & 1): n, the scale and the multiplier u = FWHT(x)·(1/n), which
-    // the CPU forms as (FWHT(x)·f32(1/√D))·f32(√D/n).
+    // Lane q finishes row g + 8(q & 1): n, the scale and the multiplier M = inv_w/scale of the
+    // lookup (u = FWHT(x)/n, which the CPU forms as (FWHT(x)·f32(1/√D))·f32(√D/n)).
     const double n = sqrt((q & 1) ? ss[1] : ss[0]);
     const bool flag = !(n <= kv::backend::kMaxNorm), zero = n <= 1e-10;
     const float scale = flag ? __int_as_float(0x7fc00000) : zero ? 0.0f : static_cast<float>(n);
-    const float mult = flag || zero ? 0.0f : static_cast<float>(1.0 / n);
+    const float mult = flag || zero ? 0.0f : __frcp_rn(scale) * p.geo.inv_w;
     const float mult_other = __shfl_xor_sync(kFullMask, mult, 1);
     const bool flag_other = __shfl_xor_sync(kFullMask, flag, 1);
     const float m[2] = {(q & 1) ? mult_other : mult, (q & 1) ? mult : mult_other};
@@ -606,8 +614,7 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       for (int c = 0; c < 4; ++c)
 #pragma unroll
         for (int a = 0; a < 8; ++a) {
-          const float u = __fmul_rn(z[a][c], m[c >> 1]);
-          const unsigned code = lookup_code_window(table_adj, p.geo.inv_w, p.magic, u);
+          const unsigned code = lookup_code_scaled(table_adj, p.magic, z[a][c], m[c >> 1]);
           const int group8 = 2 * nt + (c & 1), bit = (group8 * 8 + a) * BITS;
           words[c >> 1][bit >> 5] += code << (bit & 31);
         }
@@ -615,12 +622,8 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
 
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t v = tile * 16 + g + 8 * h;
-      if (v >= p.total) continue;
-      int s, hh;
-      int64_t tok;
-      locate_vector(p, v, s, tok, hh);
-      const int64_t row = cache_row(p, s, tok, hh);
+      const int64_t row = h ? row_hi : row_lo;
+      if (row < 0) continue;
       uint4* dst = reinterpret_cast<uint4*>(p.packed + row * kRowCodeBytes + q * (kWords * 4));
 #pragma unroll
       for (int w = 0; w < kWords; w += 4)
@@ -820,17 +823,23 @@ void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
 }
 
 // The tensor-core kernel (kernel_append_mma) for one call.
-template <typename T, int BITS>
-void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
-  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS);
-  auto* kernel = kernel_append_mma<T, BITS>;
+template <typename T, int BITS, int W>
+void launch_append_mma_w(const AppendParams& p, int device, cudaStream_t stream) {
+  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS, W);
+  auto* kernel = kernel_append_mma<T, BITS, W>;
   const auto* fn = reinterpret_cast<const void*>(kernel);
   allow_dynamic_smem(fn, lay.total);
-  const int threads = mmapath::kWarps * 32;
+  const int threads = W * 32;
   const int resident = resident_blocks(fn, threads, lay.total);
   const int64_t tiles = (p.total + 15) / 16;
-  kernel<<<blocks_for((tiles + mmapath::kWarps - 1) / mmapath::kWarps, resident, device), threads, lay.total, stream>>>(p);
+  kernel<<<blocks_for((tiles + W - 1) / W, resident, device), threads, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
+}
+template <typename T, int BITS>
+void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
+  const char* e = std::getenv("FRUGAL_KV_APPEND_KERNEL");  // A/B of this round: mma8 = 8 warps per block
+  if (e && !std::strcmp(e, "mma8")) return launch_append_mma_w<T, BITS, 8>(p, device, stream);
+  launch_append_mma_w<T, BITS, mmapath::kWarps>(p, device, stream);
 }
 
 // Whether an f16 or bf16 call goes to the tensor-core kernel: D = 128 at 4 or 8 bits, input whose

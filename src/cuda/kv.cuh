@@ -225,17 +225,28 @@ __device__ __forceinline__ unsigned lookup_code_window(uint32_t table_adj, float
   return static_cast<unsigned>(base) + (__float_as_uint(__fsub_rn(bnd, u)) >> 31);
 }
 
+// The lookup of u = z·M/inv_w against a table whose boundaries are stored times inv_w (M =
+// inv_w/scale): the cell from one fma, and bnd·inv_w − z·M in another, rounded once from the exact
+// value, so its sign is exactly that of bnd − u. Fast path only: no clamp.
+__device__ __forceinline__ unsigned lookup_code_scaled(uint32_t table_adj, float magic, float z, float mult) {
+  const uint32_t addr = (__float_as_uint(fmaf(z, mult, magic)) << 3) + table_adj;
+  float bnd;
+  int base;
+  asm("ld.shared.v2.b32 {%0, %1}, [%2];" : "=f"(bnd), "=r"(base) : "r"(addr));
+  return static_cast<unsigned>(base) + (__float_as_uint(fmaf(-z, mult, bnd)) >> 31);
+}
+
 // Fills the table from the nb sorted boundaries already in shared memory (block-wide; the caller
-// synchronizes before and after).
+// synchronizes before and after). `bnd_scale` (a power of two) scales the stored boundaries.
 __device__ __forceinline__ void build_table(TableEntry* table, const float* bounds, int nb, TableGeometry geo, int tid,
-                                            int nthreads) {
+                                            int nthreads, float bnd_scale = 1.0f) {
   for (int c = tid; c < geo.cells(); c += nthreads) {
     const int j = c - geo.half;
     const float lo = (static_cast<float>(j) - 0.5f) * geo.w, hi = (static_cast<float>(j) + 0.5f) * geo.w;
     int base = 0;  // lower_bound over 2^bits − 1 values: one step per bit
     for (int step = (nb + 1) >> 1; step >= 1; step >>= 1)
       if (bounds[base + step - 1] < lo) base += step;
-    table[c] = {base < nb && bounds[base] <= hi ? bounds[base] : INFINITY, base};
+    table[c] = {base < nb && bounds[base] <= hi ? bounds[base] * bnd_scale : INFINITY, base};
   }
 }
 
