@@ -391,7 +391,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 namespace mmapath {
 constexpr int kRowBytes = 256;
 constexpr int kTileBytes = 16 * kRowBytes;
-constexpr int kWarps = 10;  // two blocks per SM: 20 warps, ≤ 102 registers each
+constexpr int kWarps = 8;  // two blocks per SM: 16 warps of ≤ 128 registers (10 warps of 96 measured 2.5% slower)
 constexpr int kStages = 2;  // the row numbers found at a tile's fetch are used one iteration later
 
 // Byte offset of 16-byte chunk c of row r in a stage.
@@ -448,25 +448,25 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 struct Layout {
   int table, bounds, btab, stage, total;
 };
-__host__ __device__ inline Layout layout(int cells, int bits, int warps = kWarps) {
+__host__ __device__ inline Layout layout(int cells, int bits) {
   Layout l;
   l.table = 0;
   l.bounds = align_up(cells * static_cast<int>(sizeof(TableEntry)), 16);
   l.btab = align_up(l.bounds + ((1 << bits) - 1) * 4, 16);
   l.stage = l.btab + 8 * 2 * 32 * 8;
-  l.total = l.stage + warps * kStages * kTileBytes;
+  l.total = l.stage + kWarps * kStages * kTileBytes;
   return l;
 }
 }  // namespace mmapath
 
-template <typename T, int BITS, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
+template <typename T, int BITS>
+__global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
   using namespace mmapath;
   constexpr int D = 128, kRowCodeBytes = D * BITS / 8, kWords = 32 * BITS / 32;  // words of a lane's codes per row
   constexpr int nb = (1 << BITS) - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const Layout lay = layout(p.geo.cells(), BITS, kWarps);
+  const Layout lay = layout(p.geo.cells(), BITS);
   unsigned char* smem = dynamic_smem();
   auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
   auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
@@ -494,12 +494,18 @@ __global__ void __launch_bounds__(kWarps * 32, 2) kernel_append_mma(const __grid
       fetched_row = cache_row(p, s, tok, h);
     }
     unsigned char* stage = stages + st * kTileBytes;
+    if (p.dense && (tile + 1) * 16 <= p.total) {  // a whole tile of contiguous vectors: 4 KiB from one base
+      const T* base = static_cast<const T*>(p.x) + (tile * 16 + (lane >> 4)) * D + chunk * 8;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int row = 2 * i + (lane >> 4);
-      const T* src = reinterpret_cast<const T*>(
-          __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(mine), row));
-      cp_async16(stage + stage_offset(row, chunk), src ? src + chunk * 8 : p.x, src ? 16 : 0);
+      for (int i = 0; i < 8; ++i) cp_async16(stage + stage_offset(2 * i + (lane >> 4), chunk), base + 2 * i * D, 16);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int row = 2 * i + (lane >> 4);
+        const T* src = reinterpret_cast<const T*>(
+            __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(mine), row));
+        cp_async16(stage + stage_offset(row, chunk), src ? src + chunk * 8 : p.x, src ? 16 : 0);
+      }
     }
     cp_async_commit();
   };
@@ -541,7 +547,36 @@ __global__ void __launch_bounds__(kWarps * 32, 2) kernel_append_mma(const __grid
     __syncwarp();  // every lane has read the stage before any lane refills it
     st ^= 1;
 
-    // ‖x‖² of both rows in f64: four chains per row, then the quad.
+    // A fragments: row g / g+8, k = 2q, 2q+1 (b = 4q, 4q+1: pieces 0, 1) and 2q+8, 2q+9 (pieces 2, 3).
+    uint32_t A[8][4];
+#pragma unroll
+    for (int a = 0; a < 8; ++a) {
+      const uint32_t sel = (a & 1) ? 0x7632u : 0x5410u;
+      auto word = [&](const uint4& v) { return (a >> 1) == 0 ? v.x : (a >> 1) == 1 ? v.y : (a >> 1) == 2 ? v.z : v.w; };
+      A[a][0] = __byte_perm(word(P[0][0]), word(P[0][1]), sel);
+      A[a][1] = __byte_perm(word(P[1][0]), word(P[1][1]), sel);
+      A[a][2] = __byte_perm(word(P[0][2]), word(P[0][3]), sel);
+      A[a][3] = __byte_perm(word(P[1][2]), word(P[1][3]), sel);
+    }
+    // z for n-tile nt: the mma per a, then H8 over a (butterflies in f32).
+    float z[8][4];
+    auto transform = [&](int nt) {
+#pragma unroll
+      for (int a = 0; a < 8; ++a) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) z[a][c] = 0.0f;
+        mma_16816<T>(z[a], A[a], btab[(a * 2 + nt) * 32 + lane]);
+      }
+#pragma unroll
+      for (int hb = 1; hb < 8; hb <<= 1)
+#pragma unroll
+        for (int a = 0; a < 8; ++a)
+          if (!(a & hb))
+#pragma unroll
+            for (int c = 0; c < 4; ++c) butterfly(z[a][c], z[a + hb][c]);
+    };
+    // The norm's conversions and f64 fmas (other pipes) in the same block as n-tile 0's transform,
+    // so that they overlap: ‖x‖² of both rows in four chains each, then the quad.
     double ss[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -554,6 +589,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) kernel_append_mma(const __grid
         add_squares<T>(P[h][j].w, s[2], s[3]);
       }
       ss[h] = (s[0] + s[1]) + (s[2] + s[3]);
+    }
+    transform(0);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 1);
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 2);
     }
@@ -570,21 +609,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2) kernel_append_mma(const __grid
     if (__any_sync(kFullMask, flagged[0] || flagged[1])) {  // rare: keep u finite (codes are zeroed below)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        if (flagged[h])
+        if (flagged[h]) {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) P[h][j] = make_uint4(0, 0, 0, 0);
-    }
-
-    // A fragments: row g / g+8, k = 2q, 2q+1 (b = 4q, 4q+1: pieces 0, 1) and 2q+8, 2q+9 (pieces 2, 3).
-    uint32_t A[8][4];
-#pragma unroll
-    for (int a = 0; a < 8; ++a) {
-      const uint32_t sel = (a & 1) ? 0x7632u : 0x5410u;
-      auto word = [&](const uint4& v) { return (a >> 1) == 0 ? v.x : (a >> 1) == 1 ? v.y : (a >> 1) == 2 ? v.z : v.w; };
-      A[a][0] = __byte_perm(word(P[0][0]), word(P[0][1]), sel);
-      A[a][1] = __byte_perm(word(P[1][0]), word(P[1][1]), sel);
-      A[a][2] = __byte_perm(word(P[0][2]), word(P[0][3]), sel);
-      A[a][3] = __byte_perm(word(P[1][2]), word(P[1][3]), sel);
+          for (int a = 0; a < 8; ++a) {
+            A[a][h] = A[a][h + 2] = 0;
+            z[a][2 * h] = z[a][2 * h + 1] = 0.0f;
+          }
+        }
     }
 
     uint32_t words[2][kWords];
@@ -594,20 +625,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) kernel_append_mma(const __grid
       for (int w = 0; w < kWords; ++w) words[h][w] = 0;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      float z[8][4];
-#pragma unroll
-      for (int a = 0; a < 8; ++a) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) z[a][c] = 0.0f;
-        mma_16816<T>(z[a], A[a], btab[(a * 2 + nt) * 32 + lane]);
-      }
-#pragma unroll
-      for (int hb = 1; hb < 8; hb <<= 1)
-#pragma unroll
-        for (int a = 0; a < 8; ++a)
-          if (!(a & hb))
-#pragma unroll
-            for (int c = 0; c < 4; ++c) butterfly(z[a][c], z[a + hb][c]);
+      if (nt) transform(1);
       // z[c'][c] is element c' + 8d of row g + 8(c >> 1), d = 4q + 2nt + (c & 1): local index
       // 16nt + 8(c & 1) + c' of the lane's 32, i.e. code c' of its group of 8 number 2nt + (c & 1).
 #pragma unroll
@@ -823,23 +841,17 @@ void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
 }
 
 // The tensor-core kernel (kernel_append_mma) for one call.
-template <typename T, int BITS, int W>
-void launch_append_mma_w(const AppendParams& p, int device, cudaStream_t stream) {
-  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS, W);
-  auto* kernel = kernel_append_mma<T, BITS, W>;
-  const auto* fn = reinterpret_cast<const void*>(kernel);
-  allow_dynamic_smem(fn, lay.total);
-  const int threads = W * 32;
-  const int resident = resident_blocks(fn, threads, lay.total);
-  const int64_t tiles = (p.total + 15) / 16;
-  kernel<<<blocks_for((tiles + W - 1) / W, resident, device), threads, lay.total, stream>>>(p);
-  FRUGAL_CUDA_CHECK_LAUNCH();
-}
 template <typename T, int BITS>
 void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
-  const char* e = std::getenv("FRUGAL_KV_APPEND_KERNEL");  // A/B of this round: mma8 = 8 warps per block
-  if (e && !std::strcmp(e, "mma8")) return launch_append_mma_w<T, BITS, 8>(p, device, stream);
-  launch_append_mma_w<T, BITS, mmapath::kWarps>(p, device, stream);
+  constexpr int W = mmapath::kWarps;
+  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS);
+  auto* kernel = kernel_append_mma<T, BITS>;
+  const auto* fn = reinterpret_cast<const void*>(kernel);
+  allow_dynamic_smem(fn, lay.total);
+  const int resident = resident_blocks(fn, W * 32, lay.total);
+  const int64_t tiles = (p.total + 15) / 16;
+  kernel<<<blocks_for((tiles + W - 1) / W, resident, device), W * 32, lay.total, stream>>>(p);
+  FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
 // Whether an f16 or bf16 call goes to the tensor-core kernel: D = 128 at 4 or 8 bits, input whose
