@@ -391,8 +391,8 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 namespace mmapath {
 constexpr int kRowBytes = 256;
 constexpr int kTileBytes = 16 * kRowBytes;
+constexpr int kBFragments = 4 * 2 * 4;  // a' × k-steps × n-tiles
 constexpr int kWarps = 8;  // two blocks per SM: 16 warps of ≤ 128 registers (10 warps of 96 measured 2.5% slower)
-constexpr int kStages = 2;  // the row numbers found at a tile's fetch are used one iteration later
 
 // Byte offset of 16-byte chunk c of row r in a stage.
 __device__ __forceinline__ int stage_offset(int r, int c) { return r * kRowBytes + 16 * (c ^ ((c >> 3) << 1) ^ (r & 1)); }
@@ -448,25 +448,25 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 struct Layout {
   int table, bounds, btab, stage, total;
 };
-__host__ __device__ inline Layout layout(int cells, int bits) {
+__host__ __device__ inline Layout layout(int cells, int bits, int stages) {
   Layout l;
   l.table = 0;
   l.bounds = align_up(cells * static_cast<int>(sizeof(TableEntry)), 16);
   l.btab = align_up(l.bounds + ((1 << bits) - 1) * 4, 16);
-  l.stage = l.btab + 8 * 2 * 32 * 8;
-  l.total = l.stage + kWarps * kStages * kTileBytes;
+  l.stage = l.btab + kBFragments * 32 * 8;
+  l.total = l.stage + kWarps * stages * kTileBytes;
   return l;
 }
 }  // namespace mmapath
 
-template <typename T, int BITS>
+template <typename T, int BITS, int kStages, bool kSigns>
 __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
   using namespace mmapath;
   constexpr int D = 128, kRowCodeBytes = D * BITS / 8, kWords = 32 * BITS / 32;  // words of a lane's codes per row
   constexpr int nb = (1 << BITS) - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const Layout lay = layout(p.geo.cells(), BITS);
+  const Layout lay = layout(p.geo.cells(), BITS, kStages);
   unsigned char* smem = dynamic_smem();
   auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
   auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
@@ -479,13 +479,12 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   // Copies tile `tile` into stage st: 16 rows × 16 chunks, lane l takes chunk l & 15 of rows
   // 2i + l/16 (a warp instruction copies two whole rows), zeros past the end; one commit group.
   // Lane r < 16 finds vector 16·tile + r (lanes 16..31 the same ones again): its source, which the
-  // other lanes get by shuffle, and its cache row (-1 past the end), kept in `fetched_row`.
+  // other lanes get by shuffle, and its cache row (-1 past the end), which fetch returns.
   const int chunk = lane & 15;
-  int64_t fetched_row = -1;
-  auto fetch = [&](int64_t tile, int st) {
+  auto fetch = [&](int64_t tile, int st) -> int64_t {
+    int64_t fetched_row = -1;
     const int64_t v = tile * 16 + (lane & 15);
     const T* mine = nullptr;
-    fetched_row = -1;
     if (tile < tiles && v < p.total) {
       int s, h;
       int64_t tok;
@@ -508,19 +507,24 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       }
     }
     cp_async_commit();
+    return fetched_row;
   };
-  fetch(first, 0);
+  int64_t rowq[kStages - 1];  // this lane's row of each tile in flight, oldest first
+#pragma unroll
+  for (int k = 0; k + 1 < kStages; ++k) rowq[k] = fetch(first + k * stride, k);
 
-  // Prologue: boundaries, the lookup table and the B fragments (8 a × 2 n-tiles × 32 lanes).
+  // Prologue: boundaries, the lookup table and the B fragments (4 a' × 2 k-steps × 4 n-tiles × 32
+  // lanes): B[k][n] = s[a0 + 2a' + 8b]·H2[a0][c0]·H16[b][d], k = 2q + a0 ↔ b = 4q + 2ks and
+  // k = 2q + 8 + a0 ↔ b = 4q + 2ks + 1; column n of n-tile nt ↔ c0 = nt/2, d = 4(n/2) + 2(nt & 1) + (n & 1).
   for (int i = tid; i < nb; i += blockDim.x) bounds[i] = p.boundaries[i];
-  for (int e = tid; e < 8 * 2 * 32; e += blockDim.x) {
-    const int a = e >> 6, nt = (e >> 5) & 1, l = e & 31, lg = l >> 2, lq = l & 3;
-    const int d = 4 * (lg >> 1) + 2 * nt + (lg & 1);
-    uint32_t half[4];
+  for (int e = tid; e < kBFragments * 32; e += blockDim.x) {
+    const int ap = e >> 8, ks = (e >> 7) & 1, nt = (e >> 5) & 3, l = e & 31, lg = l >> 2, lq = l & 3;
+    const int c0 = nt >> 1, d = 4 * (lg >> 1) + 2 * (nt & 1) + (lg & 1);
+    uint32_t half[4];  // (a0, b): (0, b0), (1, b0), (0, b0 + 1), (1, b0 + 1)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const int b = 4 * lq + kk;
-      const bool neg = (__popc(b & d) & 1) != (p.signs && p.signs[a + 8 * b] < 0.0f);
+      const int a0 = kk & 1, b = 4 * lq + 2 * ks + (kk >> 1);
+      const bool neg = ((__popc(b & d) + (a0 & c0)) & 1) != (p.signs && p.signs[a0 + 2 * ap + 8 * b] < 0.0f);
       half[kk] = unit_bits<T>(neg);
     }
     btab[e] = make_uint2(half[0] | half[1] << 16, half[2] | half[3] << 16);
@@ -530,13 +534,22 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   __syncthreads();
   const uint32_t table_adj = table_window(table, p.magic_x8);
   const uint32_t stage_base = static_cast<uint32_t>(__cvta_generic_to_shared(stages));
+  // Without random signs B does not depend on a': its 8 fragments stay in registers.
+  uint2 bfix[2][4];
+  if constexpr (!kSigns)
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) bfix[ks][nt] = btab[(ks * 4 + nt) * 32 + lane];
 
   int st = 0;
   for (int64_t tile = first; tile < tiles; tile += stride) {
     // This tile's rows g and g + 8 (from its fetch), then the next tile's fetch.
-    const int64_t row_lo = __shfl_sync(kFullMask, fetched_row, g), row_hi = __shfl_sync(kFullMask, fetched_row, g + 8);
-    fetch(tile + stride, st ^ 1);
-    cp_async_wait<1>();
+    const int64_t row_lo = __shfl_sync(kFullMask, rowq[0], g), row_hi = __shfl_sync(kFullMask, rowq[0], g + 8);
+#pragma unroll
+    for (int k = 0; k + 2 < kStages; ++k) rowq[k] = rowq[k + 1];
+    rowq[kStages - 2] = fetch(tile + (kStages - 1) * stride, st == 0 ? kStages - 1 : st - 1);
+    cp_async_wait<kStages - 1>();
     __syncwarp();
     uint4 P[2][4];  // rows g and g + 8: elements 32q .. 32q + 31
 #pragma unroll
@@ -545,38 +558,9 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       for (int j = 0; j < 4; ++j)
         P[h][j] = lds128(stage_base + st * kTileBytes + stage_offset(g + 8 * h, 4 * q + j));
     __syncwarp();  // every lane has read the stage before any lane refills it
-    st ^= 1;
+    st = st + 1 == kStages ? 0 : st + 1;
 
-    // A fragments: row g / g+8, k = 2q, 2q+1 (b = 4q, 4q+1: pieces 0, 1) and 2q+8, 2q+9 (pieces 2, 3).
-    uint32_t A[8][4];
-#pragma unroll
-    for (int a = 0; a < 8; ++a) {
-      const uint32_t sel = (a & 1) ? 0x7632u : 0x5410u;
-      auto word = [&](const uint4& v) { return (a >> 1) == 0 ? v.x : (a >> 1) == 1 ? v.y : (a >> 1) == 2 ? v.z : v.w; };
-      A[a][0] = __byte_perm(word(P[0][0]), word(P[0][1]), sel);
-      A[a][1] = __byte_perm(word(P[1][0]), word(P[1][1]), sel);
-      A[a][2] = __byte_perm(word(P[0][2]), word(P[0][3]), sel);
-      A[a][3] = __byte_perm(word(P[1][2]), word(P[1][3]), sel);
-    }
-    // z for n-tile nt: the mma per a, then H8 over a (butterflies in f32).
-    float z[8][4];
-    auto transform = [&](int nt) {
-#pragma unroll
-      for (int a = 0; a < 8; ++a) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) z[a][c] = 0.0f;
-        mma_16816<T>(z[a], A[a], btab[(a * 2 + nt) * 32 + lane]);
-      }
-#pragma unroll
-      for (int hb = 1; hb < 8; hb <<= 1)
-#pragma unroll
-        for (int a = 0; a < 8; ++a)
-          if (!(a & hb))
-#pragma unroll
-            for (int c = 0; c < 4; ++c) butterfly(z[a][c], z[a + hb][c]);
-    };
-    // The norm's conversions and f64 fmas (other pipes) in the same block as n-tile 0's transform,
-    // so that they overlap: ‖x‖² of both rows in four chains each, then the quad.
+    // ‖x‖² of both rows in f64: four chains per row, then the quad.
     double ss[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -589,10 +573,6 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
         add_squares<T>(P[h][j].w, s[2], s[3]);
       }
       ss[h] = (s[0] + s[1]) + (s[2] + s[3]);
-    }
-    transform(0);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 1);
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 2);
     }
@@ -609,33 +589,56 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
     if (__any_sync(kFullMask, flagged[0] || flagged[1])) {  // rare: keep u finite (codes are zeroed below)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        if (flagged[h]) {
+        if (flagged[h])
 #pragma unroll
-          for (int a = 0; a < 8; ++a) {
-            A[a][h] = A[a][h + 2] = 0;
-            z[a][2 * h] = z[a][2 * h + 1] = 0.0f;
-          }
-        }
+          for (int j = 0; j < 4; ++j) P[h][j] = make_uint4(0, 0, 0, 0);
     }
 
+    // Two passes, c0 = 0 and 1. For each a' the mma's A fragments are words of P as they are:
+    // word a' of a piece holds elements (a0 = 0, 1) + 2a' + 8b, i.e. k = 2q + a0 (+ 8) at b = 4q + 2ks
+    // (+ 1): pieces 2ks and 2ks + 1 of rows g and g + 8.
     uint32_t words[2][kWords];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int w = 0; w < kWords; ++w) words[h][w] = 0;
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      if (nt) transform(1);
-      // z[c'][c] is element c' + 8d of row g + 8(c >> 1), d = 4q + 2nt + (c & 1): local index
-      // 16nt + 8(c & 1) + c' of the lane's 32, i.e. code c' of its group of 8 number 2nt + (c & 1).
+    for (int c0 = 0; c0 < 2; ++c0) {
+      float z[4][2][4];  // [a'][n-tile 2·c0 + t][c]
 #pragma unroll
-      for (int c = 0; c < 4; ++c)
+      for (int ap = 0; ap < 4; ++ap)
 #pragma unroll
-        for (int a = 0; a < 8; ++a) {
-          const unsigned code = lookup_code_scaled(table_adj, p.magic, z[a][c], m[c >> 1]);
-          const int group8 = 2 * nt + (c & 1), bit = (group8 * 8 + a) * BITS;
-          words[c >> 1][bit >> 5] += code << (bit & 31);
+        for (int t = 0; t < 2; ++t) {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) z[ap][t][c] = 0.0f;
+#pragma unroll
+          for (int ks = 0; ks < 2; ++ks) {
+            auto word = [&](const uint4& v) { return ap == 0 ? v.x : ap == 1 ? v.y : ap == 2 ? v.z : v.w; };
+            const uint32_t A[4] = {word(P[0][2 * ks]), word(P[1][2 * ks]), word(P[0][2 * ks + 1]), word(P[1][2 * ks + 1])};
+            mma_16816<T>(z[ap][t], A, kSigns ? btab[((ap * 2 + ks) * 4 + 2 * c0 + t) * 32 + lane] : bfix[ks][2 * c0 + t]);
+          }
         }
+      // H4 over a' (butterflies in f32): z[c'][t][c] is then element c0 + 2c' + 8d of row
+      // g + 8(c >> 1), d = 4q + 2t + (c & 1): code c0 + 2c' of the lane's group of 8 number 2t + (c & 1).
+#pragma unroll
+      for (int hb = 1; hb < 4; hb <<= 1)
+#pragma unroll
+        for (int ap = 0; ap < 4; ++ap)
+          if (!(ap & hb))
+#pragma unroll
+            for (int t = 0; t < 2; ++t)
+#pragma unroll
+              for (int c = 0; c < 4; ++c) butterfly(z[ap][t][c], z[ap + hb][t][c]);
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+#pragma unroll
+          for (int cp = 0; cp < 4; ++cp) {
+            const unsigned code = lookup_code_scaled(table_adj, p.magic, z[cp][t][c], m[c >> 1]);
+            const int group8 = 2 * t + (c & 1), bit = (group8 * 8 + c0 + 2 * cp) * BITS;
+            words[c >> 1][bit >> 5] += code << (bit & 31);
+          }
     }
 
 #pragma unroll
@@ -841,17 +844,22 @@ void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
 }
 
 // The tensor-core kernel (kernel_append_mma) for one call.
-template <typename T, int BITS>
-void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
+template <typename T, int BITS, int STAGES>
+void launch_append_mma_s(const AppendParams& p, int device, cudaStream_t stream) {
   constexpr int W = mmapath::kWarps;
-  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS);
-  auto* kernel = kernel_append_mma<T, BITS>;
+  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS, STAGES);
+  const char* e = std::getenv("FRUGAL_KV_APPEND_KERNEL");  // A/B of this round: mmabtab = B always from the table
+  auto* kernel = p.signs || (e && !std::strcmp(e, "mmabtab")) ? kernel_append_mma<T, BITS, STAGES, true> : kernel_append_mma<T, BITS, STAGES, false>;
   const auto* fn = reinterpret_cast<const void*>(kernel);
   allow_dynamic_smem(fn, lay.total);
   const int resident = resident_blocks(fn, W * 32, lay.total);
   const int64_t tiles = (p.total + 15) / 16;
   kernel<<<blocks_for((tiles + W - 1) / W, resident, device), W * 32, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
+}
+template <typename T, int BITS>
+void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
+  launch_append_mma_s<T, BITS, 2>(p, device, stream);
 }
 
 // Whether an f16 or bf16 call goes to the tensor-core kernel: D = 128 at 4 or 8 bits, input whose
