@@ -3,6 +3,7 @@
 // the format (error levels, ring wrap, flags, refusals).
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -243,8 +244,9 @@ class Twin {
     EXPECT_LE(boundary_cases, checked / 100 + 1) << "more boundary cases than f32 rounding explains";
   }
 
-  // The GPU storage against the CPU's, byte for byte and scale for scale.
-  void expect_gpu_matches_cpu() const {
+  // The GPU storage against the CPU's, byte for byte and scale for scale; `differing_rows` gets
+  // the count of rows whose codes differ (each difference a boundary case).
+  void expect_gpu_matches_cpu(int64_t* differing_rows = nullptr) const {
     ASSERT_TRUE(gpu);
     const Tensor packed = gpu->packed().to(Device::cpu()), scales = gpu->scales().to(Device::cpu());
     const int d = cfg_.head_dim, bits = cfg_.bits, rb = cpu.bytes_per_vector();
@@ -276,6 +278,7 @@ class Twin {
     EXPECT_LE(boundary_rows, rows_ / 100 + 2) << "boundary rows " << boundary_rows;
     EXPECT_LE(ulp_scales, rows_ / 1000 + 2) << "1-ulp scales " << ulp_scales;
     for (int s = 0; s < cfg_.batch; ++s) ASSERT_EQ(gpu->write_pos(s), cpu.write_pos(s));
+    if (differing_rows) *differing_rows = boundary_rows;
   }
 
   // GPU dequantize against the CPU's dequantize of the same storage, bit for bit.
@@ -838,6 +841,7 @@ TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed() + 28);
   for (const char* kernel : {"", "shuffle"}) {
+    int64_t differing = 0, rows = 0;
     if (*kernel)
       setenv("FRUGAL_KV_APPEND_KERNEL", kernel, 1);
     else
@@ -853,9 +857,14 @@ TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
           Twin tw(cfg, true);
           tw.append(333, dt, layout, rng, -1, true);
           tw.append(2100, dt, layout, rng, -1, true);  // 16,800 vectors, the ring wraps at 1,967
-          tw.expect_gpu_matches_cpu();
+          int64_t d = 0;
+          tw.expect_gpu_matches_cpu(&d);
           tw.expect_gpu_dequantize_matches_cpu(dt);
+          differing += d;
+          rows += 8 * 2300;
         }
+    std::printf("kernel %s: %lld of %lld rows differ from the CPU's in a boundary case\n", *kernel ? kernel : "default",
+                static_cast<long long>(differing), static_cast<long long>(rows));
   }
   unsetenv("FRUGAL_KV_APPEND_KERNEL");
 }

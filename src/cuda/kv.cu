@@ -366,24 +366,27 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 }
 
 // ---- the append kernel with the transform on tensor cores ---------------------------------
-// D = 128, f16 or bf16 input, the original scale rule. With i = a + 8b (a < 8, b < 16) and
-// j = c + 8d, H128[i][j] = H8[a][c]·H16[b][d], so the transform is 16-point transforms over b,
-// one per a, then 8-point transforms over a:
-//   z[a][d] = Σ_b s[a+8b]·x[a+8b]·H16[b][d]   one mma.m16n8k16 per a and half of d: the 16 rows
-//                                            are 16 vectors, k runs over b, B = H16 with the
-//                                            random signs folded in (exact: ±1 in f16/bf16, the
-//                                            products of f16/bf16 inputs exact in f32)
-//   y[c+8d] = Σ_a H8[a][c]·z[a][d]            three butterfly stages in f32 registers: the mma's
-//                                            row g holds every a of its columns.
+// D = 128, f16 or bf16 input, the original scale rule. With i = a0 + 2a' + 8b (a0 < 2, a' < 4,
+// b < 16) and j = c0 + 2c' + 8d alike, H128[i][j] = H2[a0][c0]·H4[a'][c']·H16[b][d], so
+//   Z[a'][c0, d] = Σ_{a0, b} s_i·x_i·H2[a0][c0]·H16[b][d]   two mma.m16n8k16 (k-steps) per a' and
+//                                                         n-tile: rows = 16 vectors, k = (a0, b),
+//                                                         n = (c0, d); B holds the ±1 with the
+//                                                         random signs folded in (exact in f16 /
+//                                                         bf16; products of the inputs exact in f32)
+//   y[j] = Σ_a' H4[a'][c']·Z[a'][c0, d]                  two butterfly stages in f32 registers:
+//                                                         a lane's C fragments hold every a'.
 // The k and n orders are permuted so that lane (g, q) multiplies the 32 contiguous elements
-// 32q..32q+31 of rows g and g+8 (k = 2q+e ↔ b = 4q+e, k = 2q+8+e ↔ b = 4q+2+e) and ends with the
-// codes of the same 32 elements (column 2q+e of n-tile nt ↔ d = 4q+2nt+e): 16 (4 bits) or 32
-// bytes of a packed row, stored whole. Loads are 16-byte cp.async copies of each warp's tile of
-// 16 vectors into its own stage (chunk c of row r at c ^ 2·(c ≥ 8) ^ (r & 1): the copies' and the
-// reads' 8-lane phases hit 8 distinct bank groups), one tile ahead; no block barrier after the
-// prologue. The lookup works on z directly: cell = rint(z·M), M = inv_w/scale, and the boundary
-// test bnd·inv_w − z·M in one fma (the table holds the boundaries times inv_w, exact for a power
-// of two).
+// 32q..32q+31 of rows g and g+8 and ends with the codes of the same 32 elements (16 or 32 bytes
+// of a packed row, stored whole): k = 2q + a0 ↔ b = 4q + 2ks and k = 2q + 8 + a0 ↔ b = 4q + 2ks + 1,
+// so each A register is a word of the staged input as it is (elements a0 = 0, 1 of 2a' + 8b);
+// column n of n-tile nt ↔ c0 = nt/2, d = 4(n/2) + 2(nt & 1) + (n & 1). Without random signs B does
+// not depend on a' and its 8 fragments stay in registers; with them, 32 come from shared memory.
+// Loads are 16-byte cp.async copies of each warp's tile of 16 vectors into its own stage (chunk c
+// of row r at c ^ 2·(c ≥ 8) ^ (r & 1): the copies' and the reads' 8-lane phases hit 8 distinct
+// bank groups), one tile ahead (a second tile ahead measured no faster); no block barrier after
+// the prologue. The lookup works on the transform directly: cell = rint(z·M), M = inv_w/scale,
+// and the boundary test bnd·inv_w − z·M in one fma (the table holds the boundaries times inv_w,
+// exact for a power of two). History and measurements: bench/results/2026-11-30-kv-append-mma.md.
 //
 // The mma accumulates in f32 in its own order, so y is not the CPU's y bit for bit: codes may
 // differ where u lies within ~1e-6 of a boundary (what the tests allow). The norm (from x, in
@@ -393,6 +396,7 @@ constexpr int kRowBytes = 256;
 constexpr int kTileBytes = 16 * kRowBytes;
 constexpr int kBFragments = 4 * 2 * 4;  // a' × k-steps × n-tiles
 constexpr int kWarps = 8;  // two blocks per SM: 16 warps of ≤ 128 registers (10 warps of 96 measured 2.5% slower)
+constexpr int kStages = 2;  // the tile being read and the next one in flight
 
 // Byte offset of 16-byte chunk c of row r in a stage.
 __device__ __forceinline__ int stage_offset(int r, int c) { return r * kRowBytes + 16 * (c ^ ((c >> 3) << 1) ^ (r & 1)); }
@@ -448,25 +452,25 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 struct Layout {
   int table, bounds, btab, stage, total;
 };
-__host__ __device__ inline Layout layout(int cells, int bits, int stages) {
+__host__ __device__ inline Layout layout(int cells, int bits) {
   Layout l;
   l.table = 0;
   l.bounds = align_up(cells * static_cast<int>(sizeof(TableEntry)), 16);
   l.btab = align_up(l.bounds + ((1 << bits) - 1) * 4, 16);
   l.stage = l.btab + kBFragments * 32 * 8;
-  l.total = l.stage + kWarps * stages * kTileBytes;
+  l.total = l.stage + kWarps * kStages * kTileBytes;
   return l;
 }
 }  // namespace mmapath
 
-template <typename T, int BITS, int kStages, bool kSigns>
+template <typename T, int BITS, bool kSigns>
 __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
   using namespace mmapath;
-  constexpr int D = 128, kRowCodeBytes = D * BITS / 8, kWords = 32 * BITS / 32;  // words of a lane's codes per row
+  constexpr int D = 128, kRowCodeBytes = D * BITS / 8, kWords = BITS;  // 32-bit words of a lane's 32 codes per row
   constexpr int nb = (1 << BITS) - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const Layout lay = layout(p.geo.cells(), BITS, kStages);
+  const Layout lay = layout(p.geo.cells(), BITS);
   unsigned char* smem = dynamic_smem();
   auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
   auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
@@ -844,22 +848,17 @@ void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
 }
 
 // The tensor-core kernel (kernel_append_mma) for one call.
-template <typename T, int BITS, int STAGES>
-void launch_append_mma_s(const AppendParams& p, int device, cudaStream_t stream) {
+template <typename T, int BITS>
+void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
   constexpr int W = mmapath::kWarps;
-  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS, STAGES);
-  const char* e = std::getenv("FRUGAL_KV_APPEND_KERNEL");  // A/B of this round: mmabtab = B always from the table
-  auto* kernel = p.signs || (e && !std::strcmp(e, "mmabtab")) ? kernel_append_mma<T, BITS, STAGES, true> : kernel_append_mma<T, BITS, STAGES, false>;
+  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS);
+  auto* kernel = p.signs ? kernel_append_mma<T, BITS, true> : kernel_append_mma<T, BITS, false>;
   const auto* fn = reinterpret_cast<const void*>(kernel);
   allow_dynamic_smem(fn, lay.total);
   const int resident = resident_blocks(fn, W * 32, lay.total);
   const int64_t tiles = (p.total + 15) / 16;
   kernel<<<blocks_for((tiles + W - 1) / W, resident, device), W * 32, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
-}
-template <typename T, int BITS>
-void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
-  launch_append_mma_s<T, BITS, 2>(p, device, stream);
 }
 
 // Whether an f16 or bf16 call goes to the tensor-core kernel: D = 128 at 4 or 8 bits, input whose
