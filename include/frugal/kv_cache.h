@@ -11,14 +11,20 @@
 // Quantizing one head vector x (length D):
 //   1. x <- s ⊙ x with fixed random signs s (only when CacheConfig::sign_seed is set)
 //   2. y = FWHT(x) / √D                       (orthonormal and self-inverse)
-//   3. n = ‖y‖₂;  u = y · (√D / n);  when n ≤ 1e-10: u = 0 and the scale is stored as 0
+//   3. n = ‖y‖₂ (= ‖x‖₂, summed in f64 from the input's exact squares, so every backend stores the
+//      same scale);  u = y · (√D / n);  when n ≤ 1e-10: u = 0 and the scale is stored as 0
 //   4. idx_i = number of codebook boundaries strictly below u_i
 //   5. scale = n (ScaleRule::l2_norm) or √D·⟨y,c⟩/⟨c,c⟩ (ScaleRule::least_squares)
 // Reconstruction: ŷ_i = scale · c[idx_i] / √D, then x̂ = s ⊙ FWHT(ŷ) / √D.
-// Non-finite input (NaN or ±Inf in a vector) is flagged, not raised: that vector's scale is
-// stored as NaN, so it dequantizes to NaN and poisons attention over it just as an fp16 cache
-// would. The check costs nothing on the hot path; callers that want an exception can test
-// the scales (see count_nonfinite_scales).
+// Non-finite input (NaN or ±Inf in a vector, or a norm above 2^120, where the f32 transform
+// could overflow) is flagged, not raised: that vector's codes are 0 and its scale is stored as
+// NaN, so it dequantizes to NaN and poisons attention over it just as an fp16 cache would. The
+// check costs nothing on the hot path; callers that want an exception can test the scales (see
+// count_nonfinite_scales).
+// Backends: the CPU is the reference. On the GPU, appends of 16K+ vectors at D = 128 (4 or 8 bits,
+// f16/bf16 input on 16 bytes, L2 scale) run the transform on tensor cores: the same scales, and
+// the same codes except where u lies within ~1e-6 of a boundary (13 of 147,200 rows in the tests);
+// every other call matches the CPU bit for bit.
 #pragma once
 
 #include <cstdint>
