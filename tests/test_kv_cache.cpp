@@ -832,10 +832,10 @@ TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
     }
 }
 
-// D = 128 calls of f16/bf16 vectors on 16 bytes with the original scale take the tensor-core
-// kernel from kManyVectors (16,384) vectors on: both widths and dtypes, contiguous and strided
-// heads, with and without random signs, a ring wrapped inside the call, special values; then
-// the same appends through the shuffle kernel (FRUGAL_KV_APPEND_KERNEL=shuffle).
+// D = 64 and 128 calls of f16/bf16 vectors on 16 bytes with the original scale take the
+// tensor-core kernel from kManyVectors (16,384) vectors on: both widths and dtypes, contiguous
+// and strided heads, with and without random signs, a ring wrapped inside the call, special
+// values; then the same appends through the shuffle kernel (FRUGAL_KV_APPEND_KERNEL=shuffle).
 TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
@@ -847,22 +847,24 @@ TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
     else
       unsetenv("FRUGAL_KV_APPEND_KERNEL");
     int i = 0;
-    for (int bits : {4, 8})
-      for (DType dt : {DType::f16, DType::bf16})
-        for (Layout layout : {Layout::contiguous, Layout::strided_heads}) {
-          SCOPED_TRACE(std::string("kernel ") + (*kernel ? kernel : "default") + ", bits " + std::to_string(bits) +
-                       ", " + to_string(dt) + (layout == Layout::contiguous ? ", contiguous" : ", strided heads"));
-          CacheConfig cfg{.num_kv_heads = 8, .head_dim = 128, .capacity = 2300, .sliding = true, .bits = bits};
-          if (i++ % 2) cfg.sign_seed = test_seed() + 200 + i;
-          Twin tw(cfg, true);
-          tw.append(333, dt, layout, rng, -1, true);
-          tw.append(2100, dt, layout, rng, -1, true);  // 16,800 vectors, the ring wraps at 1,967
-          int64_t d = 0;
-          tw.expect_gpu_matches_cpu(&d);
-          tw.expect_gpu_dequantize_matches_cpu(dt);
-          differing += d;
-          rows += 8 * 2300;
-        }
+    for (int d : {64, 128})
+      for (int bits : {4, 8})
+        for (DType dt : {DType::f16, DType::bf16})
+          for (Layout layout : {Layout::contiguous, Layout::strided_heads}) {
+            SCOPED_TRACE(std::string("kernel ") + (*kernel ? kernel : "default") + ", D " + std::to_string(d) +
+                         ", bits " + std::to_string(bits) + ", " + to_string(dt) +
+                         (layout == Layout::contiguous ? ", contiguous" : ", strided heads"));
+            CacheConfig cfg{.num_kv_heads = 8, .head_dim = d, .capacity = 2300, .sliding = true, .bits = bits};
+            if (i++ % 2) cfg.sign_seed = test_seed() + 200 + i;
+            Twin tw(cfg, true);
+            tw.append(333, dt, layout, rng, -1, true);
+            tw.append(2100, dt, layout, rng, -1, true);  // 16,800 vectors, the ring wraps at 1,967
+            int64_t d = 0;
+            tw.expect_gpu_matches_cpu(&d);
+            tw.expect_gpu_dequantize_matches_cpu(dt);
+            differing += d;
+            rows += 8 * 2300;
+          }
     std::printf("kernel %s: %lld of %lld rows differ from the CPU's in a boundary case\n", *kernel ? kernel : "default",
                 static_cast<long long>(differing), static_cast<long long>(rows));
   }

@@ -392,14 +392,26 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 // differ where u lies within ~1e-6 of a boundary (what the tests allow). The norm (from x, in
 // f64, kv::backend::kMaxNorm) and with it the scale are the CPU's.
 namespace mmapath {
-constexpr int kRowBytes = 256;
-constexpr int kTileBytes = 16 * kRowBytes;
-constexpr int kBFragments = 4 * 2 * 4;  // a' × k-steps × n-tiles
 constexpr int kWarps = 8;  // two blocks per SM: 16 warps of ≤ 128 registers (10 warps of 96 measured 2.5% slower)
 constexpr int kStages = 2;  // the tile being read and the next one in flight
 
-// Byte offset of 16-byte chunk c of row r in a stage.
-__device__ __forceinline__ int stage_offset(int r, int c) { return r * kRowBytes + 16 * (c ^ ((c >> 3) << 1) ^ (r & 1)); }
+// A stage holds a warp's tile of 16 vectors of D elements (2D bytes each).
+template <int D>
+constexpr int tile_bytes() {
+  return 16 * 2 * D;
+}
+// B fragments: a' (D/32 of them) × 2 k-steps × 4 n-tiles.
+template <int D>
+constexpr int b_fragments() {
+  return D / 32 * 8;
+}
+// Byte offset of 16-byte chunk c of row r in a stage: the XORs put the 8-lane phases of both the
+// copies (a row's consecutive chunks) and the reads (chunks AP·q + k of rows g, g + 1) on 8
+// distinct bank groups.
+template <int D>
+__device__ __forceinline__ int stage_offset(int r, int c) {
+  return r * 2 * D + 16 * (c ^ (r & 1) ^ (D == 128 ? (c >> 3) << 1 : 0));
+}
 
 
 template <typename T>
@@ -452,25 +464,30 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
 struct Layout {
   int table, bounds, btab, stage, total;
 };
+template <int D>
 __host__ __device__ inline Layout layout(int cells, int bits) {
   Layout l;
   l.table = 0;
   l.bounds = align_up(cells * static_cast<int>(sizeof(TableEntry)), 16);
   l.btab = align_up(l.bounds + ((1 << bits) - 1) * 4, 16);
-  l.stage = l.btab + kBFragments * 32 * 8;
-  l.total = l.stage + kWarps * kStages * kTileBytes;
+  l.stage = l.btab + b_fragments<D>() * 32 * 8;
+  l.total = l.stage + kWarps * kStages * tile_bytes<D>();
   return l;
 }
 }  // namespace mmapath
 
-template <typename T, int BITS, bool kSigns>
+template <typename T, int D, int BITS, bool kSigns>
 __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
   using namespace mmapath;
-  constexpr int D = 128, kRowCodeBytes = D * BITS / 8, kWords = BITS;  // 32-bit words of a lane's 32 codes per row
+  constexpr int AP = D / 32;                      // a' values: elements per lane and row = 8·AP
+  constexpr int kChunks = D / 8;                  // 16-byte chunks of an input row
+  constexpr int kTileBytes = tile_bytes<D>();
+  constexpr int kRowCodeBytes = D * BITS / 8;
+  constexpr int kWords = AP * BITS / 4;           // 32-bit words of a lane's 8·AP codes of a row
   constexpr int nb = (1 << BITS) - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, q = lane & 3;
-  const Layout lay = layout(p.geo.cells(), BITS);
+  const Layout lay = layout<D>(p.geo.cells(), BITS);
   unsigned char* smem = dynamic_smem();
   auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
   auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
@@ -480,11 +497,12 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   const int64_t tiles = (p.total + 15) / 16;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp, stride = static_cast<int64_t>(gridDim.x) * kWarps;
 
-  // Copies tile `tile` into stage st: 16 rows × 16 chunks, lane l takes chunk l & 15 of rows
-  // 2i + l/16 (a warp instruction copies two whole rows), zeros past the end; one commit group.
-  // Lane r < 16 finds vector 16·tile + r (lanes 16..31 the same ones again): its source, which the
-  // other lanes get by shuffle, and its cache row (-1 past the end), which fetch returns.
-  const int chunk = lane & 15;
+  // Copies tile `tile` into stage st: 16 rows × kChunks chunks, lane l takes chunk l % kChunks of
+  // rows (32/kChunks)·i + l/kChunks (a warp instruction copies whole rows), zeros past the end; one
+  // commit group. Lane r < 16 finds vector 16·tile + r (lanes 16..31 the same ones again): its
+  // source, which the other lanes get by shuffle, and its cache row (-1 past the end), returned.
+  constexpr int kRowsPerCopy = 32 / kChunks;
+  const int chunk = lane % kChunks, row0 = lane / kChunks;
   auto fetch = [&](int64_t tile, int st) -> int64_t {
     int64_t fetched_row = -1;
     const int64_t v = tile * 16 + (lane & 15);
@@ -497,17 +515,18 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       fetched_row = cache_row(p, s, tok, h);
     }
     unsigned char* stage = stages + st * kTileBytes;
-    if (p.dense && (tile + 1) * 16 <= p.total) {  // a whole tile of contiguous vectors: 4 KiB from one base
-      const T* base = static_cast<const T*>(p.x) + (tile * 16 + (lane >> 4)) * D + chunk * 8;
+    if (p.dense && (tile + 1) * 16 <= p.total) {  // a whole tile of contiguous vectors from one base
+      const T* base = static_cast<const T*>(p.x) + (tile * 16 + row0) * D + chunk * 8;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) cp_async16(stage + stage_offset(2 * i + (lane >> 4), chunk), base + 2 * i * D, 16);
+      for (int i = 0; i < 16 / kRowsPerCopy; ++i)
+        cp_async16(stage + stage_offset<D>(kRowsPerCopy * i + row0, chunk), base + kRowsPerCopy * i * D, 16);
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int row = 2 * i + (lane >> 4);
+      for (int i = 0; i < 16 / kRowsPerCopy; ++i) {
+        const int row = kRowsPerCopy * i + row0;
         const T* src = reinterpret_cast<const T*>(
             __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(mine), row));
-        cp_async16(stage + stage_offset(row, chunk), src ? src + chunk * 8 : p.x, src ? 16 : 0);
+        cp_async16(stage + stage_offset<D>(row, chunk), src ? src + chunk * 8 : p.x, src ? 16 : 0);
       }
     }
     cp_async_commit();
@@ -517,18 +536,18 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
 #pragma unroll
   for (int k = 0; k + 1 < kStages; ++k) rowq[k] = fetch(first + k * stride, k);
 
-  // Prologue: boundaries, the lookup table and the B fragments (4 a' × 2 k-steps × 4 n-tiles × 32
-  // lanes): B[k][n] = s[a0 + 2a' + 8b]·H2[a0][c0]·H16[b][d], k = 2q + a0 ↔ b = 4q + 2ks and
+  // Prologue: boundaries, the lookup table and the B fragments (AP a' × 2 k-steps × 4 n-tiles ×
+  // 32 lanes): B[k][n] = s[a0 + 2a' + 2AP·b]·H2[a0][c0]·H16[b][d], k = 2q + a0 ↔ b = 4q + 2ks and
   // k = 2q + 8 + a0 ↔ b = 4q + 2ks + 1; column n of n-tile nt ↔ c0 = nt/2, d = 4(n/2) + 2(nt & 1) + (n & 1).
   for (int i = tid; i < nb; i += blockDim.x) bounds[i] = p.boundaries[i];
-  for (int e = tid; e < kBFragments * 32; e += blockDim.x) {
+  for (int e = tid; e < b_fragments<D>() * 32; e += blockDim.x) {
     const int ap = e >> 8, ks = (e >> 7) & 1, nt = (e >> 5) & 3, l = e & 31, lg = l >> 2, lq = l & 3;
     const int c0 = nt >> 1, d = 4 * (lg >> 1) + 2 * (nt & 1) + (lg & 1);
     uint32_t half[4];  // (a0, b): (0, b0), (1, b0), (0, b0 + 1), (1, b0 + 1)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const int a0 = kk & 1, b = 4 * lq + 2 * ks + (kk >> 1);
-      const bool neg = ((__popc(b & d) + (a0 & c0)) & 1) != (p.signs && p.signs[a0 + 2 * ap + 8 * b] < 0.0f);
+      const bool neg = ((__popc(b & d) + (a0 & c0)) & 1) != (p.signs && p.signs[a0 + 2 * ap + 2 * AP * b] < 0.0f);
       half[kk] = unit_bits<T>(neg);
     }
     btab[e] = make_uint2(half[0] | half[1] << 16, half[2] | half[3] << 16);
@@ -555,14 +574,20 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
     rowq[kStages - 2] = fetch(tile + (kStages - 1) * stride, st == 0 ? kStages - 1 : st - 1);
     cp_async_wait<kStages - 1>();
     __syncwarp();
-    uint4 P[2][4];  // rows g and g + 8: elements 32q .. 32q + 31
+    // Rows g and g + 8, elements 8AP·q .. 8AP·q + 8AP − 1 as 4AP words: word j·AP + a' holds
+    // elements (a0 = 0, 1) + 2a' + 2AP·(4q + j).
+    uint4 P[2][AP];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        P[h][j] = lds128(stage_base + st * kTileBytes + stage_offset(g + 8 * h, 4 * q + j));
+      for (int k = 0; k < AP; ++k)
+        P[h][k] = lds128(stage_base + st * kTileBytes + stage_offset<D>(g + 8 * h, AP * q + k));
     __syncwarp();  // every lane has read the stage before any lane refills it
     st = st + 1 == kStages ? 0 : st + 1;
+    auto pw = [&](int h, int w) -> uint32_t {
+      const uint4& v = P[h][w >> 2];
+      return (w & 3) == 0 ? v.x : (w & 3) == 1 ? v.y : (w & 3) == 2 ? v.z : v.w;
+    };
 
     // ‖x‖² of both rows in f64: four chains per row, then the quad.
     double ss[2];
@@ -570,11 +595,9 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
     for (int h = 0; h < 2; ++h) {
       double s[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        add_squares<T>(P[h][j].x, s[0], s[1]);
-        add_squares<T>(P[h][j].y, s[2], s[3]);
-        add_squares<T>(P[h][j].z, s[0], s[1]);
-        add_squares<T>(P[h][j].w, s[2], s[3]);
+      for (int w = 0; w < 4 * AP; w += 2) {
+        add_squares<T>(pw(h, w), s[0], s[1]);
+        add_squares<T>(pw(h, w + 1), s[2], s[3]);
       }
       ss[h] = (s[0] + s[1]) + (s[2] + s[3]);
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 1);
@@ -595,12 +618,12 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       for (int h = 0; h < 2; ++h)
         if (flagged[h])
 #pragma unroll
-          for (int j = 0; j < 4; ++j) P[h][j] = make_uint4(0, 0, 0, 0);
+          for (int k = 0; k < AP; ++k) P[h][k] = make_uint4(0, 0, 0, 0);
     }
 
     // Two passes, c0 = 0 and 1. For each a' the mma's A fragments are words of P as they are:
-    // word a' of a piece holds elements (a0 = 0, 1) + 2a' + 8b, i.e. k = 2q + a0 (+ 8) at b = 4q + 2ks
-    // (+ 1): pieces 2ks and 2ks + 1 of rows g and g + 8.
+    // k = 2q + a0 (+ 8) at b = 4q + 2ks (+ 1), i.e. words (2ks)·AP + a' and (2ks + 1)·AP + a' of
+    // rows g and g + 8.
     uint32_t words[2][kWords];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -608,26 +631,26 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       for (int w = 0; w < kWords; ++w) words[h][w] = 0;
 #pragma unroll
     for (int c0 = 0; c0 < 2; ++c0) {
-      float z[4][2][4];  // [a'][n-tile 2·c0 + t][c]
+      float z[AP][2][4];  // [a'][n-tile 2·c0 + t][c]
 #pragma unroll
-      for (int ap = 0; ap < 4; ++ap)
+      for (int ap = 0; ap < AP; ++ap)
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
 #pragma unroll
           for (int c = 0; c < 4; ++c) z[ap][t][c] = 0.0f;
 #pragma unroll
           for (int ks = 0; ks < 2; ++ks) {
-            auto word = [&](const uint4& v) { return ap == 0 ? v.x : ap == 1 ? v.y : ap == 2 ? v.z : v.w; };
-            const uint32_t A[4] = {word(P[0][2 * ks]), word(P[1][2 * ks]), word(P[0][2 * ks + 1]), word(P[1][2 * ks + 1])};
+            const int w0 = 2 * ks * AP + ap, w1 = (2 * ks + 1) * AP + ap;
+            const uint32_t A[4] = {pw(0, w0), pw(1, w0), pw(0, w1), pw(1, w1)};
             mma_16816<T>(z[ap][t], A, kSigns ? btab[((ap * 2 + ks) * 4 + 2 * c0 + t) * 32 + lane] : bfix[ks][2 * c0 + t]);
           }
         }
-      // H4 over a' (butterflies in f32): z[c'][t][c] is then element c0 + 2c' + 8d of row
-      // g + 8(c >> 1), d = 4q + 2t + (c & 1): code c0 + 2c' of the lane's group of 8 number 2t + (c & 1).
+      // H over a' (butterflies in f32): z[c'][t][c] is then element c0 + 2c' + 2AP·d of row
+      // g + 8(c >> 1), d = 4q + 2t + (c & 1): the lane's code 2AP·(2t + (c & 1)) + c0 + 2c'.
 #pragma unroll
-      for (int hb = 1; hb < 4; hb <<= 1)
+      for (int hb = 1; hb < AP; hb <<= 1)
 #pragma unroll
-        for (int ap = 0; ap < 4; ++ap)
+        for (int ap = 0; ap < AP; ++ap)
           if (!(ap & hb))
 #pragma unroll
             for (int t = 0; t < 2; ++t)
@@ -638,9 +661,9 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
 #pragma unroll
         for (int c = 0; c < 4; ++c)
 #pragma unroll
-          for (int cp = 0; cp < 4; ++cp) {
+          for (int cp = 0; cp < AP; ++cp) {
             const unsigned code = lookup_code_scaled(table_adj, p.magic, z[cp][t][c], m[c >> 1]);
-            const int group8 = 2 * t + (c & 1), bit = (group8 * 8 + c0 + 2 * cp) * BITS;
+            const int bit = (2 * AP * (2 * t + (c & 1)) + c0 + 2 * cp) * BITS;
             words[c >> 1][bit >> 5] += code << (bit & 31);
           }
     }
@@ -649,11 +672,16 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
     for (int h = 0; h < 2; ++h) {
       const int64_t row = h ? row_hi : row_lo;
       if (row < 0) continue;
-      uint4* dst = reinterpret_cast<uint4*>(p.packed + row * kRowCodeBytes + q * (kWords * 4));
+      uint8_t* dst = p.packed + row * kRowCodeBytes + q * (kWords * 4);
+      if constexpr (kWords % 4 == 0) {
 #pragma unroll
-      for (int w = 0; w < kWords; w += 4)
-        dst[w / 4] = flagged[h] ? make_uint4(0, 0, 0, 0)
-                                : make_uint4(words[h][w], words[h][w + 1], words[h][w + 2], words[h][w + 3]);
+        for (int w = 0; w < kWords; w += 4)
+          reinterpret_cast<uint4*>(dst)[w / 4] =
+              flagged[h] ? make_uint4(0, 0, 0, 0) : make_uint4(words[h][w], words[h][w + 1], words[h][w + 2], words[h][w + 3]);
+      } else {
+        static_assert(kWords == 2, "a lane stores 8, 16 or 32 bytes of a row");
+        *reinterpret_cast<uint2*>(dst) = flagged[h] ? make_uint2(0, 0) : make_uint2(words[h][0], words[h][1]);
+      }
       if (q == h) p.scales[row] = scale;
     }
   }
@@ -848,11 +876,11 @@ void launch_fast_bits(const AppendParams& p, int device, cudaStream_t stream) {
 }
 
 // The tensor-core kernel (kernel_append_mma) for one call.
-template <typename T, int BITS>
+template <typename T, int D, int BITS>
 void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
   constexpr int W = mmapath::kWarps;
-  const mmapath::Layout lay = mmapath::layout(p.geo.cells(), BITS);
-  auto* kernel = p.signs ? kernel_append_mma<T, BITS, true> : kernel_append_mma<T, BITS, false>;
+  const mmapath::Layout lay = mmapath::layout<D>(p.geo.cells(), BITS);
+  auto* kernel = p.signs ? kernel_append_mma<T, D, BITS, true> : kernel_append_mma<T, D, BITS, false>;
   const auto* fn = reinterpret_cast<const void*>(kernel);
   allow_dynamic_smem(fn, lay.total);
   const int resident = resident_blocks(fn, W * 32, lay.total);
@@ -861,12 +889,21 @@ void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-// Whether an f16 or bf16 call goes to the tensor-core kernel: D = 128 at 4 or 8 bits, input whose
+template <typename T, int D>
+void launch_append_mma_d(const AppendParams& p, int device, cudaStream_t stream) {
+  if (p.bits == 4)
+    launch_append_mma<T, D, 4>(p, device, stream);
+  else
+    launch_append_mma<T, D, 8>(p, device, stream);
+}
+
+// Whether an f16 or bf16 call goes to the tensor-core kernel: D = 64 or 128 at 4 or 8 bits, input whose
 // vectors start on 16 bytes, the original scale rule, and enough vectors to fill the GPU (a
 // decode step keeps the kernel whose one block builds its table fastest). FRUGAL_KV_APPEND_KERNEL
 // = shuffle turns it off (the A/B switch of bench/kv_append.cu and the tests).
 bool takes_mma(const AppendParams& p, const AppendArgs& a) {
-  if (a.dim != 128 || (a.bits != 4 && a.bits != 8) || p.least_squares || !p.aligned || p.total < kManyVectors)
+  if ((a.dim != 64 && a.dim != 128) || (a.bits != 4 && a.bits != 8) || p.least_squares || !p.aligned ||
+      p.total < kManyVectors)
     return false;
   const char* e = std::getenv("FRUGAL_KV_APPEND_KERNEL");
   return e == nullptr || std::strcmp(e, "shuffle") != 0;
@@ -933,7 +970,7 @@ void kv_append(const AppendArgs& a, Stream stream) {
                 (a.x_stride_tok * sizeof(T)) % need == 0 && (a.x_stride_head * sizeof(T)) % need == 0;
     if constexpr (!std::is_same_v<T, float>)
       if (takes_mma(p, a))
-        return a.bits == 4 ? launch_append_mma<T, 4>(p, a.device, st) : launch_append_mma<T, 8>(p, a.device, st);
+        return a.dim == 64 ? launch_append_mma_d<T, 64>(p, a.device, st) : launch_append_mma_d<T, 128>(p, a.device, st);
     if (fast) {
       switch (a.dim) {
         case 64:
