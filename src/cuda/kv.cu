@@ -366,21 +366,23 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 }
 
 // ---- the append kernel with the transform on tensor cores ---------------------------------
-// D = 128, f16 or bf16 input, the original scale rule. With i = a0 + 2a' + 8b (a0 < 2, a' < 4,
-// b < 16) and j = c0 + 2c' + 8d alike, H128[i][j] = H2[a0][c0]·H4[a'][c']·H16[b][d], so
+// D = 64 or 128 (AP = D/32), f16 or bf16 input, the original scale rule. With
+// i = a0 + 2a' + 2AP·b (a0 < 2, a' < AP, b < 16) and j = c0 + 2c' + 2AP·d alike,
+// H_D[i][j] = H2[a0][c0]·H_AP[a'][c']·H16[b][d], so
 //   Z[a'][c0, d] = Σ_{a0, b} s_i·x_i·H2[a0][c0]·H16[b][d]   two mma.m16n8k16 (k-steps) per a' and
 //                                                         n-tile: rows = 16 vectors, k = (a0, b),
 //                                                         n = (c0, d); B holds the ±1 with the
 //                                                         random signs folded in (exact in f16 /
 //                                                         bf16; products of the inputs exact in f32)
-//   y[j] = Σ_a' H4[a'][c']·Z[a'][c0, d]                  two butterfly stages in f32 registers:
-//                                                         a lane's C fragments hold every a'.
-// The k and n orders are permuted so that lane (g, q) multiplies the 32 contiguous elements
-// 32q..32q+31 of rows g and g+8 and ends with the codes of the same 32 elements (16 or 32 bytes
-// of a packed row, stored whole): k = 2q + a0 ↔ b = 4q + 2ks and k = 2q + 8 + a0 ↔ b = 4q + 2ks + 1,
-// so each A register is a word of the staged input as it is (elements a0 = 0, 1 of 2a' + 8b);
+//   y[j] = Σ_a' H_AP[a'][c']·Z[a'][c0, d]                log2(AP) butterfly stages in f32
+//                                                         registers: a lane's C fragments hold
+//                                                         every a'.
+// The k and n orders are permuted so that lane (g, q) multiplies the 8AP contiguous elements
+// from 8AP·q of rows g and g+8 and ends with the codes of the same elements (8 to 32 bytes of a
+// packed row, stored whole): k = 2q + a0 ↔ b = 4q + 2ks and k = 2q + 8 + a0 ↔ b = 4q + 2ks + 1,
+// so each A register is a word of the staged input as it is (elements a0 = 0, 1 of 2a' + 2AP·b);
 // column n of n-tile nt ↔ c0 = nt/2, d = 4(n/2) + 2(nt & 1) + (n & 1). Without random signs B does
-// not depend on a' and its 8 fragments stay in registers; with them, 32 come from shared memory.
+// not depend on a' and its 8 fragments stay in registers; with them, 8AP come from shared memory.
 // Loads are 16-byte cp.async copies of each warp's tile of 16 vectors into its own stage (chunk c
 // of row r at c ^ 2·(c ≥ 8) ^ (r & 1): the copies' and the reads' 8-lane phases hit 8 distinct
 // bank groups), one tile ahead (a second tile ahead measured no faster); no block barrier after
