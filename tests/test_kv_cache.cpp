@@ -821,7 +821,7 @@ TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed() + 27);
   for (int bits : {8, 4})
-    for (int d : {64, 128}) {
+    for (int d : {64, 128, 256}) {
       SCOPED_TRACE("D = " + std::to_string(d) + ", bits = " + std::to_string(bits));
       Twin tw({.num_kv_heads = 8, .head_dim = d, .capacity = 2300, .sliding = true, .bits = bits, .sign_seed = 5},
               true);
@@ -832,10 +832,11 @@ TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
     }
 }
 
-// D = 64 and 128 calls of f16/bf16 vectors on 16 bytes with the original scale take the
-// tensor-core kernel from kManyVectors (16,384) vectors on: both widths and dtypes, contiguous
-// and strided heads, with and without random signs, a ring wrapped inside the call, special
-// values; then the same appends through the shuffle kernel (FRUGAL_KV_APPEND_KERNEL=shuffle).
+// D = 64, 128 and 256 calls of f16/bf16 vectors on 16 bytes with the original scale take the
+// tensor-core kernel from kManyVectors (16,384) vectors on (D = 256 without random signs only):
+// both widths and dtypes, contiguous and strided heads, with and without random signs, a ring
+// wrapped inside the call, special values; then the same appends through the shuffle kernel
+// (FRUGAL_KV_APPEND_KERNEL=shuffle).
 TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
@@ -847,7 +848,7 @@ TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
     else
       unsetenv("FRUGAL_KV_APPEND_KERNEL");
     int i = 0;
-    for (int d : {64, 128})
+    for (int d : {64, 128, 256})
       for (int bits : {4, 8})
         for (DType dt : {DType::f16, DType::bf16})
           for (Layout layout : {Layout::contiguous, Layout::strided_heads}) {

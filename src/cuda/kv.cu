@@ -397,22 +397,29 @@ namespace mmapath {
 constexpr int kWarps = 8;  // two blocks per SM: 16 warps of ≤ 128 registers (10 warps of 96 measured 2.5% slower)
 constexpr int kStages = 2;  // the tile being read and the next one in flight
 
-// A stage holds a warp's tile of 16 vectors of D elements (2D bytes each).
+// The mma rows are segments of min(D, 128) elements: a vector of D = 256 is two rows (its halves,
+// rows g and g + 8 of the mma, one more butterfly stage between them), so a tile holds 16 rows.
+template <int D>
+constexpr int segment() {
+  return D < 128 ? D : 128;
+}
 template <int D>
 constexpr int tile_bytes() {
-  return 16 * 2 * D;
+  return 16 * 2 * segment<D>();
 }
-// B fragments: a' (D/32 of them) × 2 k-steps × 4 n-tiles.
+// B fragments: a' (segment/32 of them) × 2 k-steps × 4 n-tiles.
 template <int D>
 constexpr int b_fragments() {
-  return D / 32 * 8;
+  return segment<D>() / 32 * 8;
 }
-// Byte offset of 16-byte chunk c of row r in a stage: the XORs put the 8-lane phases of both the
-// copies (a row's consecutive chunks) and the reads (chunks AP·q + k of rows g, g + 1) on 8
-// distinct bank groups.
+// Byte offset of 16-byte chunk c of staged row r (the input's order: a 256-element vector's halves
+// are rows 2v and 2v + 1). The XORs put the 8-lane phases of both the copies (a row's consecutive
+// chunks) and the reads (chunks AP·q + k of vectors g, g + 1) on 8 distinct bank groups.
 template <int D>
 __device__ __forceinline__ int stage_offset(int r, int c) {
-  return r * 2 * D + 16 * (c ^ (r & 1) ^ (D == 128 ? (c >> 3) << 1 : 0));
+  constexpr int S = segment<D>();
+  const int parity = D == 256 ? (r >> 1) & 1 : r & 1;
+  return r * 2 * S + 16 * (c ^ parity ^ (S == 128 ? (c >> 3) << 1 : 0));
 }
 
 
@@ -481,10 +488,13 @@ __host__ __device__ inline Layout layout(int cells, int bits) {
 template <typename T, int D, int BITS, bool kSigns>
 __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(const __grid_constant__ AppendParams p) {
   using namespace mmapath;
-  constexpr int AP = D / 32;                      // a' values: elements per lane and row = 8·AP
-  constexpr int kChunks = D / 8;                  // 16-byte chunks of an input row
+  constexpr int S = segment<D>();                // elements of an mma row
+  constexpr int kRowsPerVec = D / S;              // 1, or 2 at D = 256 (rows g and g + 8)
+  constexpr int kVecs = 16 / kRowsPerVec;         // vectors per tile
+  constexpr int AP = S / 32;                      // a' values: elements per lane and row = 8·AP
+  constexpr int kChunks = S / 8;                  // 16-byte chunks of a staged row
   constexpr int kTileBytes = tile_bytes<D>();
-  constexpr int kRowCodeBytes = D * BITS / 8;
+  constexpr int kRowCodeBytes = D * BITS / 8;     // a packed vector
   constexpr int kWords = AP * BITS / 4;           // 32-bit words of a lane's 8·AP codes of a row
   constexpr int nb = (1 << BITS) - 1;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -496,18 +506,18 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   auto* btab = reinterpret_cast<uint2*>(smem + lay.btab);
   unsigned char* stages = smem + lay.stage + warp * kStages * kTileBytes;
 
-  const int64_t tiles = (p.total + 15) / 16;
+  const int64_t tiles = (p.total + kVecs - 1) / kVecs;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarps + warp, stride = static_cast<int64_t>(gridDim.x) * kWarps;
 
-  // Copies tile `tile` into stage st: 16 rows × kChunks chunks, lane l takes chunk l % kChunks of
-  // rows (32/kChunks)·i + l/kChunks (a warp instruction copies whole rows), zeros past the end; one
-  // commit group. Lane r < 16 finds vector 16·tile + r (lanes 16..31 the same ones again): its
-  // source, which the other lanes get by shuffle, and its cache row (-1 past the end), returned.
+  // Copies tile `tile` (kVecs vectors, 16 staged rows) into stage st: lane l takes chunk
+  // l % kChunks of rows (32/kChunks)·i + l/kChunks (a warp instruction copies whole rows), zeros
+  // past the end; one commit group. Lane r finds vector kVecs·tile + r % kVecs: its source, which
+  // the other lanes get by shuffle, and its cache row (-1 past the end), returned.
   constexpr int kRowsPerCopy = 32 / kChunks;
   const int chunk = lane % kChunks, row0 = lane / kChunks;
   auto fetch = [&](int64_t tile, int st) -> int64_t {
     int64_t fetched_row = -1;
-    const int64_t v = tile * 16 + (lane & 15);
+    const int64_t v = tile * kVecs + lane % kVecs;
     const T* mine = nullptr;
     if (tile < tiles && v < p.total) {
       int s, h;
@@ -517,18 +527,19 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       fetched_row = cache_row(p, s, tok, h);
     }
     unsigned char* stage = stages + st * kTileBytes;
-    if (p.dense && (tile + 1) * 16 <= p.total) {  // a whole tile of contiguous vectors from one base
-      const T* base = static_cast<const T*>(p.x) + (tile * 16 + row0) * D + chunk * 8;
+    if (p.dense && (tile + 1) * kVecs <= p.total) {  // a whole tile of contiguous vectors from one base
+      const T* base = static_cast<const T*>(p.x) + tile * kVecs * D + row0 * S + chunk * 8;
 #pragma unroll
       for (int i = 0; i < 16 / kRowsPerCopy; ++i)
-        cp_async16(stage + stage_offset<D>(kRowsPerCopy * i + row0, chunk), base + kRowsPerCopy * i * D, 16);
+        cp_async16(stage + stage_offset<D>(kRowsPerCopy * i + row0, chunk), base + kRowsPerCopy * i * S, 16);
     } else {
 #pragma unroll
       for (int i = 0; i < 16 / kRowsPerCopy; ++i) {
         const int row = kRowsPerCopy * i + row0;
         const T* src = reinterpret_cast<const T*>(
-            __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(mine), row));
-        cp_async16(stage + stage_offset<D>(row, chunk), src ? src + chunk * 8 : p.x, src ? 16 : 0);
+            __shfl_sync(kFullMask, reinterpret_cast<unsigned long long>(mine), row / kRowsPerVec));
+        src = src ? src + (row % kRowsPerVec) * S + chunk * 8 : nullptr;
+        cp_async16(stage + stage_offset<D>(row, chunk), src ? src : p.x, src ? 16 : 0);
       }
     }
     cp_async_commit();
@@ -570,20 +581,21 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   int st = 0;
   for (int64_t tile = first; tile < tiles; tile += stride) {
     // This tile's rows g and g + 8 (from its fetch), then the next tile's fetch.
-    const int64_t row_lo = __shfl_sync(kFullMask, rowq[0], g), row_hi = __shfl_sync(kFullMask, rowq[0], g + 8);
+    const int64_t row_lo = __shfl_sync(kFullMask, rowq[0], g), row_hi = __shfl_sync(kFullMask, rowq[0], (g + 8) % kVecs);
 #pragma unroll
     for (int k = 0; k + 2 < kStages; ++k) rowq[k] = rowq[k + 1];
     rowq[kStages - 2] = fetch(tile + (kStages - 1) * stride, st == 0 ? kStages - 1 : st - 1);
     cp_async_wait<kStages - 1>();
     __syncwarp();
-    // Rows g and g + 8, elements 8AP·q .. 8AP·q + 8AP − 1 as 4AP words: word j·AP + a' holds
-    // elements (a0 = 0, 1) + 2a' + 2AP·(4q + j).
+    // Rows g and g + 8 (the halves of vector g at D = 256), elements 8AP·q .. 8AP·q + 8AP − 1 of
+    // the row as 4AP words: word j·AP + a' holds elements (a0 = 0, 1) + 2a' + 2AP·(4q + j).
     uint4 P[2][AP];
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int k = 0; k < AP; ++k)
-        P[h][k] = lds128(stage_base + st * kTileBytes + stage_offset<D>(g + 8 * h, AP * q + k));
+        P[h][k] = lds128(stage_base + st * kTileBytes +
+                         stage_offset<D>(kRowsPerVec == 2 ? 2 * g + h : g + 8 * h, AP * q + k));
     __syncwarp();  // every lane has read the stage before any lane refills it
     st = st + 1 == kStages ? 0 : st + 1;
     auto pw = [&](int h, int w) -> uint32_t {
@@ -605,14 +617,15 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 1);
       ss[h] += __shfl_xor_sync(kFullMask, ss[h], 2);
     }
-    // Lane q finishes row g + 8(q & 1): n, the scale and the multiplier M = inv_w/scale of the
-    // lookup (u = FWHT(x)/n, which the CPU forms as (FWHT(x)·f32(1/√D))·f32(√D/n)).
-    const double n = sqrt((q & 1) ? ss[1] : ss[0]);
+    // Lane q finishes row g + 8(q & 1) (at D = 256 every lane vector g): n, the scale and the
+    // multiplier M = inv_w/scale of the lookup (u = FWHT(x)/n, which the CPU forms as
+    // (FWHT(x)·f32(1/√D))·f32(√D/n)).
+    const double n = sqrt(kRowsPerVec == 2 ? ss[0] + ss[1] : (q & 1) ? ss[1] : ss[0]);
     const bool flag = !(n <= kv::backend::kMaxNorm), zero = n <= 1e-10;
     const float scale = flag ? __int_as_float(0x7fc00000) : zero ? 0.0f : static_cast<float>(n);
     const float mult = flag || zero ? 0.0f : __frcp_rn(scale) * p.geo.inv_w;
-    const float mult_other = __shfl_xor_sync(kFullMask, mult, 1);
-    const bool flag_other = __shfl_xor_sync(kFullMask, flag, 1);
+    const float mult_other = kRowsPerVec == 2 ? mult : __shfl_xor_sync(kFullMask, mult, 1);
+    const bool flag_other = kRowsPerVec == 2 ? flag : __shfl_xor_sync(kFullMask, flag, 1);
     const float m[2] = {(q & 1) ? mult_other : mult, (q & 1) ? mult : mult_other};
     const bool flagged[2] = {(q & 1) ? flag_other : flag, (q & 1) ? flag : flag_other};
     if (__any_sync(kFullMask, flagged[0] || flagged[1])) {  // rare: keep u finite (codes are zeroed below)
@@ -658,6 +671,14 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
             for (int t = 0; t < 2; ++t)
 #pragma unroll
               for (int c = 0; c < 4; ++c) butterfly(z[ap][t][c], z[ap + hb][t][c]);
+      // D = 256: H2 over the halves (rows g and g + 8: c and c + 2); c >> 1 is then the output half.
+      if constexpr (kRowsPerVec == 2)
+#pragma unroll
+        for (int ap = 0; ap < AP; ++ap)
+#pragma unroll
+          for (int t = 0; t < 2; ++t)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) butterfly(z[ap][t][c], z[ap][t][c + 2]);
 #pragma unroll
       for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -671,10 +692,10 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
     }
 
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = h ? row_hi : row_lo;
+    for (int h = 0; h < 2; ++h) {  // rows g and g + 8, or the halves of vector g
+      const int64_t row = h && kRowsPerVec == 1 ? row_hi : row_lo;
       if (row < 0) continue;
-      uint8_t* dst = p.packed + row * kRowCodeBytes + q * (kWords * 4);
+      uint8_t* dst = p.packed + row * kRowCodeBytes + (kRowsPerVec == 2 ? h * kRowCodeBytes / 2 : 0) + q * (kWords * 4);
       if constexpr (kWords % 4 == 0) {
 #pragma unroll
         for (int w = 0; w < kWords; w += 4)
@@ -684,7 +705,7 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
         static_assert(kWords == 2, "a lane stores 8, 16 or 32 bytes of a row");
         *reinterpret_cast<uint2*>(dst) = flagged[h] ? make_uint2(0, 0) : make_uint2(words[h][0], words[h][1]);
       }
-      if (q == h) p.scales[row] = scale;
+      if (kRowsPerVec == 1 ? q == h : q == 0 && h == 0) p.scales[row] = scale;
     }
   }
   cp_async_wait<0>();  // no copy outlives the block
@@ -882,11 +903,13 @@ template <typename T, int D, int BITS>
 void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
   constexpr int W = mmapath::kWarps;
   const mmapath::Layout lay = mmapath::layout<D>(p.geo.cells(), BITS);
-  auto* kernel = p.signs ? kernel_append_mma<T, D, BITS, true> : kernel_append_mma<T, D, BITS, false>;
+  auto* kernel = kernel_append_mma<T, D, BITS, false>;
+  if constexpr (D != 256)  // the random signs of a 256-element vector differ between its halves
+    if (p.signs) kernel = kernel_append_mma<T, D, BITS, true>;
   const auto* fn = reinterpret_cast<const void*>(kernel);
   allow_dynamic_smem(fn, lay.total);
   const int resident = resident_blocks(fn, W * 32, lay.total);
-  const int64_t tiles = (p.total + 15) / 16;
+  const int64_t tiles = (p.total + 16 * mmapath::segment<D>() / D - 1) / (16 * mmapath::segment<D>() / D);
   kernel<<<blocks_for((tiles + W - 1) / W, resident, device), W * 32, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
@@ -899,13 +922,14 @@ void launch_append_mma_d(const AppendParams& p, int device, cudaStream_t stream)
     launch_append_mma<T, D, 8>(p, device, stream);
 }
 
-// Whether an f16 or bf16 call goes to the tensor-core kernel: D = 64 or 128 at 4 or 8 bits, input whose
-// vectors start on 16 bytes, the original scale rule, and enough vectors to fill the GPU (a
-// decode step keeps the kernel whose one block builds its table fastest). FRUGAL_KV_APPEND_KERNEL
-// = shuffle turns it off (the A/B switch of bench/kv_append.cu and the tests).
+// Whether an f16 or bf16 call goes to the tensor-core kernel: D = 64, 128 or 256 (without random
+// signs) at 4 or 8 bits, input whose vectors start on 16 bytes, the original scale rule, and
+// enough vectors to fill the GPU (a decode step keeps the kernel whose one block builds its table
+// fastest). FRUGAL_KV_APPEND_KERNEL = shuffle turns it off (the A/B switch of bench/kv_append.cu
+// and the tests).
 bool takes_mma(const AppendParams& p, const AppendArgs& a) {
-  if ((a.dim != 64 && a.dim != 128) || (a.bits != 4 && a.bits != 8) || p.least_squares || !p.aligned ||
-      p.total < kManyVectors)
+  if ((a.dim != 64 && a.dim != 128 && !(a.dim == 256 && !a.signs)) || (a.bits != 4 && a.bits != 8) ||
+      p.least_squares || !p.aligned || p.total < kManyVectors)
     return false;
   const char* e = std::getenv("FRUGAL_KV_APPEND_KERNEL");
   return e == nullptr || std::strcmp(e, "shuffle") != 0;
@@ -972,7 +996,9 @@ void kv_append(const AppendArgs& a, Stream stream) {
                 (a.x_stride_tok * sizeof(T)) % need == 0 && (a.x_stride_head * sizeof(T)) % need == 0;
     if constexpr (!std::is_same_v<T, float>)
       if (takes_mma(p, a))
-        return a.dim == 64 ? launch_append_mma_d<T, 64>(p, a.device, st) : launch_append_mma_d<T, 128>(p, a.device, st);
+        return a.dim == 64    ? launch_append_mma_d<T, 64>(p, a.device, st)
+               : a.dim == 128 ? launch_append_mma_d<T, 128>(p, a.device, st)
+                              : launch_append_mma_d<T, 256>(p, a.device, st);
     if (fast) {
       switch (a.dim) {
         case 64:
