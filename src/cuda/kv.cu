@@ -366,11 +366,13 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 }
 
 // ---- the append kernel with the transform on tensor cores ---------------------------------
-// D = 64 or 128 (AP = D/32), f16 or bf16 input, the original scale rule. With
+// D = 64, 128 or 256 (in segments of S = min(D, 128): a 256-element vector's halves are two mma
+// rows, one more butterfly between them; without random signs), AP = S/32, f16 or bf16 input,
+// the original scale rule. Within a segment, with
 // i = a0 + 2a' + 2AP·b (a0 < 2, a' < AP, b < 16) and j = c0 + 2c' + 2AP·d alike,
-// H_D[i][j] = H2[a0][c0]·H_AP[a'][c']·H16[b][d], so
+// H_S[i][j] = H2[a0][c0]·H_AP[a'][c']·H16[b][d], so
 //   Z[a'][c0, d] = Σ_{a0, b} s_i·x_i·H2[a0][c0]·H16[b][d]   two mma.m16n8k16 (k-steps) per a' and
-//                                                         n-tile: rows = 16 vectors, k = (a0, b),
+//                                                         n-tile: rows = 16 segments, k = (a0, b),
 //                                                         n = (c0, d); B holds the ±1 with the
 //                                                         random signs folded in (exact in f16 /
 //                                                         bf16; products of the inputs exact in f32)
