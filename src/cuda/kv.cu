@@ -1,13 +1,18 @@
-// CUDA backend of the KV cache: the fused quantize-append kernel (load, signs, FWHT, norm, codebook
-// lookup, packing and the store in one pass over x, one launch for every vector of the call),
-// dequantize, and the f32 Hadamard transform. Bit-exact with src/cpu/kv.cpp; see kv.cuh.
+// CUDA backend of the KV cache: two fused quantize-append kernels (load, signs, FWHT, norm,
+// codebook lookup, packing and the store in one pass over x, one launch for every vector of the
+// call), dequantize, and the f32 Hadamard transform.
 //
-// Which kernel serves a call: head_dim 64..512 at 4 or 8 bits have instantiations with the
-// group width and chunk count fixed at compile time (fully unrolled); every other case (D = 4..32
-// and 1024..4096, bits 2 and 3) goes to one generic kernel per dtype with one chunk per lane and
-// the group width and bits at run time. launch_fast_bits() picks, per head dim and width, the
-// variant measured fastest on the H200 (bench/results/2026-11-29-kv-append-r3.md): 33 fast
-// instantiations + 6 generic.
+// Which kernel serves a call:
+// - takes_mma(): calls of 16K+ f16/bf16 vectors at D = 64, 128 or 256 (4 or 8 bits, the L2 scale)
+//   go to kernel_append_mma, the transform on tensor cores (2026-11-30-kv-append-mma.md). Same
+//   scales as src/cpu/kv.cpp; codes equal except within ~1e-6 of a boundary.
+// - Every other call takes the shuffle kernel, bit-exact with src/cpu/kv.cpp (see kv.cuh).
+//   head_dim 64..512 at 4 or 8 bits have instantiations with the group width and chunk count
+//   fixed at compile time (fully unrolled). Every other case (D = 4..32 and 1024..4096, bits 2
+//   and 3) goes to one generic kernel per dtype with one chunk per lane and the group width and
+//   bits at run time. launch_fast_bits() picks, per head dim and width, the variant measured
+//   fastest on the H200 (bench/results/2026-11-29-kv-append-r3.md): 33 fast instantiations + 6
+//   generic.
 #include <algorithm>
 #include <array>
 #include <climits>
