@@ -669,15 +669,12 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
         }
       // H over a' (butterflies in f32): z[c'][t][c] is then element c0 + 2c' + 2AP·d of row
       // g + 8(c >> 1), d = 4q + 2t + (c & 1): the lane's code 2AP·(2t + (c & 1)) + c0 + 2c'.
+      register_stages<AP>([&](int a, int a2) {
 #pragma unroll
-      for (int hb = 1; hb < AP; hb <<= 1)
+        for (int t = 0; t < 2; ++t)
 #pragma unroll
-        for (int ap = 0; ap < AP; ++ap)
-          if (!(ap & hb))
-#pragma unroll
-            for (int t = 0; t < 2; ++t)
-#pragma unroll
-              for (int c = 0; c < 4; ++c) butterfly(z[ap][t][c], z[ap + hb][t][c]);
+          for (int c = 0; c < 4; ++c) butterfly(z[a][t][c], z[a2][t][c]);
+      });
       // D = 256: H2 over the halves (rows g and g + 8: c and c + 2); c >> 1 is then the output half.
       if constexpr (kRowsPerVec == 2)
 #pragma unroll

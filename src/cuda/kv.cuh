@@ -109,6 +109,17 @@ __device__ __forceinline__ void butterfly(float& a, float& b) {
   b = d;
 }
 
+// The in-register stages of a transform over an index of N values (h = 1, 2, 4, ...): f(i, i + h)
+// for every butterfly pair; f applies it to each element the index selects.
+template <int N, typename F>
+__device__ __forceinline__ void register_stages(F&& f) {
+#pragma unroll
+  for (int h = 1; h < N; h <<= 1)
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      if (!(i & h)) f(i, i + h);
+}
+
 // v ← FWHT(v) (unnormalized) for the vector held by a group of g lanes, this lane being lane t of
 // its group. Lane stages below 32 use shuffles; wider groups (g > 32, whole warps) exchange through
 // `xbuf` (nthreads · C · K floats of shared memory; every thread of the block must call this).
@@ -138,13 +149,10 @@ __device__ __forceinline__ void fwht(float (&v)[C * K], int g, int t, float* xbu
       for (int q = 0; q < C * K; ++q) v[q] = fmaf(sign, v[q], xbuf[q * nthreads + (tid ^ m)]);
     }
   }
+  register_stages<K>([&](int k, int k2) {
 #pragma unroll
-  for (int kh = 1; kh < K; kh <<= 1)
-#pragma unroll
-    for (int k = 0; k < K; ++k)
-      if (!(k & kh))
-#pragma unroll
-        for (int e = 0; e < C; ++e) butterfly(v[k * C + e], v[(k + kh) * C + e]);
+    for (int e = 0; e < C; ++e) butterfly(v[k * C + e], v[k2 * C + e]);
+  });
 }
 
 // Sums val over the g lanes of the group; every lane of the group gets the identical total
