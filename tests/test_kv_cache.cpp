@@ -815,7 +815,8 @@ TEST(KvCacheCuda, LargeAppendsMatchCpuForEveryDtypeAndLayout) {
 }
 
 // A large call that wraps a ring (the slot wraps inside the tiles of one launch), at 8 and 4 bits,
-// D = 64 and 128, three input dtypes and strided heads.
+// D = 64, 128 and 256, three input dtypes and strided heads (random signs: D = 256 stays on the
+// shuffle kernel).
 TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
@@ -860,10 +861,10 @@ TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
             Twin tw(cfg, true);
             tw.append(333, dt, layout, rng, -1, true);
             tw.append(2100, dt, layout, rng, -1, true);  // 16,800 vectors, the ring wraps at 1,967
-            int64_t d = 0;
-            tw.expect_gpu_matches_cpu(&d);
+            int64_t rows_differing = 0;
+            tw.expect_gpu_matches_cpu(&rows_differing);
             tw.expect_gpu_dequantize_matches_cpu(dt);
-            differing += d;
+            differing += rows_differing;
             rows += 8 * 2300;
           }
     std::printf("kernel %s: %lld of %lld rows differ from the CPU's in a boundary case\n", *kernel ? kernel : "default",
