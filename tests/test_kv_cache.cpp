@@ -815,8 +815,7 @@ TEST(KvCacheCuda, LargeAppendsMatchCpuForEveryDtypeAndLayout) {
 }
 
 // A large call that wraps a ring (the slot wraps inside the tiles of one launch), at 8 and 4 bits,
-// D = 64, 128 and 256, three input dtypes and strided heads (random signs: D = 256 stays on the
-// shuffle kernel).
+// D = 64, 128 and 256, three input dtypes and strided heads.
 TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
@@ -834,10 +833,9 @@ TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
 }
 
 // D = 64, 128 and 256 calls of f16/bf16 vectors on 16 bytes with the original scale take the
-// tensor-core kernel from kManyVectors (16,384) vectors on (D = 256 without random signs only):
-// both widths and dtypes, contiguous and strided heads, with and without random signs, a ring
-// wrapped inside the call, special values; then the same appends through the shuffle kernel
-// (FRUGAL_KV_APPEND_KERNEL=shuffle).
+// tensor-core kernel from kManyVectors (16,384) vectors on: both widths and dtypes, contiguous and strided heads, with
+// and without random signs, a ring wrapped inside the call, special values; then the same appends through the shuffle
+// kernel (FRUGAL_KV_APPEND_KERNEL=shuffle).
 TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();

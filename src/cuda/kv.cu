@@ -372,8 +372,9 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
 
 // ---- the append kernel with the transform on tensor cores ---------------------------------
 // D = 64, 128 or 256 (in segments of S = min(D, 128): a 256-element vector's halves are two mma
-// rows, one more butterfly between them; without random signs), AP = S/32, f16 or bf16 input,
-// the original scale rule. Within a segment, with
+// rows, one more butterfly between them; B carries the first half's random signs, and the second
+// half's inputs are sign-flipped where its signs differ), AP = S/32, f16 or bf16 input, the
+// original scale rule. Within a segment, with
 // i = a0 + 2a' + 2AP·b (a0 < 2, a' < AP, b < 16) and j = c0 + 2c' + 2AP·d alike,
 // H_S[i][j] = H2[a0][c0]·H_AP[a'][c']·H16[b][d], so
 //   Z[a'][c0, d] = Σ_{a0, b} s_i·x_i·H2[a0][c0]·H16[b][d]   two mma.m16n8k16 (k-steps) per a' and
@@ -477,8 +478,15 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   return v;
 }
 
+// D = 256 with random signs: per lane, the sign flips that turn the first half's signs (folded
+// into B, which both halves share) into the second half's, as XOR masks of its 16 input words.
+template <int D>
+constexpr int half_mask_bytes() {
+  return D == 256 ? 32 * 64 : 0;
+}
+
 struct Layout {
-  int table, bounds, btab, stage, total;
+  int table, bounds, btab, hmask, stage, total;
 };
 template <int D>
 __host__ __device__ inline Layout layout(int cells, int bits) {
@@ -486,7 +494,8 @@ __host__ __device__ inline Layout layout(int cells, int bits) {
   l.table = 0;
   l.bounds = align_up(cells * static_cast<int>(sizeof(TableEntry)), 16);
   l.btab = align_up(l.bounds + ((1 << bits) - 1) * 4, 16);
-  l.stage = l.btab + b_fragments<D>() * 32 * 8;
+  l.hmask = l.btab + b_fragments<D>() * 32 * 8;
+  l.stage = l.hmask + half_mask_bytes<D>();
   l.total = l.stage + kWarps * kStages * tile_bytes<D>();
   return l;
 }
@@ -511,6 +520,7 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
   auto* bounds = reinterpret_cast<float*>(smem + lay.bounds);
   auto* btab = reinterpret_cast<uint2*>(smem + lay.btab);
+  auto* hmask = reinterpret_cast<uint4*>(smem + lay.hmask);
   unsigned char* stages = smem + lay.stage + warp * kStages * kTileBytes;
 
   const int64_t tiles = (p.total + kVecs - 1) / kVecs;
@@ -572,6 +582,12 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
     }
     btab[e] = make_uint2(half[0] | half[1] << 16, half[2] | half[3] << 16);
   }
+  if constexpr (kRowsPerVec == 2 && kSigns)  // word w = j·AP + a' of lane l: elements 2a' + 8(4q + j) + (0, 1)
+    for (int e = tid; e < 32 * 16; e += blockDim.x) {
+      const int l = e >> 4, w = e & 15, i = 2 * (w % AP) + 2 * AP * (4 * (l & 3) + w / AP);
+      const uint32_t m = (p.signs[i] != p.signs[i + 128] ? 0x8000u : 0u) | (p.signs[i + 1] != p.signs[i + 129] ? 0x80000000u : 0u);
+      reinterpret_cast<uint32_t*>(hmask)[e] = m;
+    }
   __syncthreads();
   build_table(table, bounds, nb, p.geo, tid, blockDim.x, p.geo.inv_w);
   __syncthreads();
@@ -605,6 +621,12 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
                          stage_offset<D>(kRowsPerVec == 2 ? 2 * g + h : g + 8 * h, AP * q + k));
     __syncwarp();  // every lane has read the stage before any lane refills it
     st = st + 1 == kStages ? 0 : st + 1;
+    if constexpr (kRowsPerVec == 2 && kSigns)
+#pragma unroll
+      for (int k = 0; k < AP; ++k) {
+        const uint4 f = hmask[lane * 4 + k];
+        P[1][k] = make_uint4(P[1][k].x ^ f.x, P[1][k].y ^ f.y, P[1][k].z ^ f.z, P[1][k].w ^ f.w);
+      }
     auto pw = [&](int h, int w) -> uint32_t {
       const uint4& v = P[h][w >> 2];
       return (w & 3) == 0 ? v.x : (w & 3) == 1 ? v.y : (w & 3) == 2 ? v.z : v.w;
@@ -908,8 +930,7 @@ void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
   constexpr int W = mmapath::kWarps;
   const mmapath::Layout lay = mmapath::layout<D>(p.geo.cells(), BITS);
   auto* kernel = kernel_append_mma<T, D, BITS, false>;
-  if constexpr (D != 256)  // the random signs of a 256-element vector differ between its halves
-    if (p.signs) kernel = kernel_append_mma<T, D, BITS, true>;
+  if (p.signs) kernel = kernel_append_mma<T, D, BITS, true>;
   const auto* fn = reinterpret_cast<const void*>(kernel);
   allow_dynamic_smem(fn, lay.total);
   const int resident = resident_blocks(fn, W * 32, lay.total);
@@ -926,14 +947,14 @@ void launch_append_mma_d(const AppendParams& p, int device, cudaStream_t stream)
     launch_append_mma<T, D, 8>(p, device, stream);
 }
 
-// Whether an f16 or bf16 call goes to the tensor-core kernel: D = 64, 128 or 256 (without random
-// signs) at 4 or 8 bits, input whose vectors start on 16 bytes, the original scale rule, and
+// Whether an f16 or bf16 call goes to the tensor-core kernel: D = 64, 128 or 256 at 4 or 8 bits,
+// input whose vectors start on 16 bytes, the original scale rule, and
 // enough vectors to fill the GPU (a decode step keeps the kernel whose one block builds its table
 // fastest). FRUGAL_KV_APPEND_KERNEL = shuffle turns it off (the A/B switch of bench/kv_append.cu
 // and the tests).
 bool takes_mma(const AppendParams& p, const AppendArgs& a) {
-  if ((a.dim != 64 && a.dim != 128 && !(a.dim == 256 && !a.signs)) || (a.bits != 4 && a.bits != 8) ||
-      p.least_squares || !p.aligned || p.total < kManyVectors)
+  if ((a.dim != 64 && a.dim != 128 && a.dim != 256) || (a.bits != 4 && a.bits != 8) || p.least_squares ||
+      !p.aligned || p.total < kManyVectors)
     return false;
   const char* e = std::getenv("FRUGAL_KV_APPEND_KERNEL");
   return e == nullptr || std::strcmp(e, "shuffle") != 0;
