@@ -23,8 +23,8 @@
 // count_nonfinite_scales).
 // Backends: the CPU is the reference. On the GPU, appends of 16K+ vectors at D = 64, 128 or 256
 // (4 or 8 bits, f16/bf16 input on 16 bytes, L2 scale) run the transform on tensor cores: the same
-// scales, and the same codes except where u lies within ~1e-6 of a boundary (45 of 441,600 rows
-// in the tests); every other call matches the CPU bit for bit.
+// scales, and the same codes except where u lies within ~1e-6 of a boundary (45–53 of 441,600
+// rows in the tests); every other call matches the CPU bit for bit.
 #pragma once
 
 #include <cstdint>
