@@ -167,9 +167,6 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
   const int t = tid & (g - 1), group = tid / g, vpb = nthreads / g;
   const int64_t tiles = (p.total + vpb - 1) / vpb;
 
-  auto locate = [&](int64_t v, int& s, int64_t& tok, int& h) { locate_vector(p, v, s, tok, h); };
-  auto row_of = [&](int s, int64_t tok, int h) { return cache_row(p, s, tok, h); };
-
   const SmemLayout lay = smem_layout(p.geo.cells(), bits, nthreads, E, g > 32, kStages * E * sizeof(T));
   unsigned char* smem = dynamic_smem();
   auto* table = reinterpret_cast<TableEntry*>(smem + lay.table);
@@ -193,12 +190,12 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
     }
     int s, h;
     int64_t tok;
-    locate(v, s, tok, h);
+    locate_vector(p, v, s, tok, h);
     const T* src =
         static_cast<const T*>(p.x) + (p.dense ? v * dim : s * p.stride_seq + tok * p.stride_tok + h * p.stride_head);
 #pragma unroll
     for (int k = 0; k < K; ++k) raw[k].load(src + (k * g + t) * C, p.aligned);
-    next_row = row_of(s, tok, h);
+    next_row = cache_row(p, s, tok, h);
   };
   // Staged variant: copies this lane's pieces of vector v into stage `st` (zeros past the end)
   // and commits them as one group (an empty group past the end keeps the count per tile).
@@ -210,7 +207,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
       } else {
         int s, h;
         int64_t tok;
-        locate(v, s, tok, h);
+        locate_vector(p, v, s, tok, h);
         src = static_cast<const T*>(p.x) + s * p.stride_seq + tok * p.stride_tok + h * p.stride_head;
       }
 #pragma unroll
@@ -287,8 +284,8 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
       if (active) {
         int s, h;
         int64_t tok;
-        locate(v, s, tok, h);
-        row = row_of(s, tok, h);
+        locate_vector(p, v, s, tok, h);
+        row = cache_row(p, s, tok, h);
       }
     } else {
       row = next_row;
@@ -430,22 +427,6 @@ __device__ __forceinline__ int stage_offset(int r, int c) {
   return r * 2 * S + 16 * (c ^ parity ^ (S == 128 ? (c >> 3) << 1 : 0));
 }
 
-
-template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint2 b) {
-  if constexpr (std::is_same_v<T, __half>)
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
-  else
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
-}
 
 // ±1 as the bits of a T.
 template <typename T>
@@ -686,7 +667,8 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
           for (int ks = 0; ks < 2; ++ks) {
             const int w0 = 2 * ks * AP + ap, w1 = (2 * ks + 1) * AP + ap;
             const uint32_t A[4] = {pw(0, w0), pw(1, w0), pw(0, w1), pw(1, w1)};
-            mma_16816<T>(z[ap][t], A, kSigns ? btab[((ap * 2 + ks) * 4 + 2 * c0 + t) * 32 + lane] : bfix[ks][2 * c0 + t]);
+            const uint2 b = kSigns ? btab[((ap * 2 + ks) * 4 + 2 * c0 + t) * 32 + lane] : bfix[ks][2 * c0 + t];
+            mma16816<T>(z[ap][t], A, b.x, b.y);
           }
         }
       // H over a' (butterflies in f32): z[c'][t][c] is then element c0 + 2c' + 2AP·d of row
