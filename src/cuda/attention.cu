@@ -869,6 +869,39 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   // The first chunk is requested before the prologue, which hides its latency.
   if constexpr (kStaged)
     if (first_st < w.t1) stage_chunk(first_st, first_sl);
+  // Reads the staged chunk into the registers the per-chunk loads fill (K: tokens g + 8q, the
+  // pieces this lane copied; V: tokens 2t4 + {0, 1, 8, 9} + 16j, copied by other lanes): this lane's
+  // copies waited for, every lane's made visible by the __syncwarp.
+  auto read_stage = [&](uint32_t(&kw)[S::NSUB][2][S::KCB / 4], uint32_t(&vw)[S::NSUB][4][S::VCB / 4],
+                        float(&ksc)[S::NSUB][2], float(&vsc)[S::NSUB][2]) {
+    cp_async_wait<0>();
+    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+      for (int n2 = 0; n2 < 2; ++n2) {
+        const uint4 x = *reinterpret_cast<const uint4*>(stage + G::kK + (16 * j + 8 * n2 + g) * G::KROW + 16 * t4);
+        kw[j][n2][0] = x.x;
+        kw[j][n2][1] = x.y;
+        kw[j][n2][2] = x.z;
+        kw[j][n2][3] = x.w;
+      }
+    if constexpr (S::NSUB == 2) {  // four scales a lane: tokens g + 8q (only D = 128 stages)
+      const float4 a = *reinterpret_cast<const float4*>(stage + G::kKs + 16 * g);
+      const float4 b = *reinterpret_cast<const float4*>(stage + G::kVs + 16 * g);
+      ksc[0][0] = a.x, ksc[0][1] = a.y, ksc[1][0] = a.z, ksc[1][1] = a.w;
+      vsc[0][0] = b.x, vsc[0][1] = b.y, vsc[1][0] = b.z, vsc[1][1] = b.w;
+    }
+#pragma unroll
+    for (int j = 0; j < S::NSUB; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 2 * t4 + 16 * j + (e & 1) + 8 * (e >> 1);
+        const uint2 x = *reinterpret_cast<const uint2*>(stage + G::kV + G::v_row(r) + 8 * g);
+        vw[j][e][0] = x.x;
+        vw[j][e][1] = x.y;
+      }
+  };
   if constexpr (kBulk) {
     is_st = first_st;
     is_sl = first_sl;
@@ -1185,61 +1218,6 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       st += kStride;
       sl = next_slot(sl);
     }
-  } else if constexpr (kStaged) {
-    // Chunk c: wait for this lane's copies and make every lane's visible (__syncwarp), read the stage
-    // into the registers the register loop loads, let every lane finish reading (__syncwarp), request
-    // chunk c + 1 into the stage, then compute chunk c from the registers (the register loop's
-    // arithmetic: the same outputs, bitwise).
-    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
-    auto compute = [&](auto full_tag, int64_t st, const uint32_t(&kw)[S::NSUB][2][S::KCB / 4],
-                       const uint32_t(&vw)[S::NSUB][4][S::VCB / 4], float(&ksc)[S::NSUB][2], float(&vsc)[S::NSUB][2]) {
-      float sc[S::NSUB][4];
-      scores(kw, sc);
-      const float inv_u = softmax_step(full_tag, st, sc, ksc, vsc);
-      accumulate_pv(sc, vsc, vw, inv_u);
-    };
-    for (int64_t st = first_st, sl = first_sl; st < w.t1;) {
-      const bool full = chunk_full(st, sl);
-      cp_async_wait<0>();
-      __syncwarp();
-      uint32_t kw[S::NSUB][2][S::KCB / 4];
-      uint32_t vw[S::NSUB][4][S::VCB / 4];
-      float ksc[S::NSUB][2], vsc[S::NSUB][2];
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int n2 = 0; n2 < 2; ++n2) {
-          const uint4 x = *reinterpret_cast<const uint4*>(stage + G::kK + (16 * j + 8 * n2 + g) * G::KROW + 16 * t4);
-          kw[j][n2][0] = x.x;
-          kw[j][n2][1] = x.y;
-          kw[j][n2][2] = x.z;
-          kw[j][n2][3] = x.w;
-        }
-      {
-        static_assert(S::NSUB == 2, "four scales a lane: tokens g + 8q");
-        const float4 a = *reinterpret_cast<const float4*>(stage + G::kKs + 16 * g);
-        const float4 b = *reinterpret_cast<const float4*>(stage + G::kVs + 16 * g);
-        ksc[0][0] = a.x, ksc[0][1] = a.y, ksc[1][0] = a.z, ksc[1][1] = a.w;
-        vsc[0][0] = b.x, vsc[0][1] = b.y, vsc[1][0] = b.z, vsc[1][1] = b.w;
-      }
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const uint2 x = *reinterpret_cast<const uint2*>(stage + G::kV + G::v_row(2 * t4 + v_tok(j, e)) + 8 * g);
-          vw[j][e][0] = x.x;
-          vw[j][e][1] = x.y;
-        }
-      __syncwarp();  // every lane's reads of the stage are done before it is refilled
-      const int64_t nst = st + kStride, nsl = next_slot(sl);
-      if (nst < w.t1) stage_chunk(nst, nsl);
-      if (full)
-        compute(std::true_type{}, st, kw, vw, ksc, vsc);
-      else
-        compute(std::false_type{}, st, kw, vw, ksc, vsc);
-      st = nst;
-      sl = nsl;
-    }
   } else if constexpr (S::kRotate) {
     // The rotating register pipeline (D = 256): the next chunk's K rows and both scales are
     // requested as soon as the scores have consumed this chunk's, its V rows as soon as the Oᵀ
@@ -1326,7 +1304,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
     // One chunk of CH tokens. kFull: every token valid and the slots contiguous (no ring wrap), so
     // each lane's addresses are one base pointer plus compile-time offsets; otherwise per-token slots,
     // tokens past the slice read the slice's first token and are masked.
-    auto chunk = [&](auto full_tag) {
+    auto chunk = [&](auto full_tag, bool staged) {
       constexpr bool kFull = decltype(full_tag)::value;
       const int64_t cs = p.sliding ? start_slot : start;  // slot of the chunk's first token
       auto slot_of = [&](int i) -> int64_t {
@@ -1356,23 +1334,30 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
               load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
           }
       };
+      auto load_k = [&] {
 #pragma unroll
-      for (int j = 0; j < S::NSUB; ++j) {
+        for (int j = 0; j < S::NSUB; ++j) {
 #pragma unroll
-        for (int n = 0; n < 2; ++n) {
-          if constexpr (kFull) {
-            load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-            ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
-            vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
-          } else {
-            const int64_t sl = slot_of(16 * j + 8 * n + g);
-            load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
-            ksc[j][n] = __ldg(ksb + sl);
-            vsc[j][n] = __ldg(vsb + sl);
+          for (int n = 0; n < 2; ++n) {
+            if constexpr (kFull) {
+              load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+              ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
+              vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
+            } else {
+              const int64_t sl = slot_of(16 * j + 8 * n + g);
+              load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
+              ksc[j][n] = __ldg(ksb + sl);
+              vsc[j][n] = __ldg(vsb + sl);
+            }
           }
         }
+      };
+      if (kStaged && staged) {
+        read_stage(kw, vw, ksc, vsc);  // the warp's first chunk, copied before the prologue
+      } else {
+        load_k();
+        if constexpr (D <= 128) load_v();
       }
-      if constexpr (D <= 128) load_v();
       float sc[S::NSUB][4];
       scores(kw, sc);
       if constexpr (D > 128) load_v();
@@ -1380,12 +1365,12 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       accumulate_pv(sc, vsc, vw, inv_u);
     };
 
-    for (; start < w.t1; start += NW * S::CH) {
+    for (bool staged = kStaged; start < w.t1; start += NW * S::CH, staged = false) {
       const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
       if (full)
-        chunk(std::true_type{});
+        chunk(std::true_type{}, staged);
       else
-        chunk(std::false_type{});
+        chunk(std::false_type{}, staged);
       start_slot = p.sliding ? advance_slot(start_slot, NW * S::CH, cap) : start_slot;
     }
   }
