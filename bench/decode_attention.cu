@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
   auto each_loop = [&](auto&& fn) {
     fn();
     if (!loops) return;
-    for (const char* l : {"registers", "wide", "bulk", "staged"}) {
+    for (const char* l : {"registers", "wide", "bulk"}) {
       setenv("FRUGAL_ATTN_KERNEL", l, 1);
       loop = l;
       fn();

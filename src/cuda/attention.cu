@@ -471,7 +471,7 @@ template <int D>
 __device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
   constexpr int E = D / 32;        // dims a lane holds: lane + 32j
   constexpr int G = 512 / D;       // kernel_combine's slice groups (kThreads threads of float4 each)
-  constexpr int NB = 4 * G;        // slices loaded together (4G·E = 64 floats of registers a lane)
+  constexpr int NB = 2 * G;        // slices loaded together (2G·E = 32 floats of registers a lane)
   static_assert(32 % NB == 0 && kThreads * 4 == 512, "a batch stays inside a chunk of 32 slices");
   const int lane = threadIdx.x & 31, S = p.splits;
   const int64_t row = static_cast<int64_t>(b) * p.q_heads + hq;
@@ -722,39 +722,18 @@ struct BulkRing {
   static_assert(KROW % 16 == 0 && VROW % 16 == 0 && kStage % 16 == 0, "bulk copies move 16-byte units");
 };
 
-// The staged loop's stage (kStaged: D = 128, K4/V4, chunks of 32 tokens): one a warp, filled by
-// every lane's cp.async (LDGSTS, zero fill for tokens past the slice) a chunk ahead and read into
-// the registers the register loop would have loaded. Unlike the bulk ring no lane issues the others'
-// copies (lane 0's ~115 instructions a chunk there) and no barrier is needed: each lane waits for
-// its own copies, then __syncwarp makes every lane's visible to the warp. Layout, for conflict-free
-// reads:
-//   K rows [32][64 B] as in memory (a lane reads 16 bytes of rows g, g + 8, …: 4 wavefronts);
-//   V rows in pairs: row r at 128·(r / 2) + 64·((r ^ r / 4) & 1), so the four rows 2t4 + c a
-//     warp's 8-byte reads touch (t4 = 0..3) fall two in each half of the 32 banks (2 wavefronts;
-//     the bulk ring's plain layout took 4);
-//   K and V scales [8][4]: token 8q + g at 4g + q, one 16-byte read a lane for its four tokens.
-template <int D, int KB, int VB>
-struct Staged {
-  static constexpr int CH = F16Shape<D, KB, VB>::CH, KROW = D * KB / 8, VROW = D * VB / 8;
-  static constexpr int kK = 0, kV = CH * KROW, kKs = kV + CH * VROW, kVs = kKs + 4 * CH, kStage = kVs + 4 * CH;
-  __device__ static int v_row(int r) { return 128 * (r >> 1) + 64 * ((r ^ (r >> 2)) & 1); }
-  __device__ static int scale_at(int i) { return 4 * (4 * (i & 7) + (i >> 3)); }
-};
-
 // Shared memory of the f16 kernel (bytes), the one layout of every form: the tables / merge area
 // (whichever is larger), qs (the q fragments, then free), σ [8] (+ 8 spare floats), then for kBulk
 // the warps' stage barriers (8 bytes each) and their stages.
-template <int D, int KB, int VB, int NW, bool kBulk, bool kWide = false, bool kStaged = false>
+template <int D, int KB, int VB, int NW, bool kBulk, bool kWide = false>
 struct F16Smem {
   using S = F16Shape<D, KB, VB>;
   static constexpr int kCombine = NW * kHeadsPerBlock * (D + 2);
   static constexpr int kTables = S::kLuts * kLutWords * (kWide ? 2 : 1);
   static constexpr int kRegionWords = kTables > kCombine ? kTables : kCombine;
   static constexpr int kBars = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
-  static constexpr int kRing = (kBulk || kStaged) ? (kBars + NW * 8 + 127) / 128 * 128 : kBars;
-  static constexpr int kBytes = kBulk      ? kRing + NW * BulkRing<D, KB, VB>::kStage
-                                : kStaged ? kRing + NW * Staged<D, KB, VB>::kStage
-                                          : kBars;
+  static constexpr int kRing = kBulk ? (kBars + NW * 8 + 127) / 128 * 128 : kBars;
+  static constexpr int kBytes = kBulk ? kRing + NW * BulkRing<D, KB, VB>::kStage : kBars;
 };
 
 // The real head dimension held by element (k-step s, K index k) of the S product.
@@ -765,13 +744,11 @@ __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
 
 // NW: warps a block; kBulk: the bulk-ring main loop (see BulkRing); kWide: the wide table (see
 // lut_load_wide) and the bare ex2 in the softmax, 4-bit K and V only.
-template <int D, int KB, int VB, int NW = kWarps, bool kBulk = false, bool kWide = false, bool kStaged = false>
+template <int D, int KB, int VB, int NW = kWarps, bool kBulk = false, bool kWide = false>
 __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (D <= 128 ? kMinBlocks128 : 1))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
-  using SM = F16Smem<D, KB, VB, NW, kBulk, kWide, kStaged>;
-  static_assert(!kStaged || (kWide && !kBulk), "the staged loop reads through the wide table");
-  static_assert(!kStaged || (D == 128 && S::CH == 32), "the staged loop's layout: D = 128, K4/V4, two tiles a chunk");
+  using SM = F16Smem<D, KB, VB, NW, kBulk, kWide>;
   static_assert(!kBulk || (!S::kRotate && !S::kQInSmem), "the bulk ring replaces the per-chunk loop");
   static_assert(!kWide || (KB == 4 && VB == 4), "the wide table: 4-bit K and V");
   static_assert(!kBulk || kWide, "the bulk ring reads its codes through the wide table (one stage a warp)");
@@ -834,75 +811,9 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   // The warp's first chunk, and the next one its lane 0 copies (all lanes track it: uniform, a few
   // instructions a chunk).
   int64_t first_st = 0, first_sl = 0, is_st = 0, is_sl = 0;
-  if constexpr (kBulk || kStaged) {
+  if constexpr (kBulk) {
     first_st = w.t0 + static_cast<int64_t>(warp) * S::CH;
     first_sl = p.sliding ? advance_slot(w.t0 % cap, static_cast<int64_t>(warp) * S::CH, cap) : first_st;
-  }
-  // Staged loop: the chunk at (st, sl) is copied into this warp's stage, each lane copying the K and
-  // V pieces of tokens g + 8q (16 bytes at 16·t4: for K the very pieces it reads later) and both
-  // scales of token `lane`; tokens past the slice are zero-filled without a read (and masked later).
-  // Full: every token valid and the slots contiguous.
-  using G = Staged<D, KB, VB>;
-  uint8_t* const stage = reinterpret_cast<uint8_t*>(smem_u) + SM::kRing + warp * G::kStage;
-  auto chunk_full = [&](int64_t st, int64_t sl) { return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap); };
-  auto stage_chunk = [&](int64_t st, int64_t sl) {
-    const bool full = chunk_full(st, sl);
-    auto slot = [&](int i, bool& ok) -> int64_t {
-      ok = full || st + i < w.t1;
-      if (full) return sl + i;
-      return !ok ? 0 : (p.sliding ? advance_slot(sl, i, cap) : sl + i);
-    };
-#pragma unroll
-    for (int q = 0; q < S::CH / 8; ++q) {
-      const int i = 8 * q + g;
-      bool ok;
-      const int64_t row = head_row + slot(i, ok);
-      cp_async16(stage + G::kK + i * G::KROW + 16 * t4, p.kp + row * G::KROW + 16 * t4, ok ? 16 : 0);
-      cp_async16(stage + G::kV + G::v_row(i) + 16 * t4, p.vp + row * G::VROW + 16 * t4, ok ? 16 : 0);
-    }
-    bool ok;
-    const int64_t row = head_row + slot(lane, ok);
-    cp_async4(stage + G::kKs + G::scale_at(lane), p.ks + row, ok ? 4 : 0);
-    cp_async4(stage + G::kVs + G::scale_at(lane), p.vs + row, ok ? 4 : 0);
-    cp_async_commit();
-  };
-  // The first chunk is requested before the prologue, which hides its latency.
-  if constexpr (kStaged)
-    if (first_st < w.t1) stage_chunk(first_st, first_sl);
-  // Reads the staged chunk into the registers the per-chunk loads fill (K: tokens g + 8q, the
-  // pieces this lane copied; V: tokens 2t4 + {0, 1, 8, 9} + 16j, copied by other lanes): this lane's
-  // copies waited for, every lane's made visible by the __syncwarp.
-  auto read_stage = [&](uint32_t(&kw)[S::NSUB][2][S::KCB / 4], uint32_t(&vw)[S::NSUB][4][S::VCB / 4],
-                        float(&ksc)[S::NSUB][2], float(&vsc)[S::NSUB][2]) {
-    cp_async_wait<0>();
-    __syncwarp();
-#pragma unroll
-    for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-      for (int n2 = 0; n2 < 2; ++n2) {
-        const uint4 x = *reinterpret_cast<const uint4*>(stage + G::kK + (16 * j + 8 * n2 + g) * G::KROW + 16 * t4);
-        kw[j][n2][0] = x.x;
-        kw[j][n2][1] = x.y;
-        kw[j][n2][2] = x.z;
-        kw[j][n2][3] = x.w;
-      }
-    if constexpr (S::NSUB == 2) {  // four scales a lane: tokens g + 8q (only D = 128 stages)
-      const float4 a = *reinterpret_cast<const float4*>(stage + G::kKs + 16 * g);
-      const float4 b = *reinterpret_cast<const float4*>(stage + G::kVs + 16 * g);
-      ksc[0][0] = a.x, ksc[0][1] = a.y, ksc[1][0] = a.z, ksc[1][1] = a.w;
-      vsc[0][0] = b.x, vsc[0][1] = b.y, vsc[1][0] = b.z, vsc[1][1] = b.w;
-    }
-#pragma unroll
-    for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 2 * t4 + 16 * j + (e & 1) + 8 * (e >> 1);
-        const uint2 x = *reinterpret_cast<const uint2*>(stage + G::kV + G::v_row(r) + 8 * g);
-        vw[j][e][0] = x.x;
-        vw[j][e][1] = x.y;
-      }
-  };
-  if constexpr (kBulk) {
     is_st = first_st;
     is_sl = first_sl;
     // The first chunk is requested before the prologue: its latency hides behind it.
@@ -1358,23 +1269,6 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       accumulate_pv(sc, vsc, vw, inv_u);
     };
 
-    // The staged form's first chunk, copied before the prologue, is read from the warp's stage and
-    // computed here, outside the loop: a branch between the stage and the loads inside the loop made
-    // every chunk 10% slower (session 7, call 2).
-    if constexpr (kStaged) {
-      if (start < w.t1) {
-        uint32_t kw[S::NSUB][2][S::KCB / 4];
-        uint32_t vw[S::NSUB][4][S::VCB / 4];
-        float ksc[S::NSUB][2], vsc[S::NSUB][2];
-        read_stage(kw, vw, ksc, vsc);
-        float sc[S::NSUB][4];
-        scores(kw, sc);
-        const float inv_u = softmax_step(std::false_type{}, start, sc, ksc, vsc);
-        accumulate_pv(sc, vsc, vw, inv_u);
-        start += NW * S::CH;
-        start_slot = p.sliding ? advance_slot(start_slot, NW * S::CH, cap) : start_slot;
-      }
-    }
     for (; start < w.t1; start += NW * S::CH) {
       const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
       if (full)
@@ -1589,7 +1483,7 @@ using KernelFn = void (*)(Params);
 
 // The f16 kernel's main loops (F16Loop::automatic: the rule picks).
 // The order is that of decode_attention_loop_calls (less one).
-enum class F16Loop { automatic, registers, wide, bulk, staged };
+enum class F16Loop { automatic, registers, wide, bulk };
 
 struct Launch {
   KernelFn fn;
@@ -1622,12 +1516,6 @@ Launch wide_launch() {
   return {kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::wide};
 }
 
-Launch staged_launch() {
-  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, false, true, true>::kBytes;
-  return {kernel_decode_f16<128, 4, 4, kBulkWarps, false, true, true>, kBytes, kBytes, kBulkWarps * 32,
-          F16Loop::staged};
-}
-
 // Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers, wide or bulk (the bulk ring, which
 // reads through the wide table; "bulkwide", its name while a narrow-table ring existed, is the same)
 // forces one where it serves (benchmarks, tests: read at every call); anything else leaves the choice
@@ -1637,7 +1525,6 @@ F16Loop forced_loop() {
   if (e == nullptr) return F16Loop::automatic;
   if (!std::strcmp(e, "bulk") || !std::strcmp(e, "bulkwide")) return F16Loop::bulk;
   if (!std::strcmp(e, "wide")) return F16Loop::wide;
-  if (!std::strcmp(e, "staged")) return F16Loop::staged;
   return !std::strcmp(e, "registers") ? F16Loop::registers : F16Loop::automatic;
 }
 
@@ -1652,12 +1539,6 @@ bool wide_serves(const DecodeArgs& a) {
 bool bulk_serves(const DecodeArgs& a) {
   return wide_serves(a) && is_aligned(a.k.packed, 16) && is_aligned(a.v.packed, 16) && is_aligned(a.k.scales, 16) &&
          is_aligned(a.v.scales, 16) && static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
-}
-
-// The staged loop serves the same calls when the code rows' bases are 16-byte aligned (its copies
-// move 16-byte pieces of the 64-byte rows; the scales go 4 bytes at a time).
-bool staged_serves(const DecodeArgs& a) {
-  return wide_serves(a) && is_aligned(a.k.packed, 16) && is_aligned(a.v.packed, 16);
 }
 
 // The wide-table loop serves every call it can (D = 128, K4/V4, f16 math); the register loop the
@@ -1675,7 +1556,6 @@ bool staged_serves(const DecodeArgs& a) {
 Launch pick_kernel(const DecodeArgs& a) {
   const F16Loop f = forced_loop();
   if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
-  if (staged_serves(a) && f == F16Loop::staged) return staged_launch();
   if (wide_serves(a) && (f == F16Loop::wide || f == F16Loop::automatic)) return wide_launch();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
@@ -1737,11 +1617,11 @@ int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap
   return best;
 }
 
-std::atomic<int64_t> g_loop_calls[4];  // f16 calls per main loop: registers, wide table, bulk ring, staged
+std::atomic<int64_t> g_loop_calls[3];  // f16 calls per main loop: registers, wide table, bulk ring
 
 }  // namespace
 
-int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 4 ? g_loop_calls[loop].load() : 0; }
+int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 3 ? g_loop_calls[loop].load() : 0; }
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   namespace be = attention::backend;
