@@ -190,14 +190,6 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// D = C + A·B for one m16n8k16 tile, fp16 operands, f32 accumulators (in place).
-__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // ---- bulk copies (the f16 kernel's bulk-ring variant; cp.async.bulk and mbarrier: plain sm_90) ----
 
@@ -959,7 +951,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
           b0 = qb0[s];
           b1 = qb1[s];
         }
-        mma_16816(c, a0, a1, a2, a3, b0, b1);
+        mma16816<__half>(c, {a0, a1, a2, a3}, b0, b1);
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
@@ -1041,7 +1033,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const int mt = 4 * wi + k;
-            mma_16816(acc[mt], look4V(lo01, k), look4V(hi01, k), look4V(lo23, k), look4V(hi23, k), b0, b1);
+            mma16816<__half>(acc[mt], {look4V(lo01, k), look4V(hi01, k), look4V(lo23, k), look4V(hi23, k)}, b0, b1);
           }
         }
       } else {
@@ -1057,7 +1049,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
               __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
           const uint32_t a3 =
               __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
-          mma_16816(acc[mt], a0, a1, a2, a3, b0, b1);
+          mma16816<__half>(acc[mt], {a0, a1, a2, a3}, b0, b1);
         }
       }
     }
