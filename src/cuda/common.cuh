@@ -42,11 +42,12 @@ inline bool is_aligned(const void* p, int bytes) { return reinterpret_cast<uintp
 int multiprocessor_count(int device);
 
 // Raises kernel `fn`'s dynamic shared-memory limit on the current device to at least `bytes`
-// (nothing to do up to the default 48 KiB) and, with max_carveout, prefers the whole L1/shared
-// carveout for shared memory (for kernels meant to run several blocks of large shared memory a
-// multiprocessor). cudaFuncSetAttribute acts on the current device only, so this is remembered per
-// kernel and device, and the driver is asked once, not every launch.
-void allow_dynamic_smem(const void* fn, int bytes, bool max_carveout = false);
+// (nothing to do up to the default 48 KiB) and, with carveout_blocks > 0, prefers the smallest
+// L1/shared carveout that holds that many blocks of `bytes` (for kernels meant to run several
+// blocks of large shared memory a multiprocessor; the rest stays L1). cudaFuncSetAttribute acts on
+// the current device only, so this is remembered per kernel and device, and the driver is asked
+// once, not every launch.
+void allow_dynamic_smem(const void* fn, int bytes, int carveout_blocks = 0);
 // Resident blocks per SM of `fn` with `threads` threads and `smem` bytes of dynamic shared memory on
 // the current device (the occupancy calculator's answer, cached per kernel, device and shape).
 int resident_blocks(const void* fn, int threads, int smem);

@@ -2,6 +2,7 @@
 // build carries code for the GPU it is asked to run on.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -70,8 +71,8 @@ int current_device() {
 }
 }  // namespace
 
-void allow_dynamic_smem(const void* fn, int bytes, bool max_carveout) {
-  if (bytes <= 48 * 1024 && !max_carveout) return;
+void allow_dynamic_smem(const void* fn, int bytes, int carveout_blocks) {
+  if (bytes <= 48 * 1024 && carveout_blocks <= 0) return;
   struct Raised {
     int bytes = 48 * 1024;
     bool carveout = false;
@@ -85,9 +86,17 @@ void allow_dynamic_smem(const void* fn, int bytes, bool max_carveout) {
     FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     have.bytes = bytes;
   }
-  if (max_carveout && !have.carveout) {
-    FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+  if (carveout_blocks > 0 && !have.carveout) {
+    // A percentage of the most shared memory an SM can have; the driver rounds it up to a
+    // configuration it supports. Measured on the H200 for the decode-attention wide loop (two
+    // blocks of 69 KB): 164 KB of shared memory (92 KB of L1) ran the long rows 1–1.4% faster than
+    // the whole 228 KB (bench/results/2026-11-30-attn-staged.md, call 5).
+    int per_sm = 0, reserved = 0;
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+    const int64_t need = static_cast<int64_t>(carveout_blocks) * (bytes + reserved);
+    const int percent = per_sm > 0 ? static_cast<int>(std::min<int64_t>(100, (100 * need + per_sm - 1) / per_sm)) : 100;
+    FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
     have.carveout = true;
   }
 }
