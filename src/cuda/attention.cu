@@ -1631,9 +1631,16 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   const int64_t cap_splits = be::max_splits(a.batch, a.kv_heads, group, a.capacity);
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
   splits = std::min(splits, cap_splits);
-  // Slice length: a multiple of 16 tokens (one mma tile); trailing slices may come out empty.
+  // Slice length: a multiple of 16 tokens (one mma tile); trailing slices may come out empty. With
+  // automatic slices the 8-warp loops (wide table, bulk ring) round it up to whole rounds of their
+  // warps' chunks (8 × 32 tokens), so no warp of a block idles through a last, partial round: the
+  // H200 sweep of session 7 (bench/results/2026-11-30-attn-staged.md, call 8) had B=1 L=4K at 16
+  // slices of 256 tokens 8% faster than at the 32 of 128 the count rule picks, and B=1 L=128K at 32
+  // slices of 4,096 tokens 2.8% faster than at 33 of 3,984.
+  const int64_t unit =
+      a.num_splits > 0 || launch.loop == F16Loop::registers ? 16 : kBulkWarps * F16Shape<128, 4, 4>::CH;
   int64_t per_split = std::max<int64_t>(16, (max_len + splits - 1) / splits);
-  per_split = (per_split + 15) / 16 * 16;
+  per_split = (per_split + unit - 1) / unit * unit;
   splits = std::max<int64_t>(1, (max_len + per_split - 1) / per_split);
 
   Params p{};
