@@ -190,7 +190,6 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-
 // ---- bulk copies (the f16 kernel's bulk-ring variant; cp.async.bulk and mbarrier: plain sm_90) ----
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
