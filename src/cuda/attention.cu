@@ -35,8 +35,13 @@
 //     long rows (attn7; the wide loop was faster still there). (Its racecheck warnings were the
 //     barrier init's, a tool artefact; a two-stage ring with the 32 KB table, never the fastest, was
 //     removed: attn7.)
+//     Session 7: the 8-warp loops' automatic slices are whole rounds of their warps' chunks (256
+//     tokens) and their shared-memory carveout is the smallest that holds two blocks (the rest is L1).
+//     Tried and not kept there (each measured slower or no faster on the H200): staging every chunk
+//     or only the first through a per-warp cp.async stage, an L1 prefetch of the next chunk, 48-token
+//     chunks, and merging a row's slices with two warps.
 //     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md,
-//     2026-11-30-attn7.md.
+//     2026-11-30-attn7.md, 2026-11-30-attn-staged.md (with an ncu source-level stall profile).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
