@@ -408,6 +408,11 @@ template <int D>
 constexpr int segment() {
   return D < 128 ? D : 128;
 }
+// Vectors of a tile: 16 at D ≤ 128, 8 at D = 256.
+template <int D>
+constexpr int tile_vectors() {
+  return 16 * segment<D>() / D;
+}
 template <int D>
 constexpr int tile_bytes() {
   return 16 * 2 * segment<D>();
@@ -487,7 +492,7 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   using namespace mmapath;
   constexpr int S = segment<D>();                // elements of an mma row
   constexpr int kRowsPerVec = D / S;              // 1, or 2 at D = 256 (rows g and g + 8)
-  constexpr int kVecs = 16 / kRowsPerVec;         // vectors per tile
+  constexpr int kVecs = tile_vectors<D>();
   constexpr int AP = S / 32;                      // a' values: elements per lane and row = 8·AP
   constexpr int kChunks = S / 8;                  // 16-byte chunks of a staged row
   constexpr int kTileBytes = tile_bytes<D>();
@@ -916,7 +921,7 @@ void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
   const auto* fn = reinterpret_cast<const void*>(kernel);
   allow_dynamic_smem(fn, lay.total);
   const int resident = resident_blocks(fn, W * 32, lay.total);
-  const int64_t tiles = (p.total + 16 * mmapath::segment<D>() / D - 1) / (16 * mmapath::segment<D>() / D);
+  const int64_t tiles = ceil_div<int64_t>(p.total, mmapath::tile_vectors<D>());
   kernel<<<blocks_for((tiles + W - 1) / W, resident, device), W * 32, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
