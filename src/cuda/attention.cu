@@ -40,8 +40,14 @@
 //     Tried and not kept there (each measured slower or no faster on the H200): staging every chunk
 //     or only the first through a per-warp cp.async stage, an L1 prefetch of the next chunk, 48-token
 //     chunks, and merging a row's slices with two warps.
+//     Session 8 measured the two halves of the wide loop apart (loads alone 73 µs, math alone 58, both
+//     97 at B=8 L=32K) and found the L1 data pipe (one wavefront a cycle an SM: table lookups, the
+//     loads' data, shuffles) 76% busy — the resource the two halves share. Its one change: tokens are
+//     reordered inside each 16-token tile (tile_token) so that the V loads read whole 128-byte
+//     lines' halves instead of quarters: 6% fewer wavefronts, 2–3% faster on the long D = 128 rows.
 //     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md,
-//     2026-11-30-attn7.md, 2026-11-30-attn-staged.md (with an ncu source-level stall profile).
+//     2026-11-30-attn7.md, 2026-11-30-attn-staged.md (with an ncu source-level stall profile),
+//     2026-11-30-attn-probe.md (the halves apart, the pipe, the prefetch and stagger experiments).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -732,6 +738,19 @@ struct F16Smem {
   static constexpr int kBytes = kBulk ? kRing + NW * BulkRing<D, KB, VB>::kStage : kBars;
 };
 
+// The token at row r (0..15) of a 16-token tile of Sᵀ = K·Qᵀ: rows 2i and 2i + 1 hold tokens i and
+// i + 4 (plus 8 from row 8 on). The mma's K index of Oᵀ += Vᵀ·Pᵀ follows Sᵀ's rows (movmatrix turns
+// one into the other), so lane (g, t4) reads the V rows of K indices 2t4 + {0, 1, 8, 9}: tokens
+// t4 + {0, 4, 8, 12}. Each of its V loads (8 bytes a lane, dims by g) then covers four consecutive
+// rows, two 128-byte lines a half-warp, where tokens 2t4 + c covered four rows two apart and four
+// lines: the loads' L1 data-pipe wavefronts, the loop's binding resource on the long rows, fall from
+// 64 to 32 a chunk; the K loads' (8 lanes of a quarter-warp read two rows four apart) rise from 16 to
+// 32 (bench/results/2026-11-30-attn-probe.md).
+__host__ __device__ constexpr int tile_token(int r) { return (r & 8) | ((r & 7) >> 1) | ((r & 1) << 2); }
+static_assert(tile_token(0) == 0 && tile_token(1) == 4 && tile_token(6) == 3 && tile_token(7) == 7 &&
+                  tile_token(9) == 12 && tile_token(14) == 11,
+              "rows 2i, 2i + 1 of a tile half hold tokens i, i + 4");
+
 // The real head dimension held by element (k-step s, K index k) of the S product.
 template <int D>
 __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
@@ -764,6 +783,9 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
+  const int gt = tile_token(g);  // this lane's Sᵀ rows g, g + 8 of a tile are tokens gt, gt + 8
+  // The V rows of this lane's K indices 2t4 + {0, 1, 8, 9} of tile j: tokens t4 + v_tok(j, e).
+  auto v_tok = [](int j, int e) { return 16 * j + 4 * (e & 1) + 8 * (e >> 1); };
   const BlockWork w = block_work(p);
 
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
@@ -924,14 +946,14 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   for (int i = 0; i < S::KS; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
 
   // The three steps of a chunk, shared by both main loops below.
-  // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + g + 8(e >> 1), head 2t4 + (e & 1).
+  // Sᵀ = K·Qᵀ per 16-token tile: sc[j][e] = token 16j + gt + 8(e >> 1), head 2t4 + (e & 1).
   auto scores = [&](const uint32_t(&kw)[S::NSUB][2][S::KCB / 4], float(&sc)[S::NSUB][4]) {
 #pragma unroll
     for (int j = 0; j < S::NSUB; ++j) {
       float c[4] = {0, 0, 0, 0};
 #pragma unroll
       for (int s = 0; s < S::KS; ++s) {
-        uint32_t a0, a1, a2, a3;  // rows: tokens g, g + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
+        uint32_t a0, a1, a2, a3;  // rows: tokens gt, gt + 8; K index: dims 2t4.. (a0, a1) and 2t4+8.. (a2, a3)
         if constexpr (KB == 4) {
           const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
           const int k = 2 * (s & 1);
@@ -971,7 +993,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
     for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
-        const bool valid = kFull || first + 16 * j + 8 * n + g < w.t1;
+        const bool valid = kFull || first + 16 * j + 8 * n + gt < w.t1;
         const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
         sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
         sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
@@ -1020,8 +1042,8 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
           l0 += pe;
         pt[e] = pe * (vsc[j][e >> 1] * inv_u);
       }
-      // Pᵀ as the B operand (K index = tokens 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
-      // 8×8 fp16 tiles (token g, heads 2t4, 2t4 + 1) this lane holds.
+      // Pᵀ as the B operand (K index = Sᵀ rows 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
+      // 8×8 fp16 tiles (Sᵀ row g, heads 2t4, 2t4 + 1) this lane holds.
       const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
       const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
       // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
@@ -1062,14 +1084,12 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
   int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
   if constexpr (kBulk) {
-    // Chunk c waits for the barrier's phase c (parity c & 1), reads the K rows (tokens g, g + 8 of each
-    // tile: 16 bytes a lane, conflict-free), the scales and the V rows (tokens 2t4 + {0, 1, 8, 9}:
-    // 8 bytes a lane; rows 128 bytes apart share banks, 2 extra wavefronts a load — left, the
-    // copies cannot swizzle) into registers as the per-chunk loop's loads did; the stage is then
+    // Chunk c waits for the barrier's phase c (parity c & 1), reads the K rows (tokens gt, gt + 8 of
+    // each tile: 16 bytes a lane), the scales and the V rows (tokens t4 + {0, 4, 8, 12}: 8 bytes a
+    // lane, four consecutive rows a load) into registers as the per-chunk loop's loads did; the stage is then
     // refilled with chunk c + 1 while chunk c is computed from the registers. Tokens past the slice
     // hold stale bytes (any byte is a table index) and are masked by softmax_step as before.
     const uint8_t* sb = reinterpret_cast<const uint8_t*>(smem_u) + SM::kRing + warp * R::kStage;
-    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
     int64_t st = first_st, sl = first_sl;
     for (uint32_t c = 0; st < w.t1; ++c) {
       // Token i's scales: float i + offA of segment A (i < nA), else i + offB of segment B.
@@ -1085,7 +1105,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
         for (int n2 = 0; n2 < 2; ++n2) {
-          const int i = 16 * j + 8 * n2 + g;
+          const int i = 16 * j + 8 * n2 + gt;
           const uint4 x = *reinterpret_cast<const uint4*>(sb + R::kK + i * R::KROW + t4 * S::KCB);
           kw[j][n2][0] = x.x;
           kw[j][n2][1] = x.y;
@@ -1099,7 +1119,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const uint2 x = *reinterpret_cast<const uint2*>(sb + R::kV + (2 * t4 + v_tok(j, e)) * R::VROW + g * S::VCB);
+          const uint2 x = *reinterpret_cast<const uint2*>(sb + R::kV + (t4 + v_tok(j, e)) * R::VROW + g * S::VCB);
           vw[j][e][0] = x.x;
           vw[j][e][1] = x.y;
         }
@@ -1142,24 +1162,23 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       if (st + i >= w.t1) return slot_t0;
       return p.sliding ? advance_slot(sl, i, cap) : st + i;
     };
-    auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
     auto load_k = [&](int64_t st, int64_t sl) {
       if (is_full(st, sl)) {
-        const uint8_t* k_lane = kbase + (sl + g) * KROW;
+        const uint8_t* k_lane = kbase + (sl + gt) * KROW;
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
           for (int n = 0; n < 2; ++n) {
             load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-            ksc[j][n] = __ldg(ksb + sl + g + 16 * j + 8 * n);
-            vsc[j][n] = __ldg(vsb + sl + g + 16 * j + 8 * n);
+            ksc[j][n] = __ldg(ksb + sl + gt + 16 * j + 8 * n);
+            vsc[j][n] = __ldg(vsb + sl + gt + 16 * j + 8 * n);
           }
       } else {
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
           for (int n = 0; n < 2; ++n) {
-            const int64_t s = slot_of(st, sl, 16 * j + 8 * n + g);
+            const int64_t s = slot_of(st, sl, 16 * j + 8 * n + gt);
             load_words<S::KCB>(kbase + s * KROW, kw[j][n]);
             ksc[j][n] = __ldg(ksb + s);
             vsc[j][n] = __ldg(vsb + s);
@@ -1168,7 +1187,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
     };
     auto load_v = [&](int64_t st, int64_t sl) {
       if (is_full(st, sl)) {
-        const uint8_t* v_lane = vbase + (sl + 2 * t4) * VROW;
+        const uint8_t* v_lane = vbase + (sl + t4) * VROW;
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
@@ -1178,7 +1197,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
         for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            load_words<S::VCB>(vbase + slot_of(st, sl, 2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+            load_words<S::VCB>(vbase + slot_of(st, sl, t4 + v_tok(j, e)) * VROW, vw[j][e]);
       }
     };
     if (start < w.t1) {
@@ -1218,14 +1237,13 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
         if (start + i >= w.t1) return slot_t0;
         return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
       };
-      // K rows and both scales: tokens g and g + 8 of each 16-token tile; V rows: tokens 2t4, 2t4 + 1,
-      // 2t4 + 8, 2t4 + 9.
-      const uint8_t* k_lane = kbase + (cs + g) * KROW;
-      const uint8_t* v_lane = vbase + (cs + 2 * t4) * VROW;
-      const float* ks_lane = ksb + cs + g;
-      const float* vs_lane = vsb + cs + g;
-      auto v_tok = [](int j, int e) { return 16 * j + (e & 1) + 8 * (e >> 1); };  // + 2t4
-      // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
+      // K rows and both scales: tokens gt and gt + 8 of each 16-token tile (Sᵀ rows g, g + 8); V rows:
+      // tokens t4 + {0, 4, 8, 12} (K indices 2t4, 2t4 + 1, 2t4 + 8, 2t4 + 9; see tile_token).
+      const uint8_t* k_lane = kbase + (cs + gt) * KROW;
+      const uint8_t* v_lane = vbase + (cs + t4) * VROW;
+      const float* ks_lane = ksb + cs + gt;
+      const float* vs_lane = vsb + cs + gt;
+        // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
       // the V rows only after the scores, to keep the registers for the accumulators.
       uint32_t kw[S::NSUB][2][S::KCB / 4];
       uint32_t vw[S::NSUB][4][S::VCB / 4];
@@ -1238,7 +1256,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
             if constexpr (kFull)
               load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
             else
-              load_words<S::VCB>(vbase + slot_of(2 * t4 + v_tok(j, e)) * VROW, vw[j][e]);
+              load_words<S::VCB>(vbase + slot_of(t4 + v_tok(j, e)) * VROW, vw[j][e]);
           }
       };
 #pragma unroll
@@ -1250,7 +1268,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
             ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
             vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
           } else {
-            const int64_t sl = slot_of(16 * j + 8 * n + g);
+            const int64_t sl = slot_of(16 * j + 8 * n + gt);
             load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
             ksc[j][n] = __ldg(ksb + sl);
             vsc[j][n] = __ldg(vsb + sl);
