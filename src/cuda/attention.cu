@@ -44,7 +44,9 @@
 //     97 at B=8 L=32K) and found the L1 data pipe (one wavefront a cycle an SM: table lookups, the
 //     loads' data, shuffles) 76% busy — the resource the two halves share. Its one change: tokens are
 //     reordered inside each 16-token tile (tile_token) so that the V loads read whole 128-byte
-//     lines' halves instead of quarters: 6% fewer wavefronts, 2–3% faster on the long D = 128 rows.
+//     lines' halves instead of quarters: 6% fewer wavefronts, 2–3% faster on the long D = 128 rows;
+//     and each chunk's maxima are reduced across lanes only when some lane's exceed the running ones
+//     (same values; the D = 256 rows 6–8% faster).
 //     Measurements and the profile: bench/results/2026-11-29-decode-attention.md, -r3.md .. -r6.md,
 //     2026-11-30-attn7.md, 2026-11-30-attn-staged.md (with an ncu source-level stall profile),
 //     2026-11-30-attn-probe.md (the halves apart, the pipe, the prefetch and stagger experiments).
@@ -940,7 +942,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
 
   // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
   // and the V-scale reference u the fp16 weights are normalized by.
-  float m0 = kNegInf, m1 = kNegInf, l0 = 0, l1 = 0, u = 1e-30f;
+  float m0 = kNegInf, m1 = kNegInf, l0 = 0, l1 = 0, u = 1e-30f, inv_u = 1.0f / u;
   float acc[S::KS][4];  // Oᵀ: rows (dims) 2(D/16·g + mt) and +1, columns (heads) 2t4 and 2t4 + 1
 #pragma unroll
   for (int i = 0; i < S::KS; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0;
@@ -1002,14 +1004,17 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
         cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
         vmax = fmaxf(vmax, vsc[j][n]);
       }
+    // The chunk's maxima over all its tokens (every g) move the running ones only where some lane's
+    // own exceed them: only then are they reduced across the lanes (three shuffle rounds) and the
+    // state rescaled — after the first chunks, rarely. Same values as reducing every chunk.
+    if (__any_sync(0xffffffffu, cmax0 > m0 || cmax1 > m1 || vmax > u)) {
 #pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {  // over g: every token of the chunk
-      cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
-      cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
-      vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
-    }
-    const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
-    if (__any_sync(0xffffffffu, n0 != m0 || n1 != m1 || u_new != u)) {
+      for (int o = 4; o < 32; o <<= 1) {
+        cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+        cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+        vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
+      }
+      const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
       const float a0 = n0 == m0 ? 1.0f : ex2<kWide>(m0 - n0), a1 = n1 == m1 ? 1.0f : ex2<kWide>(m1 - n1);
       l0 *= a0;
       l1 *= a1;
@@ -1024,8 +1029,9 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       m0 = n0;
       m1 = n1;
       u = u_new;
+      inv_u = 1.0f / u;
     }
-    return 1.0f / u;
+    return inv_u;
   };
   // P = exp2(S − m) (summed into l), weighted by the V scales over u, then Oᵀ += Vᵀ·Pᵀ tile by tile.
   auto accumulate_pv = [&](const float(&sc)[S::NSUB][4], const float(&vsc)[S::NSUB][2],
