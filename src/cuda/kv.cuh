@@ -225,23 +225,25 @@ __device__ __forceinline__ unsigned lookup_code(const TableEntry* table, float i
 __device__ __forceinline__ uint32_t table_window(const TableEntry* table, uint32_t magic_x8) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(table)) - magic_x8;
 }
+// The table entry of the cell whose rounded bits are `rounded` (fmaf(·, ·, magic)'s result): one
+// shift-add into the window and one 8-byte shared load (boundary, base code).
+__device__ __forceinline__ TableEntry window_entry(uint32_t table_adj, float rounded) {
+  const uint32_t addr = (__float_as_uint(rounded) << 3) + table_adj;
+  TableEntry e;
+  asm("ld.shared.v2.b32 {%0, %1}, [%2];" : "=f"(e.bnd), "=r"(e.base) : "r"(addr));
+  return e;
+}
 __device__ __forceinline__ unsigned lookup_code_window(uint32_t table_adj, float inv_w, float magic, float u) {
-  const uint32_t addr = (__float_as_uint(fmaf(u, inv_w, magic)) << 3) + table_adj;
-  float bnd;
-  int base;
-  asm("ld.shared.v2.b32 {%0, %1}, [%2];" : "=f"(bnd), "=r"(base) : "r"(addr));
-  return static_cast<unsigned>(base) + (__float_as_uint(__fsub_rn(bnd, u)) >> 31);
+  const TableEntry e = window_entry(table_adj, fmaf(u, inv_w, magic));
+  return static_cast<unsigned>(e.base) + (__float_as_uint(__fsub_rn(e.bnd, u)) >> 31);
 }
 
 // The lookup of u = z·M/inv_w against a table whose boundaries are stored times inv_w (M =
 // inv_w/scale): the cell from one fma, and bnd·inv_w − z·M in another, rounded once from the exact
 // value, so its sign is exactly that of bnd − u. Fast path only: no clamp.
 __device__ __forceinline__ unsigned lookup_code_scaled(uint32_t table_adj, float magic, float z, float mult) {
-  const uint32_t addr = (__float_as_uint(fmaf(z, mult, magic)) << 3) + table_adj;
-  float bnd;
-  int base;
-  asm("ld.shared.v2.b32 {%0, %1}, [%2];" : "=f"(bnd), "=r"(base) : "r"(addr));
-  return static_cast<unsigned>(base) + (__float_as_uint(fmaf(-z, mult, bnd)) >> 31);
+  const TableEntry e = window_entry(table_adj, fmaf(z, mult, magic));
+  return static_cast<unsigned>(e.base) + (__float_as_uint(fmaf(-z, mult, e.bnd)) >> 31);
 }
 
 // Fills the table from the nb sorted boundaries already in shared memory (block-wide; the caller
