@@ -1202,8 +1202,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e)
-            load_words<S::VCB>(vbase + slot_of(st, sl, t4 + v_tok(j, e)) * VROW, vw[j][e]);
+          for (int e = 0; e < 4; ++e) load_words<S::VCB>(vbase + slot_of(st, sl, t4 + v_tok(j, e)) * VROW, vw[j][e]);
       }
     };
     if (start < w.t1) {
@@ -1249,7 +1248,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
       const uint8_t* v_lane = vbase + (cs + t4) * VROW;
       const float* ks_lane = ksb + cs + gt;
       const float* vs_lane = vsb + cs + gt;
-        // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
+      // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
       // the V rows only after the scores, to keep the registers for the accumulators.
       uint32_t kw[S::NSUB][2][S::KCB / 4];
       uint32_t vw[S::NSUB][4][S::VCB / 4];
