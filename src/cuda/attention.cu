@@ -1606,7 +1606,8 @@ Launch pick_kernel(const DecodeArgs& a) {
 // of its calls uses.
 int blocks_per_sm(const Launch& l) {
   const auto* f = reinterpret_cast<const void*>(l.fn);
-  allow_dynamic_smem(f, l.smem_max, l.loop != F16Loop::registers ? kBulkMinBlocks : 0);  // wide / bulk: two blocks of 68–105 KB
+  // The wide and bulk loops: two blocks of 68–105 KB, the carveout the smallest that holds them.
+  allow_dynamic_smem(f, l.smem_max, l.loop != F16Loop::registers ? kBulkMinBlocks : 0);
   return std::max(resident_blocks(f, l.threads, l.smem), 1);
 }
 

@@ -571,7 +571,8 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   if constexpr (kRowsPerVec == 2 && kSigns)  // word w = j·AP + a' of lane l: elements 2a' + 8(4q + j) + (0, 1)
     for (int e = tid; e < 32 * 16; e += blockDim.x) {
       const int l = e >> 4, w = e & 15, i = 2 * (w % AP) + 2 * AP * (4 * (l & 3) + w / AP);
-      const uint32_t m = (p.signs[i] != p.signs[i + 128] ? 0x8000u : 0u) | (p.signs[i + 1] != p.signs[i + 129] ? 0x80000000u : 0u);
+      const uint32_t m =
+          (p.signs[i] != p.signs[i + 128] ? 0x8000u : 0u) | (p.signs[i + 1] != p.signs[i + 129] ? 0x80000000u : 0u);
       reinterpret_cast<uint32_t*>(hmask)[e] = m;
     }
   __syncthreads();
@@ -590,7 +591,8 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
   int st = 0;
   for (int64_t tile = first; tile < tiles; tile += stride) {
     // This tile's rows g and g + 8 (from its fetch), then the next tile's fetch.
-    const int64_t row_lo = __shfl_sync(kFullMask, rowq[0], g), row_hi = __shfl_sync(kFullMask, rowq[0], (g + 8) % kVecs);
+    const int64_t row_lo = __shfl_sync(kFullMask, rowq[0], g),
+                  row_hi = __shfl_sync(kFullMask, rowq[0], (g + 8) % kVecs);
 #pragma unroll
     for (int k = 0; k + 2 < kStages; ++k) rowq[k] = rowq[k + 1];
     rowq[kStages - 2] = fetch(tile + (kStages - 1) * stride, st == 0 ? kStages - 1 : st - 1);
@@ -922,7 +924,7 @@ void launch_append_mma(const AppendParams& p, int device, cudaStream_t stream) {
   allow_dynamic_smem(fn, lay.total);
   const int resident = resident_blocks(fn, W * 32, lay.total);
   const int64_t tiles = ceil_div<int64_t>(p.total, mmapath::tile_vectors<D>());
-  kernel<<<blocks_for((tiles + W - 1) / W, resident, device), W * 32, lay.total, stream>>>(p);
+  kernel<<<blocks_for(ceil_div<int64_t>(tiles, W), resident, device), W * 32, lay.total, stream>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
