@@ -713,6 +713,8 @@ struct F16Shape {
 // scales are copied as the 16-byte aligned span around each range (the host requires the scale
 // tensor's end to be 16-byte aligned).
 constexpr int kBulkWarps = 8, kBulkMinBlocks = 2;
+// Tokens of one round of the 8-warp loops (wide table, bulk ring; D = 128, K4/V4): a chunk a warp.
+constexpr int kRoundTokens = kBulkWarps * F16Shape<128, 4, 4>::CH;
 
 template <int D, int KB, int VB>
 struct BulkRing {
@@ -1665,8 +1667,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   // H200 sweep of session 7 (bench/results/2026-11-30-attn-staged.md, call 8) had B=1 L=4K at 16
   // slices of 256 tokens 8% faster than at the 32 of 128 the count rule picks, and B=1 L=128K at 32
   // slices of 4,096 tokens 2.8% faster than at 33 of 3,984.
-  const int64_t unit =
-      a.num_splits > 0 || launch.loop == F16Loop::registers ? 16 : kBulkWarps * F16Shape<128, 4, 4>::CH;
+  const int64_t unit = a.num_splits > 0 || launch.loop == F16Loop::registers ? 16 : kRoundTokens;
   int64_t per_split = std::max<int64_t>(16, (max_len + splits - 1) / splits);
   per_split = (per_split + unit - 1) / unit * unit;
   splits = std::max<int64_t>(1, (max_len + per_split - 1) / per_split);
