@@ -972,6 +972,34 @@ TEST(SpconvCudaWgmma, DefaultOnALargeGrid) {
   }
 }
 
+// The warp-specialized kernels over a few hundred tiles in one launch (a 30³ block: 211 tiles of 128
+// rows), each form forced: two blocks a multiprocessor at 64 channels, one block on 128- and 256-row
+// tiles at 128, 256-wide tiles at 256. Bitwise the plain kernel's tiles. Sized for compute-sanitizer
+// racecheck, where every multiprocessor runs blocks at once and each block's stage ring wraps many
+// times (the tiny-input test runs a block or two).
+TEST(SpconvCudaWgmma, WarpSpecializedOnAFewHundredTiles) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const int64_t side = 30, n = side * side * side;
+  const Tensor nbr = build_kernel_map(coords_tensor(dense_block(side, side, side), kGpu), 3, 1);
+  struct Form {
+    int64_t c;
+    int tile_rows, ws;
+  };
+  for (const Form& form : {Form{64, 128, 2}, Form{128, 128, 1}, Form{128, 256, 1}, Form{256, 128, 1}}) {
+    const int64_t c = form.c;
+    SCOPED_TRACE("c=" + std::to_string(c) + " tile_rows=" + std::to_string(form.tile_rows) + " ws=" + std::to_string(form.ws));
+    const auto f = rounded(testing::randn(n * c, rng), DType::f16);
+    const auto w = rounded(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), DType::f16);
+    const Tensor fd = make(f, {n, c}, DType::f16, kGpu), wd = make(w, {27, c, c}, DType::f16, kGpu);
+    const int co_tile = static_cast<int>(std::min<int64_t>(c, 256));
+    const auto ws = run_mma(fd, nbr, wd, nullptr, n, {co_tile, false, 0, kWg, 1, form.tile_rows, form.ws});
+    const auto plain = run_mma(fd, nbr, wd, nullptr, n, {co_tile, false, 0, kWg, 1, form.tile_rows, 0});
+    EXPECT_EQ(ws, plain);
+  }
+}
+
 // The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported
 // (checked) or count as absent (unchecked) there too.
 TEST(SpconvCudaMma, MapEntriesOutsideTheRange) {
