@@ -12,8 +12,8 @@
 // Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep] [--loops]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers); --sweep: the slice sweep of every row too (the split heuristic's data; slices of
-//   >= 64 tokens); --loops: every row four times, the f16 kernel's main loop left to the rule
-//   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, wide, bulk), plus lengths
+//   >= 64 tokens); --loops: every row three times, the f16 kernel's main loop left to the rule
+//   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, wide), plus lengths
 //   between the short and the long rows (the data the rule was set from).
 //   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
@@ -154,7 +154,7 @@ struct Row {
   int kbits, vbits;
   std::string math, qdtype;
   int splits;        // 0 = automatic
-  std::string loop;  // the f16 main loop: auto (the library's rule), registers, wide or bulk
+  std::string loop;  // the f16 main loop: auto (the library's rule), registers or wide
   double ms, bytes;
 };
 
@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
   auto each_loop = [&](auto&& fn) {
     fn();
     if (!loops) return;
-    for (const char* l : {"registers", "wide", "bulk"}) {
+    for (const char* l : {"registers", "wide"}) {
       setenv("FRUGAL_ATTN_KERNEL", l, 1);
       loop = l;
       fn();

@@ -98,7 +98,6 @@ void decode_attention(const attention::backend::DecodeArgs& a);
 namespace frugal::cuda {
 void decode_attention(const attention::backend::DecodeArgs& a, Device device, Stream stream);
 // f16 calls so far in this process per main loop of the kernel — 0: the register loop, 1: the
-// wide-table register loop, 2: the bulk-copy ring (with the wide table) (tests check that a call
-// forced onto a loop, or picked for it, took it).
+// wide-table register loop (tests check that a call forced onto a loop, or picked for it, took it).
 int64_t decode_attention_loop_calls(int loop);
 }  // namespace frugal::cuda

@@ -27,14 +27,12 @@
 //     Its partials are merged by the last block of each (sequence, K/V head, head tile) to finish,
 //     found with an arrival counter in the workspace (merge_slices; round 5: the second kernel's
 //     launch and latency were a sizeable part of the short rows).
-//     Round 6 added two main loops at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide
-//     table (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), the
-//     default wherever it serves since session 5; and the bulk-copy ring
-//     (BulkRing: cp.async.bulk into one mbarrier stage a warp, read through the wide table), which
-//     only FRUGAL_ATTN_KERNEL=bulk selects — measured 0.7–3.3% faster than the register loop on the
-//     long rows (attn7; the wide loop was faster still there). (Its racecheck warnings were the
-//     barrier init's, a tool artefact; a two-stage ring with the 32 KB table, never the fastest, was
-//     removed: attn7.)
+//     Round 6 added a main loop at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide table
+//     (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), the default
+//     wherever it serves since session 5. (A bulk-copy ring beside it — cp.async.bulk into one
+//     mbarrier stage a warp, read through the wide table — was 0.7–3.3% faster than the register loop
+//     on the long rows but slower than the wide loop wherever it could serve, and never the default;
+//     removed in session 10. Its measurements: -r6.md, 2026-11-30-attn7.md.)
 //     Session 7: the 8-warp loops' automatic slices are whole rounds of their warps' chunks (256
 //     tokens) and their shared-memory carveout is the smallest that holds two blocks (the rest is L1).
 //     Tried and not kept there (each measured slower or no faster on the H200): staging every chunk
@@ -64,7 +62,6 @@
 
 #include "core/attention_backend.h"
 #include "cuda/common.cuh"
-#include "cuda/mbarrier.cuh"
 
 namespace frugal::cuda {
 
@@ -203,17 +200,8 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// ---- bulk copies (the f16 kernel's bulk-ring variant; cp.async.bulk and mbarrier: plain sm_90) ----
-
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Global → shared bulk copy of `bytes` (multiple of 16; both addresses 16-byte aligned), completing on `bar`.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
 }
 
 // Loads N bytes (N a multiple of 4, the address N-aligned up to 16) into N/4 words, read-only path.
@@ -693,53 +681,21 @@ struct F16Shape {
   static constexpr bool kRotate = D == 256;
 };
 
-// The bulk-ring variant of the f16 kernel (kBulk, always with kWide; D = 128, K4/V4 — the long rows'
-// shape): each warp's chunks arrive in a shared-memory stage by cp.async.bulk, issued by the warp's
-// lane 0 a chunk ahead and completing on the stage's mbarrier; the warp reads its codes and scales
-// from the stage with LDS. So the bytes in flight no longer depend on the registers a warp can spare (the
-// per-chunk register loads left ~1 eligible warp per scheduler and 54–64% of the read bandwidth on
-// the long rows; registers for a second chunk spilled) nor on the L1 pipe's load instructions, and
-// each warp's first chunks are requested before the prologue (no registers held across it).
-// Measured (H200, -r6.md): the copies' issue by lane 0 costs ~115 instructions a chunk the whole
-// warp issues; with the wide table the ring won 3–5% over the register loop on the long rows, short
-// of issue 4's targets. (A two-stage ring with the 32 KB table was 2–11% slower than the register
-// loop on every row measured and was removed: attn7, bench/results/2026-11-30-attn7.md.)
-// Each warp issues its own copies (no producer warp: a dedicated one would cost the consumers
-// registers at the same block size, and cross-warp handshakes); the stage is refilled after the
-// warp's __syncwarp that ends its reads of it — as soon as the warp has read it into registers, so
-// the next chunk's copy runs while this one is computed. Shared memory: 8 warps a block (2 blocks,
-// 16 warps per SM, as the 4-warp kernel's 4 blocks) with the 64 KB wide table leave one 4.6 KB
-// stage a warp (2 blocks of 64 + 4 + 38 KB per SM). Rows are 64 B (16-byte aligned ranges); the
-// scales are copied as the 16-byte aligned span around each range (the host requires the scale
-// tensor's end to be 16-byte aligned).
-constexpr int kBulkWarps = 8, kBulkMinBlocks = 2;
-// Tokens of one round of the 8-warp loops (wide table, bulk ring; D = 128, K4/V4): a chunk a warp.
-constexpr int kRoundTokens = kBulkWarps * F16Shape<128, 4, 4>::CH;
-
-template <int D, int KB, int VB>
-struct BulkRing {
-  static constexpr int CH = F16Shape<D, KB, VB>::CH;
-  static constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
-  // One scale segment's room: ≤ CH floats plus ≤ 12 bytes of alignment at each end, to 16 bytes.
-  static constexpr int kSeg = (4 * CH + 24 + 15) / 16 * 16;
-  // A stage: K rows [CH], V rows [CH], K scales (segment before the ring's end, segment after), V scales.
-  static constexpr int kK = 0, kV = CH * KROW, kKs = kV + CH * VROW, kVs = kKs + 2 * kSeg;
-  static constexpr int kStage = kVs + 2 * kSeg;
-  static_assert(KROW % 16 == 0 && VROW % 16 == 0 && kStage % 16 == 0, "bulk copies move 16-byte units");
-};
+// The wide-table loop's block: 8 warps, 2 blocks a multiprocessor (16 warps per SM, as the 4-warp
+// kernel's 4 blocks), each with the 64 KB wide table.
+constexpr int kWideWarps = 8, kWideMinBlocks = 2;
+// Tokens of one round of the 8-warp loop (D = 128, K4/V4): a chunk a warp.
+constexpr int kRoundTokens = kWideWarps * F16Shape<128, 4, 4>::CH;
 
 // Shared memory of the f16 kernel (bytes), the one layout of every form: the tables / merge area
-// (whichever is larger), qs (the q fragments, then free), σ [8] (+ 8 spare floats), then for kBulk
-// the warps' stage barriers (8 bytes each) and their stages.
-template <int D, int KB, int VB, int NW, bool kBulk, bool kWide = false>
+// (whichever is larger), qs (the q fragments, then free), σ [8] (+ 8 spare floats).
+template <int D, int KB, int VB, int NW, bool kWide = false>
 struct F16Smem {
   using S = F16Shape<D, KB, VB>;
   static constexpr int kCombine = NW * kHeadsPerBlock * (D + 2);
   static constexpr int kTables = S::kLuts * kLutWords * (kWide ? 2 : 1);
   static constexpr int kRegionWords = kTables > kCombine ? kTables : kCombine;
-  static constexpr int kBars = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
-  static constexpr int kRing = kBulk ? (kBars + NW * 8 + 127) / 128 * 128 : kBars;
-  static constexpr int kBytes = kBulk ? kRing + NW * BulkRing<D, KB, VB>::kStage : kBars;
+  static constexpr int kBytes = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
 };
 
 // The token at row r (0..15) of a 16-token tile of Sᵀ = K·Qᵀ: rows 2i and 2i + 1 hold tokens i and
@@ -761,16 +717,14 @@ __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
   return (D / 4) * t + 4 * s + 2 * h + j;
 }
 
-// NW: warps a block; kBulk: the bulk-ring main loop (see BulkRing); kWide: the wide table (see
-// lut_load_wide) and the bare ex2 in the softmax, 4-bit K and V only.
-template <int D, int KB, int VB, int NW = kWarps, bool kBulk = false, bool kWide = false>
-__global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (D <= 128 ? kMinBlocks128 : 1))
+// NW: warps a block; kWide: the wide table (see lut_load_wide) and the bare ex2 in the softmax,
+// 4-bit K and V only.
+template <int D, int KB, int VB, int NW = kWarps, bool kWide = false>
+__global__ void __launch_bounds__(NW * 32, kWide ? kWideMinBlocks : (D <= 128 ? kMinBlocks128 : 1))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
-  using SM = F16Smem<D, KB, VB, NW, kBulk, kWide>;
-  static_assert(!kBulk || (!S::kRotate && !S::kQInSmem), "the bulk ring replaces the per-chunk loop");
+  using SM = F16Smem<D, KB, VB, NW, kWide>;
   static_assert(!kWide || (KB == 4 && VB == 4), "the wide table: 4-bit K and V");
-  static_assert(!kBulk || kWide, "the bulk ring reads its codes through the wide table (one stage a warp)");
   extern __shared__ __align__(128) uint32_t smem_u[];
   uint32_t* lut_a = smem_u;  // the table of the first width needed
   uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
@@ -795,69 +749,6 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
   const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const int64_t cap = p.capacity;
-  // Bulk ring: this warp's stage (barrier `bar`, bytes at `ring0`) holds chunk c of the warp (tokens
-  // t0 + (c·NW + warp)·CH ..) in the barrier's phase c; lane 0 copies it: the K and V
-  // rows as one range each, the scales as the 16-byte aligned span around each (K's and V's scales
-  // have the same index, so the same misalignment), two ranges of each where the chunk crosses the
-  // sliding ring's end. Positions and slots advance by the stride NW·CH per chunk (no division).
-  using R = BulkRing<D, KB, VB>;
-  const uint32_t bar = smem_addr(smem_u) + SM::kBars + warp * 8;
-  const uint32_t ring0 = smem_addr(smem_u) + SM::kRing + warp * R::kStage;
-  constexpr int64_t kStride = static_cast<int64_t>(NW) * S::CH;
-  const int64_t head_row = head * cap;                  // the slot-0 row of this (sequence, K/V head)
-  const int head_mis = static_cast<int>(head_row & 3);  // floats from the 16-byte boundary before slot 0's scale
-  auto next_slot = [&](int64_t sl) { return p.sliding ? advance_slot(sl, kStride, cap) : sl + kStride; };
-  // Tokens of the chunk at (st, sl) before the ring's end (all of them without a ring), and in all.
-  auto chunk_len = [&](int64_t st) { return static_cast<int>(min(static_cast<int64_t>(S::CH), w.t1 - st)); };
-  auto chunk_len_a = [&](int64_t sl, int n) {
-    return p.sliding ? static_cast<int>(min(static_cast<int64_t>(n), cap - sl)) : n;
-  };
-  auto issue_chunk = [&](int64_t st, int64_t sl) {
-    const int n = chunk_len(st), nA = chunk_len_a(sl, n), nB = n - nA;
-    const uint32_t dst = ring0;
-    const int misA = static_cast<int>((head_row + sl) & 3);
-    const uint32_t spanA = (4 * (misA + nA) + 15) & ~15u, spanB = nB > 0 ? (4 * (head_mis + nB) + 15) & ~15u : 0u;
-    mbar_arrive_expect_tx(bar, n * (R::KROW + R::VROW) + 2 * (spanA + spanB));
-    const int64_t rowA = head_row + sl;
-    bulk_copy(dst + R::kK, p.kp + rowA * R::KROW, nA * R::KROW, bar);
-    bulk_copy(dst + R::kV, p.vp + rowA * R::VROW, nA * R::VROW, bar);
-    bulk_copy(dst + R::kKs, p.ks + (rowA - misA), spanA, bar);
-    bulk_copy(dst + R::kVs, p.vs + (rowA - misA), spanA, bar);
-    if (nB > 0) {
-      bulk_copy(dst + R::kK + nA * R::KROW, p.kp + head_row * R::KROW, nB * R::KROW, bar);
-      bulk_copy(dst + R::kV + nA * R::VROW, p.vp + head_row * R::VROW, nB * R::VROW, bar);
-      bulk_copy(dst + R::kKs + R::kSeg, p.ks + (head_row - head_mis), spanB, bar);
-      bulk_copy(dst + R::kVs + R::kSeg, p.vs + (head_row - head_mis), spanB, bar);
-    }
-  };
-  // The warp's first chunk, and the next one its lane 0 copies (all lanes track it: uniform, a few
-  // instructions a chunk).
-  int64_t first_st = 0, first_sl = 0, is_st = 0, is_sl = 0;
-  if constexpr (kBulk) {
-    first_st = w.t0 + static_cast<int64_t>(warp) * S::CH;
-    first_sl = p.sliding ? advance_slot(w.t0 % cap, static_cast<int64_t>(warp) * S::CH, cap) : first_st;
-    is_st = first_st;
-    is_sl = first_sl;
-    // The first chunk is requested before the prologue: its latency hides behind it.
-    if (lane == 0) {
-      mbar_init(bar, 1);      // lane 0's one arrival a phase
-      fence_mbarrier_init();  // visible to the bulk copies' complete_tx, no block barrier before them
-    }
-    // For compute-sanitizer, not for the hardware: ptxas issues mbarrier.init on the uniform datapath
-    // (SYNCS.EXCH.64 under a warp vote, all 32 lanes active) and racecheck counts that write as every
-    // active lane's, so lane 0's first arrive.expect_tx below was reported as racing with lanes 1-31's
-    // init (the warnings "mbar_init / advance_slot+0xb10 vs mbar_arrive_expect_tx", one per barrier
-    // per launch). In the program only lane 0 touches the barrier before the __syncwarp that ends this
-    // block, in program order: no ordering hole. A NOP in the SASS (as the conv's __syncwarp after
-    // store_matrix_sync, which racecheck honours).
-    __syncwarp();
-    if (is_st < w.t1) {
-      if (lane == 0) issue_chunk(is_st, is_sl);
-      is_st += kStride;
-      is_sl = next_slot(is_sl);
-    }
-    __syncwarp();
-  }
   // The block's query rows (rows warp, warp + 4) and K's signs are requested first, so their
   // memory latency overlaps the codebook loads and the table stores (round 5; before, the two
   // round trips were in series: the query loads were issued after the tables were written).
@@ -1091,69 +982,7 @@ __global__ void __launch_bounds__(NW * 32, (kBulk || kWide) ? kBulkMinBlocks : (
 
   int64_t start = w.t0 + static_cast<int64_t>(warp) * S::CH;
   int64_t start_slot = p.sliding ? advance_slot(slot_t0, static_cast<int64_t>(warp) * S::CH, cap) : start;
-  if constexpr (kBulk) {
-    // Chunk c waits for the barrier's phase c (parity c & 1), reads the K rows (tokens gt, gt + 8 of
-    // each tile: 16 bytes a lane), the scales and the V rows (tokens t4 + {0, 4, 8, 12}: 8 bytes a
-    // lane, four consecutive rows a load) into registers as the per-chunk loop's loads did; the stage is then
-    // refilled with chunk c + 1 while chunk c is computed from the registers. Tokens past the slice
-    // hold stale bytes (any byte is a table index) and are masked by softmax_step as before.
-    const uint8_t* sb = reinterpret_cast<const uint8_t*>(smem_u) + SM::kRing + warp * R::kStage;
-    int64_t st = first_st, sl = first_sl;
-    for (uint32_t c = 0; st < w.t1; ++c) {
-      // Token i's scales: float i + offA of segment A (i < nA), else i + offB of segment B.
-      const int nA = chunk_len_a(sl, chunk_len(st));
-      const int offA = static_cast<int>((head_row + sl) & 3), offB = R::kSeg / 4 + head_mis - nA;
-      mbar_wait(bar, c & 1);
-      uint32_t kw[S::NSUB][2][S::KCB / 4];
-      uint32_t vw[S::NSUB][4][S::VCB / 4];
-      float ksc[S::NSUB][2], vsc[S::NSUB][2];
-      const float* ksm = reinterpret_cast<const float*>(sb + R::kKs);
-      const float* vsm = reinterpret_cast<const float*>(sb + R::kVs);
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int n2 = 0; n2 < 2; ++n2) {
-          const int i = 16 * j + 8 * n2 + gt;
-          const uint4 x = *reinterpret_cast<const uint4*>(sb + R::kK + i * R::KROW + t4 * S::KCB);
-          kw[j][n2][0] = x.x;
-          kw[j][n2][1] = x.y;
-          kw[j][n2][2] = x.z;
-          kw[j][n2][3] = x.w;
-          const int si = i + (i < nA ? offA : offB);
-          ksc[j][n2] = ksm[si];
-          vsc[j][n2] = vsm[si];
-        }
-#pragma unroll
-      for (int j = 0; j < S::NSUB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const uint2 x = *reinterpret_cast<const uint2*>(sb + R::kV + (t4 + v_tok(j, e)) * R::VROW + g * S::VCB);
-          vw[j][e][0] = x.x;
-          vw[j][e][1] = x.y;
-        }
-      __syncwarp();  // every lane's reads of the stage are done
-      if (is_st < w.t1) {
-        if (lane == 0) {
-          fence_proxy_async();
-          issue_chunk(is_st, is_sl);
-        }
-        is_st += kStride;
-        is_sl = next_slot(is_sl);
-        // Not needed by the hardware (the next wait cannot pass before lane 0's arrive: the phase
-        // expects that one arrival, and the copied bytes are ordered by the phase's completion); it
-        // orders lane 0's arrive and copies before the other lanes' next wait and reads for tools that
-        // do not follow the mbarrier (added in round 6 for a racecheck warning that turned out to be
-        // the barrier init's, above; kept: a NOP-cheap WARPSYNC a chunk, in the measured kernel).
-        __syncwarp();
-      }
-      float sc[S::NSUB][4];
-      scores(kw, sc);
-      const float inv_u = softmax_step(std::false_type{}, st, sc, ksc, vsc);
-      accumulate_pv(sc, vsc, vw, inv_u);
-      st += kStride;
-      sl = next_slot(sl);
-    }
-  } else if constexpr (S::kRotate) {
+  if constexpr (S::kRotate) {
     // The rotating register pipeline (D = 256): the next chunk's K rows and both scales are
     // requested as soon as the scores have consumed this chunk's, its V rows as soon as the Oᵀ
     // products have consumed this chunk's, so each load has about half an iteration of independent
@@ -1504,7 +1333,7 @@ using KernelFn = void (*)(Params);
 
 // The f16 kernel's main loops (F16Loop::automatic: the rule picks).
 // The order is that of decode_attention_loop_calls (less one).
-enum class F16Loop { automatic, registers, wide, bulk };
+enum class F16Loop { automatic, registers, wide };
 
 struct Launch {
   KernelFn fn;
@@ -1516,7 +1345,7 @@ struct Launch {
 
 template <int D, int KB, int VB>
 Launch f16_launch() {
-  constexpr int kBytes = F16Smem<D, KB, VB, kWarps, false>::kBytes;
+  constexpr int kBytes = F16Smem<D, KB, VB, kWarps>::kBytes;
   return {kernel_decode_f16<D, KB, VB>, kBytes, kBytes};
 }
 
@@ -1526,25 +1355,17 @@ Launch f16_launch_bits(int kb, int vb) {
   return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
 }
 
-// The bulk ring (kernel_decode_f16<128, 4, 4, kBulkWarps, true, true>: 2 blocks of ~106 KB per SM) and
-// the wide-table register loop (kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>: 2 of ~69 KB).
-Launch bulk_launch() {
-  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, true, true>::kBytes;
-  return {kernel_decode_f16<128, 4, 4, kBulkWarps, true, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::bulk};
-}
+// The wide-table register loop (kernel_decode_f16<128, 4, 4, kWideWarps, true>: 2 blocks of ~69 KB per SM).
 Launch wide_launch() {
-  constexpr int kBytes = F16Smem<128, 4, 4, kBulkWarps, false, true>::kBytes;
-  return {kernel_decode_f16<128, 4, 4, kBulkWarps, false, true>, kBytes, kBytes, kBulkWarps * 32, F16Loop::wide};
+  constexpr int kBytes = F16Smem<128, 4, 4, kWideWarps, true>::kBytes;
+  return {kernel_decode_f16<128, 4, 4, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide};
 }
 
-// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers, wide or bulk (the bulk ring, which
-// reads through the wide table; "bulkwide", its name while a narrow-table ring existed, is the same)
-// forces one where it serves (benchmarks, tests: read at every call); anything else leaves the choice
-// to the rule below.
+// Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers or wide forces one where it serves
+// (benchmarks, tests: read at every call); anything else leaves the choice to the rule below.
 F16Loop forced_loop() {
   const char* e = std::getenv("FRUGAL_ATTN_KERNEL");
   if (e == nullptr) return F16Loop::automatic;
-  if (!std::strcmp(e, "bulk") || !std::strcmp(e, "bulkwide")) return F16Loop::bulk;
   if (!std::strcmp(e, "wide")) return F16Loop::wide;
   return !std::strcmp(e, "registers") ? F16Loop::registers : F16Loop::automatic;
 }
@@ -1552,14 +1373,6 @@ F16Loop forced_loop() {
 // The wide table serves D = 128 K4/V4 (the one instantiation).
 bool wide_serves(const DecodeArgs& a) {
   return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4;
-}
-
-// The bulk ring serves the same calls when its copies' addresses are 16-byte aligned: the code rows
-// are 64 bytes, so the bases; the scales are copied as the aligned span around each range, which
-// stays inside the scale tensors when they end on a 16-byte boundary.
-bool bulk_serves(const DecodeArgs& a) {
-  return wide_serves(a) && is_aligned(a.k.packed, 16) && is_aligned(a.v.packed, 16) && is_aligned(a.k.scales, 16) &&
-         is_aligned(a.v.scales, 16) && static_cast<int64_t>(a.batch) * a.kv_heads * a.capacity % 4 == 0;
 }
 
 // The wide-table loop serves every call it can (D = 128, K4/V4, f16 math); the register loop the
@@ -1570,13 +1383,9 @@ bool bulk_serves(const DecodeArgs& a) {
 // from B = 2 or L = 6K on, within 1% at B=1 L = 2K and 4K, and faster on the fixed-cost row (16
 // tokens attended). Same outputs bitwise as round 6. The code difference since round 6 is the
 // L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a runtime-dead branch in that
-// kernel), which fits, but was not profiled. The bulk ring is never picked, only
-// FRUGAL_ATTN_KERNEL=bulk runs it (0.7–3.3% faster than the register loop on the long rows in
-// attn7's call, slower than the wide loop); racecheck is clean on it since attn7 (its warnings were
-// the barrier init's, see the kernel's prologue).
+// kernel), which fits, but was not profiled.
 Launch pick_kernel(const DecodeArgs& a) {
   const F16Loop f = forced_loop();
-  if (bulk_serves(a) && f == F16Loop::bulk) return bulk_launch();
   if (wide_serves(a) && (f == F16Loop::wide || f == F16Loop::automatic)) return wide_launch();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
@@ -1608,8 +1417,8 @@ Launch pick_kernel(const DecodeArgs& a) {
 // of its calls uses.
 int blocks_per_sm(const Launch& l) {
   const auto* f = reinterpret_cast<const void*>(l.fn);
-  // The wide and bulk loops: two blocks of 68–105 KB, the carveout the smallest that holds them.
-  allow_dynamic_smem(f, l.smem_max, l.loop != F16Loop::registers ? kBulkMinBlocks : 0);
+  // The wide loop: two blocks of ~69 KB, the carveout the smallest that holds them.
+  allow_dynamic_smem(f, l.smem_max, l.loop == F16Loop::wide ? kWideMinBlocks : 0);
   return std::max(resident_blocks(f, l.threads, l.smem), 1);
 }
 
@@ -1639,11 +1448,11 @@ int64_t choose_splits(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap
   return best;
 }
 
-std::atomic<int64_t> g_loop_calls[3];  // f16 calls per main loop: registers, wide table, bulk ring
+std::atomic<int64_t> g_loop_calls[2];  // f16 calls per main loop: registers, wide table
 
 }  // namespace
 
-int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 3 ? g_loop_calls[loop].load() : 0; }
+int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 2 ? g_loop_calls[loop].load() : 0; }
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   namespace be = attention::backend;
@@ -1662,7 +1471,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
   splits = std::min(splits, cap_splits);
   // Slice length: a multiple of 16 tokens (one mma tile); trailing slices may come out empty. With
-  // automatic slices the 8-warp loops (wide table, bulk ring) round it up to whole rounds of their
+  // automatic slices the 8-warp loop (wide table) rounds it up to whole rounds of its
   // warps' chunks (8 × 32 tokens), so no warp of a block idles through a last, partial round: the
   // H200 sweep of session 7 (bench/results/2026-11-30-attn-staged.md, call 8) had B=1 L=4K at 16
   // slices of 256 tokens 8% faster than at the 32 of 128 the count rule picks, and B=1 L=128K at 32

@@ -1,5 +1,5 @@
 // Shared-memory mbarriers and the async-proxy fence (PTX "mbarrier", sm_90): what the warp-specialized
-// conv (sparse_conv_wgmma.cu) and the decode-attention bulk ring (attention.cu) synchronize with.
+// conv (sparse_conv_wgmma.cu) synchronizes with.
 // Addresses are 32-bit shared-memory window addresses (__cvta_generic_to_shared).
 #pragma once
 
