@@ -33,8 +33,8 @@
 //     mbarrier stage a warp, read through the wide table — was 0.7–3.3% faster than the register loop
 //     on the long rows but slower than the wide loop wherever it could serve, and never the default;
 //     removed in session 10. Its measurements: -r6.md, 2026-11-30-attn7.md.)
-//     Session 7: the 8-warp loops' automatic slices are whole rounds of their warps' chunks (256
-//     tokens) and their shared-memory carveout is the smallest that holds two blocks (the rest is L1).
+//     Session 7: the 8-warp loop's automatic slices are whole rounds of its warps' chunks (256
+//     tokens) and its shared-memory carveout is the smallest that holds two blocks (the rest is L1).
 //     Tried and not kept there (each measured slower or no faster on the H200): staging every chunk
 //     or only the first through a per-warp cp.async stage, an L1 prefetch of the next chunk, 48-token
 //     chunks, and merging a row's slices with two warps.
