@@ -56,6 +56,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -1452,7 +1453,9 @@ std::atomic<int64_t> g_loop_calls[2];  // f16 calls per main loop: registers, wi
 
 }  // namespace
 
-int64_t decode_attention_loop_calls(int loop) { return loop >= 0 && loop < 2 ? g_loop_calls[loop].load() : 0; }
+int64_t decode_attention_loop_calls(int loop) {
+  return loop >= 0 && loop < static_cast<int>(std::size(g_loop_calls)) ? g_loop_calls[loop].load() : 0;
+}
 
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   namespace be = attention::backend;
