@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "event_timing.h"
+
 namespace {
 
 constexpr int kMI = 4, kNI = 8, kThreads = 256, kLds = 64 + 8;  // smem tile 64 × 64 + 8 padding
@@ -72,25 +74,11 @@ __global__ void __launch_bounds__(kThreads, 1) kernel(int iters, float* out) {
 template <bool kLdsm>
 void run(const char* name, int iters, int blocks_per_sm, int sms, float* out) {
   const int blocks = sms * blocks_per_sm;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  kernel<kLdsm><<<blocks, kThreads>>>(iters, out);  // warm-up
-  std::vector<float> ms;
-  for (int r = 0; r < 7; ++r) {
-    cudaEventRecord(e0);
-    kernel<kLdsm><<<blocks, kThreads>>>(iters, out);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float t = 0;
-    cudaEventElapsedTime(&t, e0, e1);
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  const double ms = median_event_ms(7, [&] { kernel<kLdsm><<<blocks, kThreads>>>(iters, out); });
   // 8 warps × 4 slices × 32 mmas × 16·8·16·2 FLOP per iteration and block
   const double flop = double(blocks) * iters * 8 * 4 * kMI * kNI * (16.0 * 8 * 16 * 2);
   std::printf("mma.sync %s, %d block(s)/SM of 8 warps: %.3f ms, %.0f TFLOP/s (median of 7); %s\n", name,
-              blocks_per_sm, ms[3], flop / ms[3] / 1e9, cudaGetErrorString(cudaGetLastError()));
+              blocks_per_sm, ms, flop / ms / 1e9, cudaGetErrorString(cudaGetLastError()));
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "core/sparse_conv_backend.h"
+#include "event_timing.h"
 #include "cuda/sparse_conv_mma.cuh"
 #include "frugal/runtime.h"
 #include "frugal/sparse_conv.h"
@@ -77,27 +78,6 @@ double max_rel_diff(const Tensor& a, const Tensor& b, int64_t count) {
   std::memcpy(&num, &h[0], 4);
   std::memcpy(&den, &h[1], 4);
   return den > 0 ? num / den : num;
-}
-
-template <typename F>
-double median_event_ms(int reps, F&& f) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  f();  // warm-up
-  check(cudaDeviceSynchronize(), "warm-up");
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    cudaEventRecord(a);
-    f();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 // Host wall time (for calls that wait for the stream themselves).

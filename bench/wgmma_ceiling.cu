@@ -14,14 +14,16 @@
 #include <cstdlib>
 #include <vector>
 
+#include "event_timing.h"
+
 namespace {
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((addr >> 4) & 0x3fff) | static_cast<uint64_t>((lbo >> 4) & 0x3fff) << 16 |
          static_cast<uint64_t>((sbo >> 4) & 0x3fff) << 32 | uint64_t{1} << 62;
 }
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define ACC32(i) ACC8(i), ACC8(i + 8), ACC8(i + 16), ACC8(i + 24)
 #define R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
@@ -125,24 +127,11 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
   const int pad = std::max(smem, 227 * 1024 / blocks_per_sm - 1024);
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pad);
   const dim3 grid(sms * blocks_per_sm), block(128 * wg_per_block);
-  k<<<grid, block, pad>>>(steps / 10, sink);  // warm-up
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0), cudaEventCreate(&e1);
-  std::vector<float> ms;
-  for (int r = 0; r < 5; ++r) {
-    cudaEventRecord(e0);
-    k<<<grid, block, pad>>>(steps, sink);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float t = 0;
-    cudaEventElapsedTime(&t, e0, e1);
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  const double ms = median_event_ms(5, [&] { k<<<grid, block, pad>>>(steps, sink); });
   const cudaError_t err = cudaGetLastError();
   const double flop = 2.0 * 64 * N * 64 * steps * double(wg_per_block) * blocks_per_sm * sms;
   std::printf("%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s%s\n", RS_ ? "rs" : "ss", LDSM ? "+ldsm" : "", N, DEPTH,
-              wg_per_block, blocks_per_sm, wg_per_block * blocks_per_sm, ms[2], flop / ms[2] / 1e9,
+              wg_per_block, blocks_per_sm, wg_per_block * blocks_per_sm, ms, flop / ms / 1e9,
               err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
