@@ -7,10 +7,8 @@
 // Usage: mma_ceiling [iterations]; prints one line per variant.
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
 #include "event_timing.h"
 

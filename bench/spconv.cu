@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "core/sparse_conv_backend.h"
-#include "event_timing.h"
 #include "cuda/sparse_conv_mma.cuh"
+#include "event_timing.h"
 #include "frugal/runtime.h"
 #include "frugal/sparse_conv.h"
 
