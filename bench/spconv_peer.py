@@ -13,7 +13,7 @@ same function; the script reports
     before and after; frugal keeps its workspace in that pool);
   * max |frugal - spconv| over all outputs, and each one's max error against an fp64 reference on
     `--samples` sampled rows.
-Usage: python3 spconv_peer.py [--rows 256:64,1024:256,20:1024:4096] [--dtype f16|bf16]
+Usage: python3 spconv_peer.py [--rows 256:64,1024:256,20:1024:4096] [--dtype f16|bf16] [--back-to-back N] [--gap]
 Needs spconv (cu126 wheels) and frugal's Python module on PYTHONPATH. Writes spconv_peer.json to $OUT.
 """
 import argparse, json, os, sys
@@ -31,6 +31,9 @@ p.add_argument("--gap", action="store_true",
                help="also time frugal unchecked, through the low-level binding (no torch.library dispatch), and "
                     "both libraries on the C++ bench's data (uniform 10-bit values): where the torch op's time "
                     "differs from bench/spconv's")
+p.add_argument("--back-to-back", type=int, default=0, metavar="N",
+               help="also time N calls back to back between one pair of events (per call, median), the libraries "
+                    "alternating: the GPU's time without the host's gap before each single timed call")
 args = p.parse_args()
 
 import spconv.pytorch as spc
@@ -53,9 +56,10 @@ def timed(fn, rep, warm=2):
     return sorted(ts)[len(ts) // 2]
 
 
-def timed_pair(fa, fb, rep, warm=2):
+def timed_pair(fa, fb, rep, warm=2, calls=1):
     """Medians of fa and fb timed alternately (a, b, a, b, ...): drift of the GPU's clock between the two
-    libraries' runs hits both alike (unlocked clocks moved spconv's own times by up to 23% between calls)."""
+    libraries' runs hits both alike (unlocked clocks moved spconv's own times by up to 23% between calls).
+    calls > 1: each sample is that many calls issued back to back between the two events, per call."""
     for _ in range(warm):
         fa(), fb()
     torch.cuda.synchronize()
@@ -63,8 +67,11 @@ def timed_pair(fa, fb, rep, warm=2):
     for _ in range(rep):
         for f, ts in ((fa, ta), (fb, tb)):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record(); f(); e.record(); torch.cuda.synchronize()
-            ts.append(s.elapsed_time(e))
+            s.record()
+            for _ in range(calls):
+                f()
+            e.record(); torch.cuda.synchronize()
+            ts.append(s.elapsed_time(e) / calls)
     return sorted(ta)[len(ta) // 2], sorted(tb)[len(tb) // 2]
 
 
@@ -127,6 +134,9 @@ for spec in args.rows.split(","):
         row["spconv_ms"], row["frugal_ms"] = timed_pair(lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False),
                                                         args.rep)
         row["frugal_checked_ms"] = timed(lambda: ft.submanifold_conv(feats, nbr, w), args.rep)
+        if args.back_to_back > 1:
+            row["spconv_b2b_ms"], row["frugal_b2b_ms"] = timed_pair(
+                lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False), args.rep, calls=args.back_to_back)
         row["frugal_map_conv_ms"] = timed(lambda: ft.submanifold_conv(feats, ft.build_kernel_map(coords), w),
                                           max(3, args.rep // 2))
         pairs = int((nbr != N).sum())
@@ -183,6 +193,13 @@ for r in results:
           f"{r['speedup']:>5.2f} {r['frugal_checked_ms']:>8.3f} | {r['frugal_tflops']:>6.0f}/{r['spconv_tflops']:<6.0f} | {r['spconv_map_conv_ms']:>11.3f} "
           f"{r['frugal_map_conv_ms']:>11.3f} | {r['spconv_peak_mb']:>8.0f}/{r['frugal_torch_alloc_mb'] + r['frugal_pool_mb']:<8.0f} | "
           f"{r['max_abs_frugal_vs_spconv']:>8.1e} {r['err_frugal']:>8.1e}/{r['err_spconv']:<8.1e} {str(r['frugal_bitwise_repeat']):>7}")
+if args.back_to_back > 1:
+    print(f"\n{args.back_to_back} calls back to back a sample (per call, median of {args.rep}, alternating)\n"
+          f"{'R':>5} {'Ci>Co':>10} | {'spconv ms':>9} {'frugal ms':>9} {'x':>5} | single calls: {'spconv':>7} {'frugal':>7}")
+    for r in results:
+        if "frugal_b2b_ms" in r:
+            print(f"{r['R']:>5} {str(r['ci']) + '>' + str(r['co']):>10} | {r['spconv_b2b_ms']:>9.3f} {r['frugal_b2b_ms']:>9.3f} "
+                  f"{r['spconv_b2b_ms'] / r['frugal_b2b_ms']:>5.2f} | {r['spconv_ms']:>21.3f} {r['frugal_ms']:>7.3f}")
 if args.gap:
     print(f"\n{'R':>5} {'Ci>Co':>10} | {'unchecked':>9} {'checked':>9} {'low-level':>9} {'10-bit data':>11} | "
           f"{'spconv':>8} {'10-bit data':>11}")
