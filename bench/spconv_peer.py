@@ -13,7 +13,7 @@ same function; the script reports
     before and after; frugal keeps its workspace in that pool);
   * max |frugal - spconv| over all outputs, and each one's max error against an fp64 reference on
     `--samples` sampled rows.
-Usage: python3 spconv_peer.py [--rows 256:64,1024:256,20:1024:4096] [--dtype f16|bf16] [--back-to-back N] [--gap]
+Usage: python3 spconv_peer.py [--rows 256:64,1024:256,20:1024:4096] [--dtype f16|bf16] [--back-to-back N] [--paired SECONDS] [--gap]
 Needs spconv (cu126 wheels) and frugal's Python module on PYTHONPATH. Writes spconv_peer.json to $OUT.
 """
 import argparse, json, os, sys
@@ -31,6 +31,10 @@ p.add_argument("--gap", action="store_true",
                help="also time frugal unchecked, through the low-level binding (no torch.library dispatch), and "
                     "both libraries on the C++ bench's data (uniform 10-bit values): where the torch op's time "
                     "differs from bench/spconv's")
+p.add_argument("--paired", type=float, default=0, metavar="SECONDS",
+               help="also alternate bursts of --back-to-back calls (10 if unset) of each library for SECONDS a row "
+                    "and report the median and quartiles of the per-pair ratio spconv / frugal: adjacent bursts "
+                    "share the GPU's clock and power state, so the ratio holds under drift")
 p.add_argument("--back-to-back", type=int, default=0, metavar="N",
                help="also time N calls back to back between one pair of events (per call, median), the libraries "
                     "alternating: the GPU's time without the host's gap before each single timed call")
@@ -73,6 +77,27 @@ def timed_pair(fa, fb, rep, warm=2, calls=1):
             e.record(); torch.cuda.synchronize()
             ts.append(s.elapsed_time(e) / calls)
     return sorted(ta)[len(ta) // 2], sorted(tb)[len(tb) // 2]
+
+
+def paired_ratios(fa, fb, seconds, calls):
+    """Per-call times of alternating bursts (a, b, a, b, ...) for `seconds`; the ratios a_i / b_i of each pair."""
+    import time
+    fa(), fb()
+    torch.cuda.synchronize()
+    ratios, end = [], time.time() + seconds
+    while time.time() < end:
+        pair = []
+        for f in (fa, fb):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(calls):
+                f()
+            e.record(); torch.cuda.synchronize()
+            pair.append(s.elapsed_time(e) / calls)
+        ratios.append(pair[0] / pair[1])
+    ratios.sort()
+    q = lambda x: ratios[min(len(ratios) - 1, int(x * len(ratios)))]
+    return dict(pairs=len(ratios), median=q(0.5), q1=q(0.25), q3=q(0.75))
 
 
 def reference(feats, nbr, w, rows):  # fp64, the plain way: out[n] = sum_k feats[nbr[k, n]] @ w[k]
@@ -134,6 +159,9 @@ for spec in args.rows.split(","):
         row["spconv_ms"], row["frugal_ms"] = timed_pair(lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False),
                                                         args.rep)
         row["frugal_checked_ms"] = timed(lambda: ft.submanifold_conv(feats, nbr, w), args.rep)
+        if args.paired > 0:
+            row["paired_spconv_over_frugal"] = paired_ratios(lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False),
+                                                             args.paired, max(1, args.back_to_back) if args.back_to_back else 10)
         if args.back_to_back > 1:
             row["spconv_b2b_ms"], row["frugal_b2b_ms"] = timed_pair(
                 lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False), args.rep, calls=args.back_to_back)
@@ -200,6 +228,13 @@ if args.back_to_back > 1:
         if "frugal_b2b_ms" in r:
             print(f"{r['R']:>5} {str(r['ci']) + '>' + str(r['co']):>10} | {r['spconv_b2b_ms']:>9.3f} {r['frugal_b2b_ms']:>9.3f} "
                   f"{r['spconv_b2b_ms'] / r['frugal_b2b_ms']:>5.2f} | {r['spconv_ms']:>21.3f} {r['frugal_ms']:>7.3f}")
+if args.paired > 0:
+    print(f"\nPaired bursts for {args.paired:g} s a row: spconv time / frugal time of adjacent bursts (> 1: frugal faster)\n"
+          f"{'R':>5} {'Ci>Co':>10} | {'pairs':>5} {'median':>7} {'quartiles':>15}")
+    for r in results:
+        if "paired_spconv_over_frugal" in r:
+            d = r["paired_spconv_over_frugal"]
+            print(f"{r['R']:>5} {str(r['ci']) + '>' + str(r['co']):>10} | {d['pairs']:>5} {d['median']:>7.3f} {d['q1']:>7.3f}–{d['q3']:<7.3f}")
 if args.gap:
     print(f"\n{'R':>5} {'Ci>Co':>10} | {'unchecked':>9} {'checked':>9} {'low-level':>9} {'10-bit data':>11} | "
           f"{'spconv':>8} {'10-bit data':>11}")
