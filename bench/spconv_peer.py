@@ -48,16 +48,25 @@ dt = torch.float16 if args.dtype == "f16" else torch.bfloat16
 OUT = os.environ.get("OUT", "/tmp")
 
 
+def burst_ms(f, calls=1):
+    """Per-call ms of `calls` calls issued back to back between two events (then a wait for the GPU)."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(calls):
+        f()
+    e.record(); torch.cuda.synchronize()
+    return s.elapsed_time(e) / calls
+
+
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
 def timed(fn, rep, warm=2):
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(rep):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); fn(); e.record(); torch.cuda.synchronize()
-        ts.append(s.elapsed_time(e))
-    return sorted(ts)[len(ts) // 2]
+    return median([burst_ms(fn) for _ in range(rep)])
 
 
 def timed_pair(fa, fb, rep, warm=2, calls=1):
@@ -69,14 +78,9 @@ def timed_pair(fa, fb, rep, warm=2, calls=1):
     torch.cuda.synchronize()
     ta, tb = [], []
     for _ in range(rep):
-        for f, ts in ((fa, ta), (fb, tb)):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(calls):
-                f()
-            e.record(); torch.cuda.synchronize()
-            ts.append(s.elapsed_time(e) / calls)
-    return sorted(ta)[len(ta) // 2], sorted(tb)[len(tb) // 2]
+        ta.append(burst_ms(fa, calls))
+        tb.append(burst_ms(fb, calls))
+    return median(ta), median(tb)
 
 
 def paired_ratios(fa, fb, seconds, calls):
@@ -86,15 +90,7 @@ def paired_ratios(fa, fb, seconds, calls):
     torch.cuda.synchronize()
     ratios, end = [], time.time() + seconds
     while time.time() < end:
-        pair = []
-        for f in (fa, fb):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(calls):
-                f()
-            e.record(); torch.cuda.synchronize()
-            pair.append(s.elapsed_time(e) / calls)
-        ratios.append(pair[0] / pair[1])
+        ratios.append(burst_ms(fa, calls) / burst_ms(fb, calls))
     ratios.sort()
     q = lambda x: ratios[min(len(ratios) - 1, int(x * len(ratios)))]
     return dict(pairs=len(ratios), median=q(0.5), q1=q(0.25), q3=q(0.75))
@@ -161,7 +157,7 @@ for spec in args.rows.split(","):
         row["frugal_checked_ms"] = timed(lambda: ft.submanifold_conv(feats, nbr, w), args.rep)
         if args.paired > 0:
             row["paired_spconv_over_frugal"] = paired_ratios(lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False),
-                                                             args.paired, max(1, args.back_to_back) if args.back_to_back else 10)
+                                                             args.paired, max(1, args.back_to_back or 10))
         if args.back_to_back > 1:
             row["spconv_b2b_ms"], row["frugal_b2b_ms"] = timed_pair(
                 lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False), args.rep, calls=args.back_to_back)
