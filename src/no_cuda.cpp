@@ -58,6 +58,7 @@ void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
 // ---- sparse conv: wgmma availability (src/cuda/sparse_conv.cu) ----
 namespace frugal::cuda {
 bool spconv_wgmma_available(int) { return false; }
+int64_t spconv_halo_pipe_launches() { return 0; }
 }  // namespace frugal::cuda
 
 // ---- decode attention: calls per f16 main loop (src/cuda/attention.cu) ----

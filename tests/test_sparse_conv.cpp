@@ -599,7 +599,7 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
             std::tuple{K::mma, 128, 0, 0}, std::tuple{K::mma, 256, 0, 0}, std::tuple{K::wgmma, 0, 0, -1},
             std::tuple{K::wgmma, 64, 0, 0}, std::tuple{K::wgmma, 256, 0, 0}, std::tuple{K::wgmma, 64, 256, 0},
             std::tuple{K::wgmma, 128, 256, 0}, std::tuple{K::wgmma, 0, 128, 1}, std::tuple{K::wgmma, 256, 128, 1},
-            std::tuple{K::wgmma, 64, 128, 2}, std::tuple{K::wgmma, 64, 256, 1}}) {
+            std::tuple{K::wgmma, 64, 128, 2}, std::tuple{K::wgmma, 64, 256, 1}, std::tuple{K::wgmma, 64, 128, 4}}) {
         if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
         const bool sorted = kernel == K::mma || kernel == K::wgmma;
         if (sorted && (s.ci % 8 || s.co % 8)) continue;  // the sorted-row kernels' 16-byte copies
@@ -747,22 +747,37 @@ const MmaVariant kMmaVariants[] = {{0, true, 0},   {64, true, 0},   {128, true, 
 constexpr auto kWg = spconv::backend::ConvKernel::wgmma;
 // The wgmma kernels, unsplit: every width, sorted and unsorted rows, 256-row launches, 256-row
 // tiles, the warp-specialized kernel. Bitwise equal among themselves (skipping omits exact zeros).
-const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},         {64, true, 0, kWg},         {128, true, 0, kWg},
-                                     {256, true, 0, kWg},       {0, false, 0, kWg},         {128, true, 256, kWg},
+const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},
+                                     {64, true, 0, kWg},
+                                     {128, true, 0, kWg},
+                                     {256, true, 0, kWg},
+                                     {0, false, 0, kWg},
+                                     {128, true, 256, kWg},
                                      {256, false, 256, kWg},
                                      // 256-row tiles (tile_co 0 takes 256-wide tiles on Co > 128 shapes, and
                                      // 128 rows there), sorted and not, launches of 384 rows (1.5 tiles)
-                                     {64, true, 0, kWg, 1, 256},     {128, true, 0, kWg, 1, 256},
-                                     {0, false, 0, kWg, 1, 256},     {64, true, 384, kWg, 1, 256},
-                                     {64, false, 0, kWg, 1, 256},    {128, false, 384, kWg, 1, 256},
+                                     {64, true, 0, kWg, 1, 256},
+                                     {128, true, 0, kWg, 1, 256},
+                                     {0, false, 0, kWg, 1, 256},
+                                     {64, true, 384, kWg, 1, 256},
+                                     {64, false, 0, kWg, 1, 256},
+                                     {128, false, 384, kWg, 1, 256},
                                      // the warp-specialized kernel: every width, sorted and not, 256-row launches
-                                     {0, true, 0, kWg, 1, 128, 1},   {64, true, 0, kWg, 1, 128, 1},
-                                     {128, false, 0, kWg, 1, 128, 1}, {256, true, 256, kWg, 1, 128, 1},
-                                     {64, false, 384, kWg, 1, 128, 1}, {64, true, 0, kWg, 1, 128, 2},
+                                     {0, true, 0, kWg, 1, 128, 1},
+                                     {64, true, 0, kWg, 1, 128, 1},
+                                     {128, false, 0, kWg, 1, 128, 1},
+                                     {256, true, 256, kWg, 1, 128, 1},
+                                     {64, false, 384, kWg, 1, 128, 1},
+                                     {64, true, 0, kWg, 1, 128, 2},
                                      {64, false, 256, kWg, 1, 128, 2},
                                      // its 256-row tiles: each consumer warpgroup owns two 64-row blocks
-                                     {64, true, 0, kWg, 1, 256, 1},   {128, false, 0, kWg, 1, 256, 1},
-                                     {0, true, 384, kWg, 1, 256, 1}};
+                                     {64, true, 0, kWg, 1, 256, 1},
+                                     {128, false, 0, kWg, 1, 256, 1},
+                                     {0, true, 384, kWg, 1, 256, 1},
+                                     // the pipelined halo kernel (Ci, Co ≤ 64; the warp-specialized kernel elsewhere)
+                                     {64, false, 0, kWg, 1, 128, 4},
+                                     {64, true, 256, kWg, 1, 128, 4},
+                                     {0, false, 384, kWg, 1, 128, 4}};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
 // output is again independent of width, row order, launch size and kernel.
 const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, 3},   {64, true, 0, kWg, 3},
@@ -924,7 +939,7 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   a.kernel = kWg;
   for (int splits : {1, 3})
     for (int rows : {128, 256})
-      for (int ws : {0, 1, 2}) {
+      for (int ws : {0, 1, 2, 4}) {
         a.splits = splits;
         a.tile_rows = rows;
         a.wgmma_ws = static_cast<int8_t>(ws);
@@ -955,6 +970,7 @@ TEST(SpconvCudaWgmma, DefaultOnALargeGrid) {
     const auto got = read_bytes(out);
     EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, 0, 128}), got) << "128-row tiles";
     EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, true, 0, kWg, 0, 256}), got) << "256-row tiles, sorted";
+    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, 1, 128, 4}), got) << "the pipelined halo kernel";
     const auto vals = to_doubles(got, dt);
     for (int64_t row : {int64_t{0}, n / 3, n / 2 + side * side + side + 1, n - 1}) {
       std::vector<double> ref(c), out_row(vals.begin() + row * c, vals.begin() + (row + 1) * c);
@@ -987,7 +1003,8 @@ TEST(SpconvCudaWgmma, WarpSpecializedOnAFewHundredTiles) {
     int64_t c;
     int tile_rows, ws;
   };
-  for (const Form& form : {Form{64, 128, 2}, Form{128, 128, 1}, Form{128, 256, 1}, Form{256, 128, 1}}) {
+  for (const Form& form :
+       {Form{64, 128, 2}, Form{64, 128, 4}, Form{128, 128, 1}, Form{128, 256, 1}, Form{256, 128, 1}}) {
     const int64_t c = form.c;
     SCOPED_TRACE("c=" + std::to_string(c) + " tile_rows=" + std::to_string(form.tile_rows) + " ws=" + std::to_string(form.ws));
     const auto f = rounded(testing::randn(n * c, rng), DType::f16);
@@ -997,6 +1014,97 @@ TEST(SpconvCudaWgmma, WarpSpecializedOnAFewHundredTiles) {
     const auto ws = run_mma(fd, nbr, wd, nullptr, n, {co_tile, false, 0, kWg, 1, form.tile_rows, form.ws});
     const auto plain = run_mma(fd, nbr, wd, nullptr, n, {co_tile, false, 0, kWg, 1, form.tile_rows, 0});
     EXPECT_EQ(ws, plain);
+  }
+}
+
+// A thin sphere shell of about n rows (res³ grid, radius 0.45·res), in the map's order (x, y, z).
+std::vector<int32_t> sphere_shell(int res) {
+  std::vector<int32_t> shell;
+  for (int x = 0; x < res; ++x)
+    for (int y = 0; y < res; ++y)
+      for (int z = 0; z < res; ++z) {
+        const double d = std::sqrt((x - res / 2.0) * (x - res / 2.0) + (y - res / 2.0) * (y - res / 2.0) +
+                                   (z - res / 2.0) * (z - res / 2.0));
+        if (std::abs(d - 0.45 * res) < 0.87) shell.insert(shell.end(), {0, x, y, z});
+      }
+  return shell;
+}
+
+// The pipelined halo kernel on its two paths, bitwise against the warp-specialized kernel and within
+// the tolerance of the CPU: a thin sphere shell in the map's order (every tile's input rows fit its
+// shared memory) and a hand-made map whose entries are random rows (a tile's ~1,600 distinct rows do
+// not: its steps gather row by row), with the neighbors of a third of the rows cleared.
+TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const std::vector<int32_t> shell = sphere_shell(96);
+  const int64_t n_shell = static_cast<int64_t>(shell.size() / 4);
+  const Tensor shell_map = build_kernel_map(coords_tensor(shell), 3, 1);
+  const int64_t n_rand = 3000;
+  std::vector<int32_t> m(27 * n_rand);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_rand - 1));
+  std::bernoulli_distribution absent(0.3);
+  for (int64_t i = 0; i < n_rand; ++i)
+    for (int k = 0; k < 27; ++k)
+      m[k * n_rand + i] = k == 13                     ? static_cast<int32_t>(i)
+                          : absent(rng) || i % 3 == 0 ? static_cast<int32_t>(n_rand)
+                                                      : pick(rng);
+  Tensor rand_map = Tensor::empty({27, n_rand}, DType::i32);
+  std::memcpy(rand_map.data(), m.data(), m.size() * 4);
+  for (const auto& [name, nbr_h, n] :
+       {std::tuple{"shell", shell_map, n_shell}, std::tuple{"random map", rand_map, n_rand}})
+    for (const auto [ci, co] : {std::pair{64, 64}, std::pair{32, 48}, std::pair{8, 64}})
+      for (DType dt : {DType::f16, DType::bf16}) {
+        SCOPED_TRACE(std::string(name) + " " + to_string(dt) + " ci=" + std::to_string(ci) +
+                     " co=" + std::to_string(co));
+        const Tensor fh = make(testing::randn(n * ci, rng), {n, ci}, dt);
+        const Tensor wh = make(testing::randn(27 * ci * co, rng, 1.0f / std::sqrt(27.0f * ci)), {27, ci, co}, dt);
+        const Tensor bh = make(testing::randn(co, rng), {co}, dt);
+        const Tensor nbr_d = nbr_h.to(kGpu), fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
+        const auto halo = run_mma(fd, nbr_d, wd, &bd, n, {64, false, 0, kWg, 1, 128, 4});
+        EXPECT_EQ(halo, run_mma(fd, nbr_d, wd, &bd, n, {64, false, 0, kWg, 1, 128, 1}))
+            << "against the warp-specialized kernel";
+        EXPECT_LE(testing::rel_error(to_doubles(halo, dt), read(submanifold_conv(fh, nbr_h, wh, &bh.view()))),
+                  tolerance(dt));
+      }
+}
+
+// The rule: at 64 channels on a large grid the public call takes the pipelined halo kernel for a
+// shell in the map's order and the two-block kernel for the same rows shuffled (no tile fits its halo
+// then), from the second call on a map (the first one's probe answers without a wait); either way
+// bitwise the two-block kernel's output.
+TEST(SpconvCudaWgmma, PipelinedHaloKernelWhereTheRowsSuitIt) {
+  FRUGAL_SKIP_WITHOUT_WGMMA();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  // ~400 K rows: a large grid (8 blocks of 256 rows a multiprocessor) on GPUs of up to ~190 multiprocessors.
+  const std::vector<int32_t> shell = sphere_shell(300);
+  const int64_t n = static_cast<int64_t>(shell.size() / 4), c = 64;
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int32_t> shuffled(shell.size());
+  for (int64_t i = 0; i < n; ++i) std::copy_n(shell.begin() + 4 * order[i], 4, shuffled.begin() + 4 * i);
+  // Both maps alive at once: the rule remembers its answer per map (address, size).
+  const Tensor ordered_map = build_kernel_map(coords_tensor(shell, kGpu), 3, 1);
+  const Tensor shuffled_map = build_kernel_map(coords_tensor(shuffled, kGpu), 3, 1);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const Tensor fd = make(testing::randn(n * c, rng), {n, c}, dt, kGpu);
+    const Tensor wd = make(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), {27, c, c}, dt, kGpu);
+    const Tensor bd = make(testing::randn(c, rng), {c}, dt, kGpu);
+    for (const auto& [name, nbr, pipe] :
+         {std::tuple{"map order", &ordered_map, true}, std::tuple{"shuffled", &shuffled_map, false}}) {
+      SCOPED_TRACE(std::string(name) + " " + to_string(dt));
+      for (int call = 0; call < 3; ++call) {  // (the checked call and the readback below wait for the probe)
+        const int64_t before = cuda::spconv_halo_pipe_launches();
+        Tensor out = poisoned(n, c, dt, kGpu);
+        submanifold_conv(fd, *nbr, wd, &bd.view(), out);
+        EXPECT_EQ(cuda::spconv_halo_pipe_launches() > before, pipe && (call > 0 || dt != DType::f16))
+            << "call " << call;
+        EXPECT_EQ(read_bytes(out), run_mma(fd, *nbr, wd, &bd, n, {0, false, 0, kWg, 1, 128, 2})) << "call " << call;
+      }
+    }
   }
 }
 

@@ -110,7 +110,9 @@ struct ConvArgs {
   int tile_rows = 0;        // wgmma: rows a block, 128 or (tiles ≤ 128 channels) 256; 0 by size
   int8_t wgmma_ws = -1;     // wgmma: 1 the warp-specialized kernel (a producer warpgroup gathers, two
                             // consumer warpgroups multiply; 128- or 256-row tiles), 2 the same with two blocks a
-                            // multiprocessor (tile_co 64, 128-row tiles), 0 every warp does both, -1 by rule
+                            // multiprocessor (tile_co 64, 128-row tiles), 4 the pipelined halo kernel (Ci, Co ≤
+                            // 64: each tile's input rows loaded once; elsewhere as 1), 0 every warp does both,
+                            // -1 by rule
   int device = 0;   // CUDA device index
 };
 
@@ -152,4 +154,7 @@ spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs& a, S
 int64_t spconv_conv(const spconv::backend::ConvArgs& a, Stream stream);
 // Whether ConvKernel::wgmma runs on this device (sm_90a code loaded for it; false without CUDA).
 bool spconv_wgmma_available(int device);
+// Launches of the pipelined halo conv kernel so far in this process (tests check that the rule
+// picked it, or did not).
+int64_t spconv_halo_pipe_launches();
 }  // namespace frugal::cuda

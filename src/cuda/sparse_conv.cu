@@ -451,6 +451,7 @@ sb::ConvKernel choose_kernel(const sb::ConvArgs& a) {
 }  // namespace
 
 bool spconv_wgmma_available(int device) { return spconv_mma::wgmma_available(device); }
+int64_t spconv_halo_pipe_launches() { return spconv_mma::halo_pipe_launches(); }
 
 int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
   DeviceGuard guard(a.device);

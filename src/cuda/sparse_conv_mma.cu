@@ -121,12 +121,6 @@ struct MmaTile {
   static_assert(THREADS % BM == 0 && BM % 32 == 0, "the prologue gives each thread one row");
 };
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
                                                   const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -381,7 +375,10 @@ bool medium_on_a_large_grid(const sb::ConvArgs& a) {
 }  // namespace
 
 int warp_specialized(const sb::ConvArgs& a) {
-  if (a.wgmma_ws >= 0) return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
+  if (a.wgmma_ws >= 0) {
+    if (a.wgmma_ws == 4) return tile_co(a) == 64 && a.ci <= 64 && a.co <= 64 ? 4 : 1;  // where it serves
+    return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
+  }
   // The H200 (2026-11-29, results file tc5; R = 1024 and 512 shells): 256-wide column tiles (one
   // block a multiprocessor either way) at Ci = Co = 256: 23.7 ms against 27.3 for every warp
   // gathering and multiplying. Ci = Co = 64 on large grids, two blocks a multiprocessor, the map's
@@ -390,6 +387,8 @@ int warp_specialized(const sb::ConvArgs& a) {
   // (10.1 vs 8.7 ms; two blocks do not fit its registers), but on 256-row tiles, where each weight
   // slice serves twice the rows, it wins (results file tc6, rows in the map's order: 8.24 vs 8.63 ms
   // at R = 1024, 2.06 vs 2.22 at R = 512); at 64 channels the 256-row form lost (3.51 vs 3.34).
+  // Where this returns 2, run() takes the pipelined halo kernel (4) instead for each launch whose rows
+  // suit it (halo_pipe_suits: the map's order decides, which only the map can tell).
   if (tile_co(a) == 256) return 1;
   if (a.tile_rows != 2 * kTileRows && narrow_on_a_large_grid(a)) return 2;
   if (a.tile_rows != kTileRows && medium_on_a_large_grid(a)) return 1;  // on 256-row tiles (tile_rows)
@@ -418,7 +417,7 @@ int64_t chunk_rows(const sb::ConvArgs& a) {
 bool sorts(const sb::ConvArgs& a) {
   if (a.sort_rows >= 0) return a.sort_rows != 0;
   if (a.kernel != sb::ConvKernel::wgmma) return true;
-  if (tile_rows(a) == 2 * kTileRows || warp_specialized(a) == 2) return false;  // measured: the map's order
+  if (tile_rows(a) == 2 * kTileRows || warp_specialized(a) >= 2) return false;  // measured: the map's order
   return static_cast<double>(a.n) * a.ci * a.co >= kSortWork;
 }
 
@@ -474,7 +473,12 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
       if constexpr (!std::is_same_v<T, float>) {
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
-          const int ws = warp_specialized(a);
+          int ws = warp_specialized(a);
+          // The two-block kernel by rule at Ci, Co ≤ 64 on a large grid: the pipelined halo kernel
+          // where the launch's rows suit it (H200, R = 1024 shell in the map's order: 2.94 against
+          // 3.35 ms; rows in random order: 1.8 against 0.86, so never there), known from the second
+          // call on a map on.
+          if (ws == 2 && a.wgmma_ws < 0 && !part && !p.perm && halo_pipe_suits(p, a.device, s)) ws = 4;
           if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
           else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);
           else launch_wgmma<T, 256>(p, ws, rows, nsplit, s);

@@ -97,6 +97,15 @@ template <typename T, int BN>
 void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s);
 template <typename T>
 void finish_split(const Params& p, int splits, cudaStream_t s);
+// Whether the rows of launch p suit the pipelined halo kernel (launch_wgmma's ws = 4): at least 3/4 of a
+// sample of its tiles fit the kernel's halo buffer. The first question about a map (device, nbr, n, k
+// and the launch's rows) enqueues a small probe on s whose count comes back without a wait, and
+// answers no; later questions answer from the count once it is in (the last 64 maps are remembered).
+// No probe while s is being captured into a graph. A stale answer (a map rewritten in place) costs
+// time, never correctness: every kernel computes the same sums in the same order.
+bool halo_pipe_suits(const Params& p, int device, cudaStream_t s);
+// Launches of the pipelined halo kernel so far (for the tests of the rule).
+int64_t halo_pipe_launches();
 
 // Runs the conv (a must be supported; for ConvKernel::wgmma also wgmma_available). bad: the
 // checked-map flag or nullptr; workspace: at least workspace_bytes(a) bytes, 16-byte aligned
@@ -104,6 +113,15 @@ void finish_split(const Params& p, int splits, cudaStream_t s);
 void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s);
 
 #if defined(__CUDACC__)
+// Four 8 × 8 b16 matrices from shared memory (lanes 8j .. 8j + 7 give the row addresses of matrix j):
+// the A fragment of an m16n8k16 mma (and of a warp's 16 rows of a register-A wgmma).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
 // ---- the tile's prologue (both wgmma kernels; the mma kernel has its own, loading entry by entry) ----
 // (The mma kernel on this prologue: bitwise the same outputs, but 2–4% slower on its default sorted
 // rows at R = 512, C = 64 and 128, 1–5% faster unsorted; H200, 2026-11-30,

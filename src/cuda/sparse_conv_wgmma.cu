@@ -26,6 +26,8 @@
 // producer warpgroup gathers (and the copy engine brings the weights) while two consumer
 // warpgroups multiply, synchronized by mbarriers; the dispatcher (sparse_conv_mma.cu) picks one by
 // shape, from measurements. Both sum every element in the same order: bitwise equal outputs.
+// A third, kernel_conv_halo_pipe (Ci, Co ≤ 64; its own section below), loads each tile's input rows
+// once instead of gathering them per offset, for rows in the map's order; same sums, same order.
 //
 // Split launches (small grids): blockIdx.y = j of S sums only the offsets [K·j/S, K·(j+1)/S) and
 // writes f32 partials; kernel_finish_split adds them in split order, plus the bias.
@@ -38,8 +40,10 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "cuda/common.cuh"
 #include "cuda/mbarrier.cuh"
@@ -128,6 +132,32 @@ FRUGAL_WGMMA_SS(__half, "f16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", " FRUGAL
                 FRUGAL_ACC32(0), FRUGAL_ACC32(32), FRUGAL_ACC32(64), FRUGAL_ACC32(96))
 FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", " FRUGAL_REGS_2 ", " FRUGAL_REGS_3, 128,
                 129, FRUGAL_ACC32(0), FRUGAL_ACC32(32), FRUGAL_ACC32(64), FRUGAL_ACC32(96))
+// d (64 × 64 f32 over the warpgroup) += A (64 × 16 from registers: each warp's 16 rows as an m16n8k16
+// A fragment, a[0..3]) · B (16 × 64, N-major, descriptor db).
+template <typename T>
+__device__ __forceinline__ void wgmma_rs64(float (&d)[32], const uint32_t (&a)[4], uint64_t db);
+#define FRUGAL_WGMMA_RS(T, TY)                                                                       \
+  template <>                                                                                        \
+  __device__ __forceinline__ void wgmma_rs64<T>(float(&d)[32], const uint32_t(&a)[4], uint64_t db) { \
+    asm volatile(                                                                                    \
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                   \
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" FRUGAL_REGS_0                   \
+        "}, {%32, %33, %34, %35}, "                                                                  \
+        "%36, p, 1, 1, 1;\n}\n"                                                                      \
+        : FRUGAL_ACC32(0)                                                                            \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                      \
+  }
+FRUGAL_WGMMA_RS(__half, "f16")
+FRUGAL_WGMMA_RS(__nv_bfloat16, "bf16")
+#undef FRUGAL_WGMMA_RS
+// Keeps registers an in-flight wgmma reads where they are until the wait that ends it.
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[4][4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
 #undef FRUGAL_WGMMA_SS
 #undef FRUGAL_REGS_0
 #undef FRUGAL_REGS_1
@@ -493,6 +523,412 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 #endif
 }
 
+// ---- the pipelined halo kernel (Ci, Co ≤ 64) --------------------------------------------------------
+// Why: in the map's order a 128-row tile of a shell makes ~2,100 (row, offset) pairs but touches only
+// ~430 distinct input rows, so the gather-per-step kernels bring each input row from L2 ~5 times a
+// tile (the two-block kernel moves ~18 GB through the L2 at R = 1024, C = 64). Here each tile's input
+// rows are loaded once, as three contiguous row ranges (one for each third of the offsets: for a 3×3×3
+// kernel the three planes of the first coordinate; over the shells they hold ~8% more rows than the
+// tile's distinct rows), into a "halo" in shared memory; each warp then reads its 16 rows' A
+// fragments straight from the halo rows with ldmatrix (one row address a lane) and issues register-A
+// wgmmas against the offset's weight slice. bench/results/2026-11-30-spconv-range.md,
+// -spconv-halo2.md and -spconv-pipe-trace.md have the measurements behind each choice below.
+//
+// One persistent block a multiprocessor walks its tiles (blockIdx.x, + gridDim.x, …); the prologue of
+// tile j + 1 runs beside the main loop of tile j, in separate warps, into the other of two halo buffers:
+//   - 4 prologue warps, one thread a tile row: the tile's map slice (fetched into shared memory one
+//     tile ahead by 4-byte cp.async, 27 copies a thread in flight at once), checked without a branch
+//     an entry (K = 27 known at compile time where it is); the offsets the tile has; the three ranges
+//     and each entry's slot; then the first warp copies the ranges' rows with the copy engine (2-D
+//     tensor maps of the features, boxes of 64 rows and then of 8, the 128-byte swizzle: a row's
+//     chunk c lands at chunk c ^ (slot % 8) of its slot, the phase ldmatrix reads with);
+//   - 1 weight warp: the weight slice of each step of each tile, in tile order, through STAGES stages;
+//   - 2 consumer warpgroups: the main loop, then the epilogue, staged in the tile's own halo buffer
+//     (its rows are read by then).
+// Per halo buffer b, three mbarriers: meta (the 128 prologue threads arrive: slots, offsets, rows
+// requested), halo (the rows' copies complete), free (the 8 consumer warps after their epilogue and the
+// weight warp after its last copy of the tile: the buffer may be refilled). A tile whose ranges exceed
+// CAP rows (12% of the R = 1024 shell's tiles in the map's order; every tile of a dense block or of
+// rows in random order) gathers each step's rows into two buffers in its halo buffer's place instead,
+// one step ahead, behind a barrier of the consumers a step: correct but slow (rows in random order:
+// 2.1× the two-block kernel's time), so the dispatcher only picks this kernel where a sample of the
+// map's tiles fits (sparse_conv_mma.cu). Same sums in the same order as every wgmma kernel: bitwise
+// their output.
+struct HaloPipe {
+  static constexpr int BM = kTileRows, BN = 64, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
+  static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = 4, LDC = BN + 8;
+  static constexpr int B_STAGE = BK * BN * 2;
+  static constexpr size_t STAGING = size_t(BM) * LDC * 2;
+  static constexpr size_t SLOTS = size_t(kMaxOffsets) * BM;    // 16-bit entries a buffer
+  static constexpr int ZERO = 8;                               // slots 0–7: a zero atom (slot 0: absent rows)
+  static constexpr size_t BUDGET = 232448 - 2048;              // dynamic shared memory; the static part aside
+  static constexpr size_t MAP = size_t(kMaxOffsets) * BM * 4;  // the prologue's map slice (int32), one tile ahead
+  static constexpr size_t FIXED = 1024 + size_t(STAGES) * B_STAGE + MAP + 2 * SLOTS * 2;
+  static constexpr int CAP = static_cast<int>((BUDGET - FIXED) / 2 / 128 - ZERO) / 8 * 8;
+  static constexpr size_t HALO = size_t(ZERO + CAP) * 128;
+  static constexpr size_t SMEM = FIXED + 2 * HALO;
+  static constexpr size_t NB = size_t(2) * BM * 128;  // a fallback tile's map slice, after its two gather buffers
+  static_assert(NB + size_t(kMaxOffsets) * BM * 4 <= HALO, "the fallback's buffers and map slice fit");
+  static_assert(ZERO + CAP < 65536, "a slot fits 16 bits");
+  static_assert(HALO % 1024 == 0 && FIXED % 1024 == 0, "halo buffers start on 1 KB swizzle atoms");
+  static_assert(STAGING <= HALO, "the epilogue stages in the tile's halo buffer");
+};
+
+#ifdef FRUGAL_WGMMA
+__device__ __forceinline__ void named_barrier_consumers() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(HaloPipe::CONSUMERS) : "memory");
+}
+__device__ __forceinline__ void named_barrier_prologue() {
+  asm volatile("bar.sync 2, %0;\n" ::"n"(HaloPipe::PROLOGUE) : "memory");
+}
+
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+#endif  // FRUGAL_WGMMA
+
+template <typename T>
+__global__ void __launch_bounds__(HaloPipe::THREADS, 1)
+    kernel_conv_halo_pipe(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap fmap,
+                          const __grid_constant__ CUtensorMap fmap64, Params p) {
+#ifdef FRUGAL_WGMMA
+  using H = HaloPipe;
+  constexpr int BM = H::BM, STAGES = H::STAGES, CONSUMERS = H::CONSUMERS, PRO = H::PROLOGUE, CAP = H::CAP,
+                ZERO = H::ZERO;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ int32_t row_s[2][BM];
+  __shared__ int8_t act_s[2][kMaxOffsets];
+  __shared__ int act_count[2], in_halo_s[2], range_lo[2][3], range_hi[2][3];
+  __shared__ uint32_t any_s[2];
+  __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES], meta_s[2], halo_s[2], free_s[2];
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
+  const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(full_s));
+  const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
+  const uint32_t meta0 = static_cast<uint32_t>(__cvta_generic_to_shared(meta_s));
+  const uint32_t halo_bar0 = static_cast<uint32_t>(__cvta_generic_to_shared(halo_s));
+  const uint32_t free0 = static_cast<uint32_t>(__cvta_generic_to_shared(free_s));
+  int32_t* map_s = reinterpret_cast<int32_t*>(smem + STAGES * H::B_STAGE);  // the prologue's map slice
+  uint16_t* slots0 = reinterpret_cast<uint16_t*>(smem + STAGES * H::B_STAGE + H::MAP);
+  unsigned char* halo0 = smem + H::FIXED - 1024;  // buffer b at halo0 + b · HALO; slot s at + 128 s
+  const uint32_t halo_addr0 = sbase + static_cast<uint32_t>(H::FIXED - 1024);
+  const int64_t tiles = (p.rows + BM - 1) / BM;
+  const int tid = threadIdx.x, lane = tid % 32;
+  if (tid == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(full0 + 8 * i, 1);  // + the weight slice's bytes
+      mbar_init(empty0 + 8 * i, CONSUMERS / 32);
+    }
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(meta0 + 8 * b, PRO);
+      mbar_init(halo_bar0 + 8 * b, 1);  // + the rows' bytes
+      mbar_init(free0 + 8 * b, CONSUMERS / 32 + 1);
+    }
+    fence_mbarrier_init();
+  }
+  for (int i = tid; i < 2 * ZERO * 8; i += H::THREADS)  // the zero atoms of both buffers
+    *reinterpret_cast<uint4*>(halo0 + (i / (ZERO * 8)) * H::HALO + (i % (ZERO * 8)) * 16) = make_uint4(0, 0, 0, 0);
+  __syncthreads();
+
+  if (tid >= CONSUMERS + 32) {  // ---- the prologue warps: tile j's map slice, ranges, slots and rows
+    const int pt = tid - CONSUMERS - 32;
+    // Tile t's map slice into map_s: this thread's row, one 4-byte copy an offset (the rows of a warp
+    // are consecutive: 128 bytes a copy instruction), all in flight at once and no register held.
+    auto fetch_map = [&](int64_t t) {
+      const int64_t t0 = t * BM;
+      if (t0 + pt < p.rows) {
+        const int64_t row = p.perm ? __ldg(&p.perm[t0 + pt]) : p.row_begin + t0 + pt;
+        for (int k = 0; k < p.k; ++k)
+          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(
+                           static_cast<uint32_t>(__cvta_generic_to_shared(map_s + k * BM + pt))),
+                       "l"(p.nbr + k * p.n + row)
+                       : "memory");
+      }
+      cp_async_commit();
+    };
+    fetch_map(blockIdx.x);
+    for (int64_t j = 0, t = blockIdx.x; t < tiles; ++j, t += gridDim.x) {
+      const int b = static_cast<int>(j & 1);
+      const uint32_t use = static_cast<uint32_t>(j >> 1);
+      if (j >= 2) mbar_wait(free0 + 8 * b, (use - 1) & 1);
+      if (pt == 0) {
+        any_s[b] = 0;
+        for (int q = 0; q < 3; ++q) range_lo[b][q] = INT32_MAX, range_hi[b][q] = -1;
+      }
+      named_barrier_prologue();
+      const int64_t t0 = t * BM;
+      unsigned char* halo = halo0 + b * H::HALO;
+      int32_t* nb = reinterpret_cast<int32_t*>(halo + H::NB);  // the checked map slice (-1: none)
+      uint32_t any = 0;
+      int lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {-1, -1, -1};
+      const int r = pt;  // this thread's row of the tile
+      const bool live = t0 + r < p.rows;
+      const int64_t row = live ? (p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r) : -1;
+      row_s[b][r] = static_cast<int32_t>(row);
+      int base[3], boxes[3];
+      bool in_halo = true;
+      // The map phase and the slot entries, with the offsets' groups known at compile time where K is
+      // 27 (KC = 27; KC = 0: any K ≤ kMaxOffsets) and no branch per entry.
+      auto phase = [&](auto kc) {
+        constexpr int KC = decltype(kc)::value, KN = KC ? KC : kMaxOffsets;
+        const int kcount = KC ? KC : p.k, per = KC ? (KC + 2) / 3 : (p.k + 2) / 3;
+        const int n32 = static_cast<int>(p.n);  // n < INT32_MAX (checked by the API): the absent mark is an int32
+        int32_t v[KN];
+        cp_async_wait<0>();
+        named_barrier_prologue();  // every thread's copies of the slice have landed
+#pragma unroll
+        for (int k = 0; k < KN; ++k) v[k] = live && k < kcount ? map_s[k * BM + r] : n32;
+        int badk = kMaxOffsets;
+#pragma unroll
+        for (int k = 0; k < KN; ++k) {
+          const bool ok = static_cast<unsigned>(v[k]) < static_cast<unsigned>(n32);
+          badk = !ok && v[k] != n32 ? min(badk, k) : badk;
+          v[k] = ok ? v[k] : -1;
+          any |= static_cast<uint32_t>(ok) << k;
+          const int g = (k >= per) + (k >= 2 * per);
+#pragma unroll
+          for (int q = 0; q < 3; ++q)
+            if (g == q) lo[q] = min(lo[q], ok ? v[k] : INT32_MAX), hi[q] = max(hi[q], v[k]);
+        }
+        if (badk < kMaxOffsets && p.bad) atomicMin(p.bad, static_cast<unsigned long long>(badk * p.n + row));
+        any = __reduce_or_sync(0xffffffffu, any);
+#pragma unroll
+        for (int q = 0; q < 3; ++q)
+          lo[q] = __reduce_min_sync(0xffffffffu, lo[q]), hi[q] = __reduce_max_sync(0xffffffffu, hi[q]);
+        if (lane == 0) {
+          atomicOr(&any_s[b], any);
+          for (int q = 0; q < 3; ++q) atomicMin(&range_lo[b][q], lo[q]), atomicMax(&range_hi[b][q], hi[q]);
+        }
+        named_barrier_prologue();
+        if (t + gridDim.x < tiles) fetch_map(t + gridDim.x);  // every thread has read this slice (the barrier above)
+        int slot_end = ZERO;  // range q: rows lo[q] … at slots base[q] …, boxes[q] copies of 8 rows
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {
+          lo[q] = range_lo[b][q];
+          const int64_t width = range_hi[b][q] >= lo[q] ? int64_t{range_hi[b][q]} - lo[q] + 1 : 0;
+          base[q] = slot_end;
+          boxes[q] = static_cast<int>(min((width + 7) / 8, int64_t{CAP / 8 + 1}));
+          in_halo = in_halo && slot_end + 8 * boxes[q] <= ZERO + CAP;
+          slot_end = min(slot_end + 8 * boxes[q], ZERO + CAP + 8);
+        }
+        if (in_halo) {  // the slot entries: slot of row v in group g = v + (base[g] − lo[g]); 0 for none
+          uint16_t* slot = slots0 + b * H::SLOTS;
+          const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};
+#pragma unroll
+          for (int k = 0; k < KN; ++k) {
+            if (k >= kcount) break;
+            const int g = (k >= per) + (k >= 2 * per);
+            const int dg = g == 0 ? d[0] : (g == 1 ? d[1] : d[2]);
+            slot[k * BM + r] = static_cast<uint16_t>(v[k] >= 0 ? v[k] + dg : 0);
+          }
+          if (pt < 8)
+            *reinterpret_cast<uint4*>(halo + 16 * pt) =
+                make_uint4(0, 0, 0, 0);  // slot 0 (a fallback's gathers overwrite it)
+        } else {                         // the map slice, for the consumers' gathers
+#pragma unroll
+          for (int k = 0; k < KN; ++k) {
+            if (k >= kcount) break;
+            nb[k * BM + r] = v[k];
+          }
+        }
+      };
+      if (p.k == 27)
+        phase(std::integral_constant<int, 27>{});
+      else
+        phase(std::integral_constant<int, 0>{});
+      fence_proxy_async();  // this thread's writes into the buffer (the map slice) before the copies there
+      named_barrier_prologue();
+      if (pt < 32) {  // the first prologue warp: the offsets, and the rows' copies (a box a lane in turn)
+        const uint32_t bar = halo_bar0 + 8 * b;
+        if (pt == 0) {
+          const uint32_t all = any_s[b];
+          int c = 0;
+          for (int k = 0; k < p.k; ++k)
+            if (all >> k & 1u) act_s[b][c++] = static_cast<int8_t>(k);
+          act_count[b] = c;
+          in_halo_s[b] = in_halo;
+          if (in_halo)
+            mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
+          else
+            mbar_arrive(bar);
+        }
+        __syncwarp();
+        // Range q's boxes: boxes[q] / 8 of 64 rows, then the rest in boxes of 8 rows (the same slots).
+        if (in_halo)
+#pragma unroll
+          for (int q = 0; q < 3; ++q) {
+            const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
+            for (int x = pt; x < ops; x += 32) {
+              const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
+              tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
+                          x < big ? &fmap64 : &fmap, 0, lo[q] + first, bar);
+            }
+          }
+      }
+      mbar_arrive(meta0 + 8 * b);
+    }
+  } else if (tid >= CONSUMERS) {  // ---- the weight warp: each step's slice, in tile order
+    if (lane == 0) {
+      uint32_t g = 0;
+      for (int64_t j = 0, t = blockIdx.x; t < tiles; ++j, t += gridDim.x) {
+        const int b = static_cast<int>(j & 1);
+        mbar_wait(meta0 + 8 * b, static_cast<uint32_t>(j >> 1) & 1);
+        const int steps = act_count[b];
+        for (int s = 0; s < steps; ++s, ++g) {
+          const uint32_t st = g % STAGES;
+          if (g >= STAGES) mbar_wait(empty0 + 8 * st, (g / STAGES - 1) & 1);
+          mbar_arrive_expect_tx(full0 + 8 * st, H::B_STAGE);
+          tma_load_3d(sbase + st * H::B_STAGE, &wmap, 0, 0, act_s[b][s], full0 + 8 * st);
+        }
+        mbar_arrive(free0 + 8 * b);
+      }
+    }
+    __syncwarp();
+  } else {  // ---- the consumers
+    const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
+    const T* feats = static_cast<const T*>(p.feats);
+    const T* bias = static_cast<const T*>(p.bias);
+    uint32_t g = 0;  // steps of the earlier tiles: the weight ring's position
+    for (int64_t j = 0, t = blockIdx.x; t < tiles; ++j, t += gridDim.x) {
+      const int b = static_cast<int>(j & 1);
+      const uint32_t parity = static_cast<uint32_t>(j >> 1) & 1;
+      mbar_wait(meta0 + 8 * b, parity);
+      const int steps = act_count[b];
+      const bool in_halo = in_halo_s[b];
+      const int8_t* act = act_s[b];
+      unsigned char* halo = halo0 + b * H::HALO;
+      const uint16_t* slot = slots0 + b * H::SLOTS;
+      const int32_t* nb = reinterpret_cast<const int32_t*>(halo + H::NB);
+      mbar_wait(halo_bar0 + 8 * b, parity);
+      float acc[H::BN / 2];
+#pragma unroll
+      for (int i = 0; i < H::BN / 2; ++i) acc[i] = 0.0f;
+      auto gather = [&](int s) {  // the fallback: step s's rows into buffer s % 2
+        const int32_t* nb_k = nb + act[s] * BM;
+        unsigned char* buf = halo + (s & 1) * BM * 128;
+#pragma unroll
+        for (int q = 0; q < BM * 8 / CONSUMERS; ++q) {
+          const int jj = tid + CONSUMERS * q, r = jj / 8, c = jj % 8;
+          const int32_t m = nb_k[r];
+          const bool ok = m >= 0 && c * 8 < p.ci;
+          cp_async16(buf + r * 128 + ((c ^ (r & 7)) << 4), ok ? feats + static_cast<int64_t>(m) * p.ci + c * 8 : feats,
+                     ok ? 16 : 0);
+        }
+        cp_async_commit();
+      };
+      int e_next = in_halo && steps > 0 ? slot[act[0] * BM + lrow] : 0;
+      auto load_a = [&](uint32_t(&f)[4][4], int s) {
+        const unsigned char* row;
+        int phase;
+        if (in_halo) {
+          // The slot entry was read one step earlier (its two dependent shared loads, act[] then the
+          // entry, off the path to this step's ldmatrix); read the next step's now.
+          const int e = e_next;
+          if (s + 1 < steps) e_next = slot[act[s + 1] * BM + lrow];
+          row = halo + e * 128, phase = e & 7;
+        } else {
+          cp_async_wait<0>();
+          named_barrier_consumers();
+          if (s + 1 < steps) gather(s + 1);
+          row = halo + (s & 1) * BM * 128 + lrow * 128, phase = lrow & 7;
+        }
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(f[kk], row + (((kk * 2 + half) ^ phase) << 4));
+      };
+      auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&next)[4][4]) {
+        const uint32_t gs = g + s, st = gs % STAGES;
+        mbar_wait(full0 + 8 * st, (gs / STAGES) & 1);
+        wgmma_fence();
+        fence_acc(acc);
+        fence_regs(cur);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          wgmma_rs64<T>(acc, cur[kk], smem_desc(sbase + st * H::B_STAGE + kk * 2048, 8192, 1024));
+        fence_acc(acc);
+        wgmma_commit();
+        wgmma_wait<1>();
+        fence_acc(acc);
+        fence_regs(next);
+        if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((gs - 1) % STAGES));
+        if (s + 1 < steps) load_a(next, s + 1);
+      };
+      uint32_t a0[4][4], a1[4][4];
+      if (!in_halo && steps > 0) gather(0);
+      if (steps > 0) load_a(a0, 0);
+      for (int s = 0; s < steps; s += 2) {
+        step(s, a0, a1);
+        if (s + 1 < steps) step(s + 1, a1, a0);
+      }
+      wgmma_wait<0>();
+      fence_acc(acc);
+      fence_regs(a0);
+      fence_regs(a1);
+      if (steps > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g + steps - 1) % STAGES));
+      g += steps;
+      // The epilogue: bias, round, stage (after every consumer has stored the previous tile), store.
+      T* cs = reinterpret_cast<T*>(halo);  // this tile's buffer: its rows are read (the barrier below)
+      named_barrier_consumers();
+      const int first = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
+#pragma unroll
+      for (int jj = 0; jj < H::BN / 2; jj += 4) {
+        const int col = (jj / 4) * 8 + (lane % 4) * 2;
+        float b0 = 0.0f, b1 = 0.0f;
+        if (bias && col < p.co) b0 = to_f32(bias[col]), b1 = to_f32(bias[col + 1]);
+        store_pair(cs + first * H::LDC + col, acc[jj] + b0, acc[jj + 1] + b1);
+        store_pair(cs + (first + 8) * H::LDC + col, acc[jj + 2] + b0, acc[jj + 3] + b1);
+      }
+      named_barrier_consumers();
+      store_staged_tile<T, BM, H::BN, H::LDC, CONSUMERS>(p, cs, row_s[b], 0);
+      fence_proxy_async();  // this thread's accesses to the buffer (a fallback's gathers) before later copies there
+      __syncwarp();
+      if (lane == 0) mbar_arrive(free0 + 8 * b);
+    }
+  }
+#else
+  __trap();  // never launched: wgmma_available() is false where this code is loaded
+#endif
+}
+
+// ---- which rows suit the pipelined halo kernel ----------------------------------------------------
+// Block b looks at tile ⌊b · tiles / gridDim.x⌋ of the launch's rows (one thread a row) and counts it
+// in *fits when its three row ranges fit a halo buffer: the decision the kernel's prologue makes.
+__global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, unsigned* fits) {
+  __shared__ int lo_s[3], hi_s[3];
+  const int r = threadIdx.x, lane = r % 32, per = (p.k + 2) / 3;
+  const int64_t tiles = (p.rows + kTileRows - 1) / kTileRows, t0 = blockIdx.x * tiles / gridDim.x * kTileRows;
+  if (r < 3) lo_s[r] = INT32_MAX, hi_s[r] = -1;
+  __syncthreads();
+  int lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {-1, -1, -1};
+  if (t0 + r < p.rows)
+    for (int k = 0; k < p.k; ++k) {
+      const int32_t v = __ldg(&p.nbr[k * p.n + p.row_begin + t0 + r]);
+      const bool ok = v >= 0 && v < p.n;
+      const int g = (k >= per) + (k >= 2 * per);
+#pragma unroll
+      for (int q = 0; q < 3; ++q)
+        if (ok && g == q) lo[q] = min(lo[q], v), hi[q] = max(hi[q], v);
+    }
+#pragma unroll
+  for (int q = 0; q < 3; ++q) {
+    lo[q] = __reduce_min_sync(0xffffffffu, lo[q]);
+    hi[q] = __reduce_max_sync(0xffffffffu, hi[q]);
+    if (lane == 0) atomicMin(&lo_s[q], lo[q]), atomicMax(&hi_s[q], hi[q]);
+  }
+  __syncthreads();
+  if (r == 0) {
+    int64_t rows = 0;  // the halo's rows: each range rounded up to whole boxes of 8
+    for (int q = 0; q < 3; ++q) rows += hi_s[q] >= lo_s[q] ? (int64_t{hi_s[q]} - lo_s[q] + 8) / 8 * 8 : 0;
+    if (rows <= HaloPipe::CAP) atomicAdd(fits, 1u);
+  }
+}
+
+std::atomic<int64_t> g_halo_pipe_launches{0};
+
 // out[row_begin + r, c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
 template <typename T>
 __global__ void kernel_finish_split(Params p, int splits) {
@@ -563,8 +999,7 @@ void launch_tile(Fn* fn, const Params& p, int splits, cudaStream_t s, const Lead
 // swizzle: a box lands exactly as the B tile's 8 KB of one 64-channel group (the layout the wgmma
 // descriptors read); rows past Ci and channels past Co are filled with zeros. False where the driver
 // has no encoder.
-template <typename T>
-bool weight_map(const Params& p, CUtensorMap* map) {
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -574,6 +1009,12 @@ bool weight_map(const Params& p, CUtensorMap* map) {
     (void)cudaGetLastError();
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
+  return encode;
+}
+
+template <typename T>
+bool weight_map(const Params& p, CUtensorMap* map) {
+  const auto encode = tensor_map_encoder();
   if (!encode) return false;
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.co), static_cast<cuuint64_t>(p.ci), static_cast<cuuint64_t>(p.k)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(p.co) * sizeof(T), static_cast<cuuint64_t>(p.ci) * p.co * sizeof(T)};
@@ -581,6 +1022,22 @@ bool weight_map(const Params& p, CUtensorMap* map) {
   const auto type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   return encode(map, type, 3, const_cast<void*>(p.weight), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The features [N, Ci] as a 2-D tensor map (Ci fastest) of boxes of `rows` rows × 64 channels with the
+// 128-byte swizzle (channels past Ci and rows past N filled with zeros): the pipelined halo kernel's row
+// copies (boxes of 64 rows, and of 8 for the rest of a range).
+template <typename T>
+bool feature_map(const Params& p, CUtensorMap* map, cuuint32_t rows = 8) {
+  const auto encode = tensor_map_encoder();
+  if (!encode) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.ci), static_cast<cuuint64_t>(p.n)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.ci) * sizeof(T)};
+  const cuuint32_t box[2] = {64, rows}, unit[2] = {1, 1};
+  const auto type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, type, 2, const_cast<void*>(p.feats), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <typename T, int BN>
@@ -599,7 +1056,22 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
   }
   if (tma) {
     if constexpr (BN == 64) {
-      if (ws == 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
+      CUtensorMap fmap, fmap64;
+      if (ws == 4 && !p.part && p.ci <= 64 && p.co <= 64 && feature_map<T>(p, &fmap) &&
+          feature_map<T>(p, &fmap64, 64)) {
+        int device = 0;
+        FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
+        const int sms = multiprocessor_count(device);
+        const int64_t tiles = ceil_div<int64_t>(p.rows, HaloPipe::BM);
+        allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_halo_pipe<T>), static_cast<int>(HaloPipe::SMEM));
+        kernel_conv_halo_pipe<T>
+            <<<static_cast<unsigned>(std::min<int64_t>(tiles, sms)), HaloPipe::THREADS, HaloPipe::SMEM, s>>>(map, fmap,
+                                                                                                             fmap64, p);
+        FRUGAL_CUDA_CHECK_LAUNCH();
+        ++g_halo_pipe_launches;
+        return;
+      }
+      if (ws >= 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
     }
     return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, map);
   }
@@ -622,5 +1094,75 @@ template void launch_wgmma<__half, 256>(const Params&, int, int, int, cudaStream
 template void launch_wgmma<__nv_bfloat16, 64>(const Params&, int, int, int, cudaStream_t);
 template void launch_wgmma<__nv_bfloat16, 128>(const Params&, int, int, int, cudaStream_t);
 template void launch_wgmma<__nv_bfloat16, 256>(const Params&, int, int, int, cudaStream_t);
+
+int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
+
+bool halo_pipe_suits(const Params& p, int device, cudaStream_t s) {
+  // Up to 256 tiles spread over the launch, at least 3/4 of them fitting: on the H200 the kernel beat
+  // the two-block kernel with 88% of the tiles fitting (the R = 1024 shell, map order: 2.94 against
+  // 3.35 ms) and lost 2.1× with none (rows in random order); bench/results/2026-11-30-spconv-pipe-trace.md.
+  constexpr int kSamples = 256, kMaps = 64;
+  constexpr double kMinShare = 0.75;
+  struct Probe {
+    int device;
+    const void* nbr;
+    int64_t n, row_begin, rows;
+    int k;
+    unsigned samples;
+    int slot;                    // its count's place in `counts`
+    cudaEvent_t done = nullptr;  // completes when the count has landed there
+    int answer = -1;             // -1 not known yet, else 0 or 1
+  };
+  static std::mutex mutex;
+  static std::vector<Probe> probes;   // the last kMaps launches asked about, oldest first
+  static unsigned* counts = nullptr;  // pinned host memory, kMaps counts (kept for the process)
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (Probe& e : probes) {
+    if (e.device != device || e.nbr != p.nbr || e.n != p.n || e.row_begin != p.row_begin || e.rows != p.rows ||
+        e.k != p.k)
+      continue;
+    if (e.answer < 0) {
+      const cudaError_t q = cudaEventQuery(e.done);
+      if (q == cudaErrorNotReady) return false;  // the two-block kernel until the count is in
+      FRUGAL_CUDA_CHECK(q);
+      e.answer = counts[e.slot] >= kMinShare * e.samples;
+      FRUGAL_CUDA_CHECK(cudaEventDestroy(e.done));
+      e.done = nullptr;
+    }
+    return e.answer == 1;
+  }
+  // A new map: the probe runs behind this launch's work and its count comes back asynchronously; this
+  // launch and those before the count is in take the two-block kernel. Not while the stream is being
+  // captured into a graph (the probe's copy to host memory would become part of the graph).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (capture != cudaStreamCaptureStatusNone) return false;
+  if (!counts) FRUGAL_CUDA_CHECK(cudaMallocHost(&counts, kMaps * sizeof(unsigned)));
+  int slot = static_cast<int>(probes.size());
+  if (probes.size() == kMaps) {  // the oldest makes room (waits for its count only if it is still out)
+    Probe& old = probes.front();
+    if (old.done) {
+      FRUGAL_CUDA_CHECK(cudaEventSynchronize(old.done));
+      FRUGAL_CUDA_CHECK(cudaEventDestroy(old.done));
+    }
+    slot = old.slot;
+    probes.erase(probes.begin());
+  }
+  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k};
+  e.samples = static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(p.rows, kTileRows), kSamples));
+  e.slot = slot;
+  Scratch count(sizeof(unsigned), s);
+  FRUGAL_CUDA_CHECK(cudaMemsetAsync(count.as<unsigned>(), 0, sizeof(unsigned), s));
+  kernel_halo_probe<<<e.samples, kTileRows, 0, s>>>(p, count.as<unsigned>());
+  FRUGAL_CUDA_CHECK_LAUNCH();
+  FRUGAL_CUDA_CHECK(cudaMemcpyAsync(counts + slot, count.as<unsigned>(), sizeof(unsigned), cudaMemcpyDeviceToHost, s));
+  FRUGAL_CUDA_CHECK(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming));
+  FRUGAL_CUDA_CHECK(cudaEventRecord(e.done, s));
+  probes.push_back(e);
+  return false;
+}
 
 }  // namespace frugal::cuda::spconv_mma
