@@ -1017,7 +1017,7 @@ TEST(SpconvCudaWgmma, WarpSpecializedOnAFewHundredTiles) {
   }
 }
 
-// A thin sphere shell of about n rows (res³ grid, radius 0.45·res), in the map's order (x, y, z).
+// A thin sphere shell (the voxels of a res³ grid within 0.87 of radius 0.45·res), in the map's order (x, y, z).
 std::vector<int32_t> sphere_shell(int res) {
   std::vector<int32_t> shell;
   for (int x = 0; x < res; ++x)

@@ -244,6 +244,27 @@ struct WgTile {
 // the producers) only help store. Split: the f32 partial of this block, no bias, at [split, row -
 // row_begin, channel]. Else bias, round, stage the tile in shared memory (the stages, which the
 // caller has made free with a barrier), then one 16-byte store per 8 channels of a row.
+// This thread's accumulators (first: its block 0's first row) plus the bias, rounded to T, into the
+// staging tile cs (BM rows of BN + 8 elements).
+template <typename T, int BN, int MB>
+__device__ __forceinline__ void stage_acc(const Params& p, const float (&acc)[MB * BN / 2], int co0, int first,
+                                          int lane, T* cs) {
+  constexpr int R = BN / 2, LDC = BN + 8;
+  const T* bias = static_cast<const T*>(p.bias);
+#pragma unroll
+  for (int j = 0; j < R; j += 4) {
+    const int col = (j / 4) * 8 + (lane % 4) * 2;
+    float b0 = 0.0f, b1 = 0.0f;
+    if (bias && co0 + col < p.co) b0 = to_f32(bias[co0 + col]), b1 = to_f32(bias[co0 + col + 1]);  // co % 8 == 0
+#pragma unroll
+    for (int b = 0; b < MB; ++b) {
+      const int r0 = first + 64 * b;
+      store_pair(cs + r0 * LDC + col, acc[b * R + j] + b0, acc[b * R + j + 1] + b1);
+      store_pair(cs + (r0 + 8) * LDC + col, acc[b * R + j + 2] + b0, acc[b * R + j + 3] + b1);
+    }
+  }
+}
+
 template <typename T, int BM, int BN, int THREADS, int MB = 1>
 __device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[MB * BN / 2], bool has_acc, int co0,
                                               const int32_t* row_s, unsigned char* smem) {
@@ -270,21 +291,7 @@ __device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc
     return;
   }
   T* cs = reinterpret_cast<T*>(smem);
-  const T* bias = static_cast<const T*>(p.bias);
-  if (has_acc) {
-#pragma unroll
-    for (int j = 0; j < R; j += 4) {
-      const int col = (j / 4) * 8 + (lane % 4) * 2;
-      float b0 = 0.0f, b1 = 0.0f;
-      if (bias && co0 + col < p.co) b0 = to_f32(bias[co0 + col]), b1 = to_f32(bias[co0 + col + 1]);  // co % 8 == 0
-#pragma unroll
-      for (int b = 0; b < MB; ++b) {
-        const int r0 = first + 64 * b;
-        store_pair(cs + r0 * LDC + col, acc[b * R + j] + b0, acc[b * R + j + 1] + b1);
-        store_pair(cs + (r0 + 8) * LDC + col, acc[b * R + j + 2] + b0, acc[b * R + j + 3] + b1);
-      }
-    }
-  }
+  if (has_acc) stage_acc<T, BN, MB>(p, acc, co0, first, lane, cs);
   __syncthreads();
   store_staged_tile<T, BM, BN, LDC, THREADS>(p, cs, row_s, co0);
 }
@@ -574,6 +581,14 @@ struct HaloPipe {
   static_assert(STAGING <= HALO, "the epilogue stages in the tile's halo buffer");
 };
 
+// The third of the offsets offset k belongs to (per = ⌈K / 3⌉): the halo range its neighbors come from.
+__device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) + (k >= 2 * per); }
+// Slots (rows) the range [lo, hi] takes in a halo buffer: whole boxes of 8 rows, 0 when empty (hi < lo),
+// capped at CAP + 8 (past any fit). A tile fits when its three ranges together take at most CAP.
+__device__ __forceinline__ int halo_slots(int lo, int hi) {
+  return hi >= lo ? static_cast<int>(min((int64_t{hi} - lo + 8) / 8 * 8, int64_t{HaloPipe::CAP + 8})) : 0;
+}
+
 #ifdef FRUGAL_WGMMA
 __device__ __forceinline__ void named_barrier_consumers() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(HaloPipe::CONSUMERS) : "memory");
@@ -671,7 +686,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       const int64_t row = live ? (p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r) : -1;
       row_s[b][r] = static_cast<int32_t>(row);
       int base[3], boxes[3];
-      bool in_halo = true;
+      bool in_halo = false;
       // The map phase and the slot entries, with the offsets' groups known at compile time where K is
       // 27 (KC = 27; KC = 0: any K ≤ kMaxOffsets) and no branch per entry.
       auto phase = [&](auto kc) {
@@ -690,7 +705,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
           badk = !ok && v[k] != n32 ? min(badk, k) : badk;
           v[k] = ok ? v[k] : -1;
           any |= static_cast<uint32_t>(ok) << k;
-          const int g = (k >= per) + (k >= 2 * per);
+          const int g = offset_third(k, per);
 #pragma unroll
           for (int q = 0; q < 3; ++q)
             if (g == q) lo[q] = min(lo[q], ok ? v[k] : INT32_MAX), hi[q] = max(hi[q], v[k]);
@@ -710,19 +725,18 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
           lo[q] = range_lo[b][q];
-          const int64_t width = range_hi[b][q] >= lo[q] ? int64_t{range_hi[b][q]} - lo[q] + 1 : 0;
           base[q] = slot_end;
-          boxes[q] = static_cast<int>(min((width + 7) / 8, int64_t{CAP / 8 + 1}));
-          in_halo = in_halo && slot_end + 8 * boxes[q] <= ZERO + CAP;
-          slot_end = min(slot_end + 8 * boxes[q], ZERO + CAP + 8);
+          boxes[q] = halo_slots(lo[q], range_hi[b][q]) / 8;
+          slot_end += 8 * boxes[q];
         }
+        in_halo = slot_end <= ZERO + CAP;
         if (in_halo) {  // the slot entries: slot of row v in group g = v + (base[g] − lo[g]); 0 for none
           uint16_t* slot = slots0 + b * H::SLOTS;
           const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};
 #pragma unroll
           for (int k = 0; k < KN; ++k) {
             if (k >= kcount) break;
-            const int g = (k >= per) + (k >= 2 * per);
+            const int g = offset_third(k, per);
             const int dg = g == 0 ? d[0] : (g == 1 ? d[1] : d[2]);
             slot[k * BM + r] = static_cast<uint16_t>(v[k] >= 0 ? v[k] + dg : 0);
           }
@@ -792,7 +806,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
   } else {  // ---- the consumers
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
     const T* feats = static_cast<const T*>(p.feats);
-    const T* bias = static_cast<const T*>(p.bias);
+    const int a_c = tid % 8, a_r = tid / 8, a_dst = a_r * 128 + ((a_c ^ (a_r & 7)) << 4);  // the fallback's copies
     uint32_t g = 0;  // steps of the earlier tiles: the weight ring's position
     for (int64_t j = 0, t = blockIdx.x; t < tiles; ++j, t += gridDim.x) {
       const int b = static_cast<int>(j & 1);
@@ -809,16 +823,8 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
 #pragma unroll
       for (int i = 0; i < H::BN / 2; ++i) acc[i] = 0.0f;
       auto gather = [&](int s) {  // the fallback: step s's rows into buffer s % 2
-        const int32_t* nb_k = nb + act[s] * BM;
-        unsigned char* buf = halo + (s & 1) * BM * 128;
-#pragma unroll
-        for (int q = 0; q < BM * 8 / CONSUMERS; ++q) {
-          const int jj = tid + CONSUMERS * q, r = jj / 8, c = jj % 8;
-          const int32_t m = nb_k[r];
-          const bool ok = m >= 0 && c * 8 < p.ci;
-          cp_async16(buf + r * 128 + ((c ^ (r & 7)) << 4), ok ? feats + static_cast<int64_t>(m) * p.ci + c * 8 : feats,
-                     ok ? 16 : 0);
-        }
+        gather_a<T, BM * 8 / CONSUMERS, CONSUMERS / 8>(halo + (s & 1) * BM * 128 + a_dst, nb + act[s] * BM, feats, p.ci,
+                                                       0, a_c, a_r);
         cp_async_commit();
       };
       int e_next = in_halo && steps > 0 ? slot[act[0] * BM + lrow] : 0;
@@ -873,15 +879,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       // The epilogue: bias, round, stage (after every consumer has stored the previous tile), store.
       T* cs = reinterpret_cast<T*>(halo);  // this tile's buffer: its rows are read (the barrier below)
       named_barrier_consumers();
-      const int first = (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
-#pragma unroll
-      for (int jj = 0; jj < H::BN / 2; jj += 4) {
-        const int col = (jj / 4) * 8 + (lane % 4) * 2;
-        float b0 = 0.0f, b1 = 0.0f;
-        if (bias && col < p.co) b0 = to_f32(bias[col]), b1 = to_f32(bias[col + 1]);
-        store_pair(cs + first * H::LDC + col, acc[jj] + b0, acc[jj + 1] + b1);
-        store_pair(cs + (first + 8) * H::LDC + col, acc[jj + 2] + b0, acc[jj + 3] + b1);
-      }
+      stage_acc<T, H::BN, 1>(p, acc, 0, (warp / 4) * 64 + (warp % 4) * 16 + lane / 4, lane, cs);
       named_barrier_consumers();
       store_staged_tile<T, BM, H::BN, H::LDC, CONSUMERS>(p, cs, row_s[b], 0);
       fence_proxy_async();  // this thread's accesses to the buffer (a fallback's gathers) before later copies there
@@ -908,7 +906,7 @@ __global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, unsigne
     for (int k = 0; k < p.k; ++k) {
       const int32_t v = __ldg(&p.nbr[k * p.n + p.row_begin + t0 + r]);
       const bool ok = v >= 0 && v < p.n;
-      const int g = (k >= per) + (k >= 2 * per);
+      const int g = offset_third(k, per);
 #pragma unroll
       for (int q = 0; q < 3; ++q)
         if (ok && g == q) lo[q] = min(lo[q], v), hi[q] = max(hi[q], v);
@@ -920,11 +918,9 @@ __global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, unsigne
     if (lane == 0) atomicMin(&lo_s[q], lo[q]), atomicMax(&hi_s[q], hi[q]);
   }
   __syncthreads();
-  if (r == 0) {
-    int64_t rows = 0;  // the halo's rows: each range rounded up to whole boxes of 8
-    for (int q = 0; q < 3; ++q) rows += hi_s[q] >= lo_s[q] ? (int64_t{hi_s[q]} - lo_s[q] + 8) / 8 * 8 : 0;
-    if (rows <= HaloPipe::CAP) atomicAdd(fits, 1u);
-  }
+  if (r == 0 &&
+      halo_slots(lo_s[0], hi_s[0]) + halo_slots(lo_s[1], hi_s[1]) + halo_slots(lo_s[2], hi_s[2]) <= HaloPipe::CAP)
+    atomicAdd(fits, 1u);
 }
 
 std::atomic<int64_t> g_halo_pipe_launches{0};
