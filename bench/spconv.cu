@@ -354,7 +354,8 @@ int main(int argc, char** argv) {
         .write(reinterpret_cast<const char*>(out_s.data()), out_s.size() * 2);
 
     // What the default (checked) call allocates: the flag's 256 bytes, plus the sorted-row kernel's
-    // row order (and the wgmma kernel's f32 partials when it splits).
+    // row order (and the wgmma kernel's f32 partials when it splits, the pipelined halo kernel's
+    // hand-off list where it may run).
     spconv::backend::ConvArgs d = a;
     d.kernel = wg ? K::wgmma : K::mma;
     d.tile_co = 0;

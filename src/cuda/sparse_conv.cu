@@ -469,12 +469,13 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
                                             << ", Ci and Co multiples of 8 and 16-byte aligned tensors, got K = "
                                             << a.k << ", Ci = " << a.ci << ", Co = " << a.co);
   // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the sorted-row kernels'
-  // row order (4 bytes a row of one chunk) and, for a split wgmma launch, its f32 partials.
+  // (spconv_mma::workspace_bytes: the row order, a split wgmma launch's f32 partials, the pipelined
+  // halo kernel's hand-off list).
   constexpr size_t kFlagBytes = 256;
   sb::ConvArgs b = a;  // what the sorted-row kernels see: the chosen kernel
   b.kernel = kernel;
-  const size_t order_bytes = sorted ? spconv_mma::workspace_bytes(b) : 0;
-  const size_t ws_bytes = (a.check ? kFlagBytes : 0) + order_bytes;
+  const size_t mma_bytes = sorted ? spconv_mma::workspace_bytes(b) : 0;
+  const size_t ws_bytes = (a.check ? kFlagBytes : 0) + mma_bytes;
   unsigned long long host_bad = kNone;
   {
     std::optional<Scratch> ws;
@@ -484,7 +485,7 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
       FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.bad, 0xff, sizeof(unsigned long long), s));
     }
     if (sorted) {
-      spconv_mma::run(b, p.bad, order_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
+      spconv_mma::run(b, p.bad, mma_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
     } else {
       const bool vec =
           a.ci % 8 == 0 && a.co % 8 == 0 && is_aligned(a.feats, 16) && is_aligned(a.weight, 16) && is_aligned(a.out, 16);

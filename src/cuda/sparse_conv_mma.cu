@@ -440,10 +440,20 @@ size_t order_bytes(const sb::ConvArgs& a) {
   return sorts(a) ? (static_cast<size_t>(chunk_rows(a)) * sizeof(int32_t) + 15) / 16 * 16 : 0;
 }
 
-size_t workspace_bytes(const sb::ConvArgs& a) {
+// The f32 partials of a split launch.
+size_t part_bytes(const sb::ConvArgs& a) {
   const int s = splits(a);
-  return order_bytes(a) + (s > 1 ? static_cast<size_t>(s) * chunk_rows(a) * a.co * sizeof(float) : 0);
+  return s > 1 ? static_cast<size_t>(s) * chunk_rows(a) * a.co * sizeof(float) : 0;
 }
+
+// The pipelined halo kernel's hand-off list where it may run (the two-block kernel's shapes, which run()
+// upgrades, or forced): a 16-byte count, then a tile index a tile of a launch.
+size_t handoff_bytes(const sb::ConvArgs& a) {
+  if (a.kernel != sb::ConvKernel::wgmma || warp_specialized(a) < 2) return 0;
+  return 16 + (static_cast<size_t>(ceil_div<int64_t>(chunk_rows(a), kTileRows)) * sizeof(int32_t) + 15) / 16 * 16;
+}
+
+size_t workspace_bytes(const sb::ConvArgs& a) { return order_bytes(a) + part_bytes(a) + handoff_bytes(a); }
 
 void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s) {
   const int bn = tile_co(a);
@@ -460,6 +470,11 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
   const bool sorted = sorts(a);
   float* part = nsplit > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + order_bytes(a)) : nullptr;
   Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0};
+  if (handoff_bytes(a)) {
+    char* h = static_cast<char*>(workspace) + order_bytes(a) + part_bytes(a);
+    p.handoff_count = reinterpret_cast<unsigned*>(h);
+    p.handoff = reinterpret_cast<int32_t*>(h + 16);
+  }
   for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
     p.row_begin = r0;
     p.rows = std::min(chunk, a.n - r0);
@@ -478,7 +493,7 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
           // where the launch's rows suit it (H200, R = 1024 shell in the map's order: 2.94 against
           // 3.35 ms; rows in random order: 1.8 against 0.86, so never there), known from the second
           // call on a map on.
-          if (ws == 2 && a.wgmma_ws < 0 && !part && !p.perm && halo_pipe_suits(p, a.device, s)) ws = 4;
+          if (ws == 2 && a.wgmma_ws < 0 && !part && !p.perm && p.handoff && halo_pipe_suits(p, a.device, s)) ws = 4;
           if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
           else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);
           else launch_wgmma<T, 256>(p, ws, rows, nsplit, s);

@@ -75,7 +75,8 @@ int warp_specialized(const spconv::backend::ConvArgs& a);
 constexpr double kSortWork = 1e10;
 bool sorts(const spconv::backend::ConvArgs& a);
 // Workspace bytes run() needs: the row order (when rows are sorted), then the f32 partials of a
-// split launch (splits × rows of a launch × Co × 4 bytes, when splits > 1).
+// split launch (splits × rows of a launch × Co × 4 bytes, when splits > 1), then, where the
+// pipelined halo kernel may run, its hand-off list (a count and 4 bytes a tile of a launch).
 size_t workspace_bytes(const spconv::backend::ConvArgs& a);
 // Whether the wgmma kernel (sparse_conv_wgmma.cu) runs on this device: the code the driver loads
 // for it was compiled for sm_90a (a one-time probe per device; false on builds without sm_90a).
@@ -86,6 +87,12 @@ struct Params : ConvParams {
   const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
   int64_t row_begin, rows;  // this launch's rows
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
+  // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
+  // (tile indices, in no particular order) and their count, zeroed before the launch; then
+  // kernel_conv_wgmma_ws with handoff_only runs exactly those tiles.
+  int32_t* handoff = nullptr;
+  unsigned* handoff_count = nullptr;
+  bool handoff_only = false;
 };
 // The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256.
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)

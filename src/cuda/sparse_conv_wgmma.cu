@@ -466,7 +466,12 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(full_s));
   const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
   int32_t* nb_s = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
-  const int64_t t0 = static_cast<int64_t>(blockIdx.x / col_tiles) * BM;
+  int64_t tile = blockIdx.x / col_tiles;
+  if (p.handoff_only) {  // the tiles the pipelined halo kernel left, the grid sized for all of them
+    if (tile >= *p.handoff_count) return;
+    tile = p.handoff[tile];
+  }
+  const int64_t t0 = tile * BM;
   const int co0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
   const int tid = threadIdx.x, lane = tid % 32;
   if (tid == 0) {
@@ -553,14 +558,16 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 //   - 2 consumer warpgroups: the main loop, then the epilogue, staged in the tile's own halo buffer
 //     (its rows are read by then).
 // Per halo buffer b, three mbarriers: meta (the 128 prologue threads arrive: slots, offsets, rows
-// requested), halo (the rows' copies complete), free (the 8 consumer warps after their epilogue and the
-// weight warp after its last copy of the tile: the buffer may be refilled). A tile whose ranges exceed
-// CAP rows (12% of the R = 1024 shell's tiles in the map's order; every tile of a dense block or of
-// rows in random order) gathers each step's rows into two buffers in its halo buffer's place instead,
-// one step ahead, behind a barrier of the consumers a step: correct but slow (rows in random order:
-// 2.1× the two-block kernel's time), so the dispatcher only picks this kernel where a sample of the
-// map's tiles fits (sparse_conv_mma.cu). Same sums in the same order as every wgmma kernel: bitwise
-// their output.
+// requested; act_count −1 ends the walk), halo (the rows' copies complete), free (the 8 consumer warps
+// after their epilogue and the weight warp after its last copy of the tile: the buffer may be refilled).
+// A tile whose ranges exceed CAP rows (12% of the R = 1024 shell's tiles in the map's order; every tile
+// of a dense block or of rows in random order) is handed off: the prologue appends it to p.handoff and
+// goes on to its next tile in the same buffer, and kernel_conv_wgmma_ws (two blocks a multiprocessor)
+// runs the listed tiles after this kernel. (Gathering such a tile's rows step by step here, behind a
+// barrier of the consumers a step, took 2.4× a fitting tile's time.) The dispatcher still picks this
+// kernel only where a sample of the map's tiles fits (sparse_conv_mma.cu): the prologue's work on a
+// handed-off tile hides behind the consumers only while most tiles fit. Same sums in the same order as
+// every wgmma kernel: bitwise their output.
 struct HaloPipe {
   static constexpr int BM = kTileRows, BN = 64, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
   static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = 4, LDC = BN + 8;
@@ -574,8 +581,6 @@ struct HaloPipe {
   static constexpr int CAP = static_cast<int>((BUDGET - FIXED) / 2 / 128 - ZERO) / 8 * 8;
   static constexpr size_t HALO = size_t(ZERO + CAP) * 128;
   static constexpr size_t SMEM = FIXED + 2 * HALO;
-  static constexpr size_t NB = size_t(2) * BM * 128;  // a fallback tile's map slice, after its two gather buffers
-  static_assert(NB + size_t(kMaxOffsets) * BM * 4 <= HALO, "the fallback's buffers and map slice fit");
   static_assert(ZERO + CAP < 65536, "a slot fits 16 bits");
   static_assert(HALO % 1024 == 0 && FIXED % 1024 == 0, "halo buffers start on 1 KB swizzle atoms");
   static_assert(STAGING <= HALO, "the epilogue stages in the tile's halo buffer");
@@ -617,7 +622,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
   extern __shared__ unsigned char smem_raw[];
   __shared__ int32_t row_s[2][BM];
   __shared__ int8_t act_s[2][kMaxOffsets];
-  __shared__ int act_count[2], in_halo_s[2], range_lo[2][3], range_hi[2][3];
+  __shared__ int act_count[2], range_lo[2][3], range_hi[2][3];
   __shared__ uint32_t any_s[2];
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES], meta_s[2], halo_s[2], free_s[2];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -667,10 +672,12 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       cp_async_commit();
     };
     fetch_map(blockIdx.x);
-    for (int64_t j = 0, t = blockIdx.x; t < tiles; ++j, t += gridDim.x) {
+    int64_t j = 0;  // the tiles kept so far: tile j goes to halo buffer j % 2
+    auto wait_free = [&](int b) {  // buffer b's last tile (j − 2) is done with
+      if (j >= 2) mbar_wait(free0 + 8 * b, static_cast<uint32_t>((j >> 1) - 1) & 1);
+    };
+    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
       const int b = static_cast<int>(j & 1);
-      const uint32_t use = static_cast<uint32_t>(j >> 1);
-      if (j >= 2) mbar_wait(free0 + 8 * b, (use - 1) & 1);
       if (pt == 0) {
         any_s[b] = 0;
         for (int q = 0; q < 3; ++q) range_lo[b][q] = INT32_MAX, range_hi[b][q] = -1;
@@ -678,13 +685,11 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       named_barrier_prologue();
       const int64_t t0 = t * BM;
       unsigned char* halo = halo0 + b * H::HALO;
-      int32_t* nb = reinterpret_cast<int32_t*>(halo + H::NB);  // the checked map slice (-1: none)
       uint32_t any = 0;
       int lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {-1, -1, -1};
       const int r = pt;  // this thread's row of the tile
       const bool live = t0 + r < p.rows;
       const int64_t row = live ? (p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r) : -1;
-      row_s[b][r] = static_cast<int32_t>(row);
       int base[3], boxes[3];
       bool in_halo = false;
       // The map phase and the slot entries, with the offsets' groups known at compile time where K is
@@ -731,6 +736,8 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         }
         in_halo = slot_end <= ZERO + CAP;
         if (in_halo) {  // the slot entries: slot of row v in group g = v + (base[g] − lo[g]); 0 for none
+          wait_free(b);
+          row_s[b][r] = static_cast<int32_t>(row);
           uint16_t* slot = slots0 + b * H::SLOTS;
           const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};
 #pragma unroll
@@ -742,21 +749,19 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
           }
           if (pt < 8)
             *reinterpret_cast<uint4*>(halo + 16 * pt) =
-                make_uint4(0, 0, 0, 0);  // slot 0 (a fallback's gathers overwrite it)
-        } else {                         // the map slice, for the consumers' gathers
-#pragma unroll
-          for (int k = 0; k < KN; ++k) {
-            if (k >= kcount) break;
-            nb[k * BM + r] = v[k];
-          }
+                make_uint4(0, 0, 0, 0);  // slot 0 (the last epilogue staged over it)
         }
       };
       if (p.k == 27)
         phase(std::integral_constant<int, 27>{});
       else
         phase(std::integral_constant<int, 0>{});
-      fence_proxy_async();  // this thread's writes into the buffer (the map slice) before the copies there
-      named_barrier_prologue();
+      fence_proxy_async();  // this thread's writes into the buffer (slot 0) before the copies there
+      named_barrier_prologue();  // (also: every thread has read this tile's ranges)
+      if (!in_halo) {  // handed off to kernel_conv_wgmma_ws, which runs after this kernel
+        if (pt == 0) p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
+        continue;
+      }
       if (pt < 32) {  // the first prologue warp: the offsets, and the rows' copies (a box a lane in turn)
         const uint32_t bar = halo_bar0 + 8 * b;
         if (pt == 0) {
@@ -765,15 +770,10 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
           for (int k = 0; k < p.k; ++k)
             if (all >> k & 1u) act_s[b][c++] = static_cast<int8_t>(k);
           act_count[b] = c;
-          in_halo_s[b] = in_halo;
-          if (in_halo)
-            mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
-          else
-            mbar_arrive(bar);
+          mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
         }
         __syncwarp();
         // Range q's boxes: boxes[q] / 8 of 64 rows, then the rest in boxes of 8 rows (the same slots).
-        if (in_halo)
 #pragma unroll
           for (int q = 0; q < 3; ++q) {
             const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
@@ -785,14 +785,21 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
           }
       }
       mbar_arrive(meta0 + 8 * b);
+      ++j;
     }
+    // The end: an entry of no tile (act_count −1) in the next buffer.
+    const int b = static_cast<int>(j & 1);
+    wait_free(b);
+    if (pt == 0) act_count[b] = -1;
+    mbar_arrive(meta0 + 8 * b);
   } else if (tid >= CONSUMERS) {  // ---- the weight warp: each step's slice, in tile order
     if (lane == 0) {
       uint32_t g = 0;
-      for (int64_t j = 0, t = blockIdx.x; t < tiles; ++j, t += gridDim.x) {
+      for (int64_t j = 0;; ++j) {
         const int b = static_cast<int>(j & 1);
         mbar_wait(meta0 + 8 * b, static_cast<uint32_t>(j >> 1) & 1);
         const int steps = act_count[b];
+        if (steps < 0) break;
         for (int s = 0; s < steps; ++s, ++g) {
           const uint32_t st = g % STAGES;
           if (g >= STAGES) mbar_wait(empty0 + 8 * st, (g / STAGES - 1) & 1);
@@ -805,44 +812,28 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
     __syncwarp();
   } else {  // ---- the consumers
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
-    const T* feats = static_cast<const T*>(p.feats);
-    const int a_c = tid % 8, a_r = tid / 8, a_dst = a_r * 128 + ((a_c ^ (a_r & 7)) << 4);  // the fallback's copies
     uint32_t g = 0;  // steps of the earlier tiles: the weight ring's position
-    for (int64_t j = 0, t = blockIdx.x; t < tiles; ++j, t += gridDim.x) {
+    for (int64_t j = 0;; ++j) {
       const int b = static_cast<int>(j & 1);
       const uint32_t parity = static_cast<uint32_t>(j >> 1) & 1;
       mbar_wait(meta0 + 8 * b, parity);
       const int steps = act_count[b];
-      const bool in_halo = in_halo_s[b];
+      if (steps < 0) break;
       const int8_t* act = act_s[b];
       unsigned char* halo = halo0 + b * H::HALO;
       const uint16_t* slot = slots0 + b * H::SLOTS;
-      const int32_t* nb = reinterpret_cast<const int32_t*>(halo + H::NB);
       mbar_wait(halo_bar0 + 8 * b, parity);
       float acc[H::BN / 2];
 #pragma unroll
       for (int i = 0; i < H::BN / 2; ++i) acc[i] = 0.0f;
-      auto gather = [&](int s) {  // the fallback: step s's rows into buffer s % 2
-        gather_a<T, BM * 8 / CONSUMERS, CONSUMERS / 8>(halo + (s & 1) * BM * 128 + a_dst, nb + act[s] * BM, feats, p.ci,
-                                                       0, a_c, a_r);
-        cp_async_commit();
-      };
-      int e_next = in_halo && steps > 0 ? slot[act[0] * BM + lrow] : 0;
+      int e_next = steps > 0 ? slot[act[0] * BM + lrow] : 0;
       auto load_a = [&](uint32_t(&f)[4][4], int s) {
-        const unsigned char* row;
-        int phase;
-        if (in_halo) {
-          // The slot entry was read one step earlier (its two dependent shared loads, act[] then the
-          // entry, off the path to this step's ldmatrix); read the next step's now.
-          const int e = e_next;
-          if (s + 1 < steps) e_next = slot[act[s + 1] * BM + lrow];
-          row = halo + e * 128, phase = e & 7;
-        } else {
-          cp_async_wait<0>();
-          named_barrier_consumers();
-          if (s + 1 < steps) gather(s + 1);
-          row = halo + (s & 1) * BM * 128 + lrow * 128, phase = lrow & 7;
-        }
+        // The slot entry was read one step earlier (its two dependent shared loads, act[] then the
+        // entry, off the path to this step's ldmatrix); read the next step's now.
+        const int e = e_next;
+        if (s + 1 < steps) e_next = slot[act[s + 1] * BM + lrow];
+        const unsigned char* row = halo + e * 128;
+        const int phase = e & 7;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(f[kk], row + (((kk * 2 + half) ^ phase) << 4));
       };
@@ -864,7 +855,6 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         if (s + 1 < steps) load_a(next, s + 1);
       };
       uint32_t a0[4][4], a1[4][4];
-      if (!in_halo && steps > 0) gather(0);
       if (steps > 0) load_a(a0, 0);
       for (int s = 0; s < steps; s += 2) {
         step(s, a0, a1);
@@ -882,7 +872,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       stage_acc<T, H::BN, 1>(p, acc, 0, (warp / 4) * 64 + (warp % 4) * 16 + lane / 4, lane, cs);
       named_barrier_consumers();
       store_staged_tile<T, BM, H::BN, H::LDC, CONSUMERS>(p, cs, row_s[b], 0);
-      fence_proxy_async();  // this thread's accesses to the buffer (a fallback's gathers) before later copies there
+      fence_proxy_async();  // this thread's stores into the buffer (the staging) before later copies there
       __syncwarp();
       if (lane == 0) mbar_arrive(free0 + 8 * b);
     }
@@ -1053,19 +1043,24 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
   if (tma) {
     if constexpr (BN == 64) {
       CUtensorMap fmap, fmap64;
-      if (ws == 4 && !p.part && p.ci <= 64 && p.co <= 64 && feature_map<T>(p, &fmap) &&
+      if (ws == 4 && !p.part && p.handoff && p.ci <= 64 && p.co <= 64 && feature_map<T>(p, &fmap) &&
           feature_map<T>(p, &fmap64, 64)) {
         int device = 0;
         FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
         const int sms = multiprocessor_count(device);
         const int64_t tiles = ceil_div<int64_t>(p.rows, HaloPipe::BM);
+        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, sizeof(unsigned), s));
         allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_halo_pipe<T>), static_cast<int>(HaloPipe::SMEM));
         kernel_conv_halo_pipe<T>
             <<<static_cast<unsigned>(std::min<int64_t>(tiles, sms)), HaloPipe::THREADS, HaloPipe::SMEM, s>>>(map, fmap,
                                                                                                              fmap64, p);
         FRUGAL_CUDA_CHECK_LAUNCH();
         ++g_halo_pipe_launches;
-        return;
+        // The tiles it left, through the two-block kernel (a block a tile of the launch; the blocks past
+        // the count return at once).
+        Params left = p;
+        left.handoff_only = true;
+        return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, left, splits, s, map);
       }
       if (ws >= 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
     }
