@@ -678,6 +678,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
     };
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
       const int b = static_cast<int>(j & 1);
+      wait_free(b);
       if (pt == 0) {
         any_s[b] = 0;
         for (int q = 0; q < 3; ++q) range_lo[b][q] = INT32_MAX, range_hi[b][q] = -1;
@@ -736,7 +737,6 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         }
         in_halo = slot_end <= ZERO + CAP;
         if (in_halo) {  // the slot entries: slot of row v in group g = v + (base[g] − lo[g]); 0 for none
-          wait_free(b);
           row_s[b][r] = static_cast<int32_t>(row);
           uint16_t* slot = slots0 + b * H::SLOTS;
           const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};
