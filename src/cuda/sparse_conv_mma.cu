@@ -490,9 +490,9 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
           p.part = part;
           int ws = warp_specialized(a);
           // The two-block kernel by rule at Ci, Co ≤ 64 on a large grid: the pipelined halo kernel
-          // where the launch's rows suit it (H200, R = 1024 shell in the map's order: 2.94 against
-          // 3.35 ms; rows in random order: 1.8 against 0.86, so never there), known from the second
-          // call on a map on.
+          // where the launch's rows suit it (H200, R = 1024 shell in the map's order, the tiles that do
+          // not fit handed back to the two-block kernel: 2.75 against 3.35 ms; rows in random order:
+          // 1.04 against 0.86, so never there), known from the second call on a map on.
           if (ws == 2 && a.wgmma_ws < 0 && !part && !p.perm && p.handoff && halo_pipe_suits(p, a.device, s)) ws = 4;
           if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
           else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);

@@ -1090,8 +1090,9 @@ int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
 
 bool halo_pipe_suits(const Params& p, int device, cudaStream_t s) {
   // Up to 256 tiles spread over the launch, at least 3/4 of them fitting: on the H200 the kernel beat
-  // the two-block kernel with 88% of the tiles fitting (the R = 1024 shell, map order: 2.94 against
-  // 3.35 ms) and lost 2.1× with none (rows in random order); bench/results/2026-11-30-spconv-pipe-trace.md.
+  // the two-block kernel with 88% of the tiles fitting (the R = 1024 shell, map order: 2.75 against
+  // 3.35 ms, the rest handed off) and lost 1.2× with none (rows in random order: the prologue sorts
+  // out every tile before the two-block kernel runs them all); bench/results/2026-11-30-spconv-handoff.md.
   constexpr int kSamples = 256, kMaps = 64;
   constexpr double kMinShare = 0.75;
   struct Probe {
