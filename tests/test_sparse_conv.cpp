@@ -1051,8 +1051,8 @@ TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
     for (int64_t i = 0; i < n; ++i)
       for (int k = 0; k < 27; ++k) {
         const int32_t e = i < first ? static_cast<const int32_t*>(from->data())[k * first + i] : pick(rng);
-        m[k * n + i] = i < first ? (e == first ? static_cast<int32_t>(n) : e)
-                       : k == 13 ? static_cast<int32_t>(i)
+        m[k * n + i] = i < first                   ? (e == first ? static_cast<int32_t>(n) : e)
+                       : k == 13                   ? static_cast<int32_t>(i)
                        : absent(rng) || i % 3 == 0 ? static_cast<int32_t>(n)
                                                    : e;
       }
@@ -1082,42 +1082,49 @@ TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
       }
 }
 
-// The rule: at 64 channels on a large grid the public call takes the pipelined halo kernel for a
-// shell in the map's order and the two-block kernel for the same rows shuffled (no tile fits its halo
-// then), from the second call on a map (the first one's probe answers without a wait); either way
-// bitwise the two-block kernel's output.
+// The rule: at 64 channels the public call takes the pipelined halo kernel for a shell in the map's
+// order, on a large grid and on a small one (a few tiles a multiprocessor), and the two-block kernel
+// for the same rows shuffled (no tile fits its halo then), from the second call on a map (the first
+// one's probe answers without a wait); either way bitwise the two-block kernel's output.
 TEST(SpconvCudaWgmma, PipelinedHaloKernelWhereTheRowsSuitIt) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
+  const int64_t c = 64;
+  auto check = [&](const Tensor& nbr, const char* name, bool pipe) {
+    const int64_t n = nbr.size(1);
+    for (DType dt : {DType::f16, DType::bf16}) {
+      SCOPED_TRACE(std::string(name) + " " + to_string(dt));
+      const Tensor fd = make(testing::randn(n * c, rng), {n, c}, dt, kGpu);
+      const Tensor wd = make(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), {27, c, c}, dt, kGpu);
+      const Tensor bd = make(testing::randn(c, rng), {c}, dt, kGpu);
+      for (int call = 0; call < 3; ++call) {  // (the checked call and the readback below wait for the probe)
+        const int64_t before = cuda::spconv_halo_pipe_launches();
+        Tensor out = poisoned(n, c, dt, kGpu);
+        submanifold_conv(fd, nbr, wd, &bd.view(), out);
+        EXPECT_EQ(cuda::spconv_halo_pipe_launches() > before, pipe && (call > 0 || dt != DType::f16))
+            << "call " << call;
+        EXPECT_EQ(read_bytes(out), run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, 1, 128, 2})) << "call " << call;
+      }
+    }
+  };
   // ~400 K rows: a large grid (8 blocks of 256 rows a multiprocessor) on GPUs of up to ~190 multiprocessors.
   const std::vector<int32_t> shell = sphere_shell(300);
-  const int64_t n = static_cast<int64_t>(shell.size() / 4), c = 64;
+  const int64_t n = static_cast<int64_t>(shell.size() / 4);
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
   std::vector<int32_t> shuffled(shell.size());
   for (int64_t i = 0; i < n; ++i) std::copy_n(shell.begin() + 4 * order[i], 4, shuffled.begin() + 4 * i);
-  // Both maps alive at once: the rule remembers its answer per map (address, size).
+  // ~72 K rows: ~570 tiles, at least two a multiprocessor on GPUs of up to ~280 multiprocessors.
+  const std::vector<int32_t> small = sphere_shell(128);
+  // All maps alive at once: the rule remembers its answer per map (address, size).
   const Tensor ordered_map = build_kernel_map(coords_tensor(shell, kGpu), 3, 1);
   const Tensor shuffled_map = build_kernel_map(coords_tensor(shuffled, kGpu), 3, 1);
-  for (DType dt : {DType::f16, DType::bf16}) {
-    const Tensor fd = make(testing::randn(n * c, rng), {n, c}, dt, kGpu);
-    const Tensor wd = make(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), {27, c, c}, dt, kGpu);
-    const Tensor bd = make(testing::randn(c, rng), {c}, dt, kGpu);
-    for (const auto& [name, nbr, pipe] :
-         {std::tuple{"map order", &ordered_map, true}, std::tuple{"shuffled", &shuffled_map, false}}) {
-      SCOPED_TRACE(std::string(name) + " " + to_string(dt));
-      for (int call = 0; call < 3; ++call) {  // (the checked call and the readback below wait for the probe)
-        const int64_t before = cuda::spconv_halo_pipe_launches();
-        Tensor out = poisoned(n, c, dt, kGpu);
-        submanifold_conv(fd, *nbr, wd, &bd.view(), out);
-        EXPECT_EQ(cuda::spconv_halo_pipe_launches() > before, pipe && (call > 0 || dt != DType::f16))
-            << "call " << call;
-        EXPECT_EQ(read_bytes(out), run_mma(fd, *nbr, wd, &bd, n, {0, false, 0, kWg, 1, 128, 2})) << "call " << call;
-      }
-    }
-  }
+  const Tensor small_map = build_kernel_map(coords_tensor(small, kGpu), 3, 1);
+  check(ordered_map, "map order", true);
+  check(shuffled_map, "shuffled", false);
+  check(small_map, "small shell, map order", true);
 }
 
 // The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported

@@ -387,8 +387,8 @@ int warp_specialized(const sb::ConvArgs& a) {
   // (10.1 vs 8.7 ms; two blocks do not fit its registers), but on 256-row tiles, where each weight
   // slice serves twice the rows, it wins (results file tc6, rows in the map's order: 8.24 vs 8.63 ms
   // at R = 1024, 2.06 vs 2.22 at R = 512); at 64 channels the 256-row form lost (3.51 vs 3.34).
-  // Where this returns 2, run() takes the pipelined halo kernel (4) instead for each launch whose rows
-  // suit it (halo_pipe_suits: the map's order decides, which only the map can tell).
+  // At Ci, Co ≤ 64, run() takes the pipelined halo kernel (4) instead for each launch whose rows suit it
+  // (halo_pipe_may_run, halo_pipe_suits: the map's order decides, which only the map can tell).
   if (tile_co(a) == 256) return 1;
   if (a.tile_rows != 2 * kTileRows && narrow_on_a_large_grid(a)) return 2;
   if (a.tile_rows != kTileRows && medium_on_a_large_grid(a)) return 1;  // on 256-row tiles (tile_rows)
@@ -446,10 +446,22 @@ size_t part_bytes(const sb::ConvArgs& a) {
   return s > 1 ? static_cast<size_t>(s) * chunk_rows(a) * a.co * sizeof(float) : 0;
 }
 
-// The pipelined halo kernel's hand-off list where it may run (the two-block kernel's shapes, which run()
-// upgrades, or forced): a 16-byte count, then a tile index a tile of a launch.
+// Where run() may take the pipelined halo kernel (launch_wgmma's ws = 4): forced, or by rule at Ci, Co ≤ 64
+// on 128-row tiles, rows in the map's order, unsplit, at least two tiles a multiprocessor, where a probe
+// of the map says its rows suit it. On the H200 (2026-11-30, results file spconv-handoff, shells in the
+// map's order, forced against the default): 9–18% faster from R = 96 (41 K rows, 2.4 tiles a
+// multiprocessor) to R = 192, where the default was another kernel; the default itself from R = 256 on.
+bool halo_pipe_may_run(const sb::ConvArgs& a) {
+  if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) != 64 || a.ci > 64 || a.co > 64) return false;
+  if (a.wgmma_ws >= 0) return a.wgmma_ws == 4;
+  return tile_rows(a) == kTileRows && !sorts(a) && splits(a) == 1 &&
+         ceil_div<int64_t>(chunk_rows(a), kTileRows) >= 2 * multiprocessor_count(a.device);
+}
+
+// The pipelined halo kernel's hand-off list where it may run: 16 bytes of counts, then a tile index a
+// tile of a launch.
 size_t handoff_bytes(const sb::ConvArgs& a) {
-  if (a.kernel != sb::ConvKernel::wgmma || warp_specialized(a) < 2) return 0;
+  if (!halo_pipe_may_run(a)) return 0;
   return 16 + (static_cast<size_t>(ceil_div<int64_t>(chunk_rows(a), kTileRows)) * sizeof(int32_t) + 15) / 16 * 16;
 }
 
@@ -473,6 +485,7 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
   if (handoff_bytes(a)) {
     char* h = static_cast<char*>(workspace) + order_bytes(a) + part_bytes(a);
     p.handoff_count = reinterpret_cast<unsigned*>(h);
+    p.handoff_done = reinterpret_cast<unsigned*>(h + 4);
     p.handoff = reinterpret_cast<int32_t*>(h + 16);
   }
   for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
@@ -489,11 +502,13 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
           int ws = warp_specialized(a);
-          // The two-block kernel by rule at Ci, Co ≤ 64 on a large grid: the pipelined halo kernel
-          // where the launch's rows suit it (H200, R = 1024 shell in the map's order, the tiles that do
-          // not fit handed back to the two-block kernel: 2.75 against 3.35 ms; rows in random order:
-          // 1.04 against 0.86, so never there), known from the second call on a map on.
-          if (ws == 2 && a.wgmma_ws < 0 && !part && !p.perm && p.handoff && halo_pipe_suits(p, a.device, s)) ws = 4;
+          // The pipelined halo kernel where it may run (halo_pipe_may_run) and the launch's rows suit
+          // it (H200, R = 1024 shell in the map's order, the tiles that do not fit handed back to the
+          // two-block kernel: 2.75 against 3.35 ms; rows in random order: 1.04 against 0.86, so never
+          // there), known from the second call on a map on.
+          if (ws != 4 && a.wgmma_ws < 0 && halo_pipe_may_run(a) && !part && !p.perm && p.handoff &&
+              halo_pipe_suits(p, a.device, s))
+            ws = 4;
           if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
           else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);
           else launch_wgmma<T, 256>(p, ws, rows, nsplit, s);

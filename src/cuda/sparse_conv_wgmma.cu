@@ -69,6 +69,15 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
 }
 
 #ifdef FRUGAL_WGMMA
+// Programmatic dependent launch (sm_90): let the grid launched after this one with the attribute be
+// scheduled now (as resources free up), and wait for the grids this one depends on to complete.
+__device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
@@ -468,8 +477,19 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   int32_t* nb_s = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
   int64_t tile = blockIdx.x / col_tiles;
   if (p.handoff_only) {  // the tiles the pipelined halo kernel left, the grid sized for all of them
-    if (tile >= *p.handoff_count) return;
-    tile = p.handoff[tile];
+    __shared__ int64_t handoff_tile;
+    if (threadIdx.x == 0) {
+      // Launched while that kernel runs (its blocks are all resident by then): wait until each of its
+      // blocks has sorted out its tiles, then take tile blockIdx.x of the list, if there is one.
+      while (load_acquire(p.handoff_done) < p.handoff_blocks) __nanosleep(256);
+      handoff_tile = tile < __ldcg(p.handoff_count) ? __ldcg(p.handoff + tile) : -1;
+    }
+    __syncthreads();
+    tile = handoff_tile;
+    if (tile < 0) {
+      grid_dependency_wait();  // (this grid completes after the pipelined kernel: the stream's order)
+      return;
+    }
   }
   const int64_t t0 = tile * BM;
   const int co0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
@@ -530,6 +550,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   }
   __syncthreads();  // copies landed, wgmmas done: the stages become the epilogue's staging
   tile_epilogue<T, BM, BN, THREADS, Tile::MB>(p, acc, tid < CONSUMERS, co0, row_s, smem);
+  if (p.handoff_only) grid_dependency_wait();
 #else
   __trap();  // never launched: wgmma_available() is false where this code is loaded
 #endif
@@ -651,6 +672,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
     }
     fence_mbarrier_init();
   }
+  grid_launch_dependents();  // the hand-off kernel may take each multiprocessor this kernel leaves
   for (int i = tid; i < 2 * ZERO * 8; i += H::THREADS)  // the zero atoms of both buffers
     *reinterpret_cast<uint4*>(halo0 + (i / (ZERO * 8)) * H::HALO + (i % (ZERO * 8)) * 16) = make_uint4(0, 0, 0, 0);
   __syncthreads();
@@ -672,8 +694,11 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       cp_async_commit();
     };
     fetch_map(blockIdx.x);
-    int64_t j = 0;  // the tiles kept so far: tile j goes to halo buffer j % 2
-    auto wait_free = [&](int b) {  // buffer b's last tile (j − 2) is done with
+    int64_t j = 0;  // the tiles kept so far: kept tile j goes to halo buffer j % 2
+    // Buffer b's last tile (j − 2) is done with. Waited at the start of every tile, also one that is
+    // then handed off: waited only once a tile is known to fit (and with no barrier of the prologue's
+    // threads after it), racecheck reported the slot stores against the last tile's reads.
+    auto wait_free = [&](int b) {
       if (j >= 2) mbar_wait(free0 + 8 * b, static_cast<uint32_t>((j >> 1) - 1) & 1);
     };
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -736,7 +761,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
           slot_end += 8 * boxes[q];
         }
         in_halo = slot_end <= ZERO + CAP;
-        if (in_halo) {  // the slot entries: slot of row v in group g = v + (base[g] − lo[g]); 0 for none
+        if (in_halo) {  // the rows; the slot entries: slot of row v in group g = v + (base[g] − lo[g]), 0: none
           row_s[b][r] = static_cast<int32_t>(row);
           uint16_t* slot = slots0 + b * H::SLOTS;
           const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};
@@ -756,9 +781,9 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         phase(std::integral_constant<int, 27>{});
       else
         phase(std::integral_constant<int, 0>{});
-      fence_proxy_async();  // this thread's writes into the buffer (slot 0) before the copies there
+      fence_proxy_async();       // this thread's writes into the buffer (slot 0) before the copies there
       named_barrier_prologue();  // (also: every thread has read this tile's ranges)
-      if (!in_halo) {  // handed off to kernel_conv_wgmma_ws, which runs after this kernel
+      if (!in_halo) {            // handed off to kernel_conv_wgmma_ws, which runs after this kernel
         if (pt == 0) p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
         continue;
       }
@@ -775,17 +800,21 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         __syncwarp();
         // Range q's boxes: boxes[q] / 8 of 64 rows, then the rest in boxes of 8 rows (the same slots).
 #pragma unroll
-          for (int q = 0; q < 3; ++q) {
-            const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
-            for (int x = pt; x < ops; x += 32) {
-              const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
-              tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
-                          x < big ? &fmap64 : &fmap, 0, lo[q] + first, bar);
-            }
+        for (int q = 0; q < 3; ++q) {
+          const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
+          for (int x = pt; x < ops; x += 32) {
+            const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
+            tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
+                        x < big ? &fmap64 : &fmap, 0, lo[q] + first, bar);
           }
+        }
       }
       mbar_arrive(meta0 + 8 * b);
       ++j;
+    }
+    if (pt == 0) {  // this block's hand-offs are all listed
+      __threadfence();
+      atomicAdd(p.handoff_done, 1u);
     }
     // The end: an entry of no tile (act_count −1) in the next buffer.
     const int b = static_cast<int>(j & 1);
@@ -1049,18 +1078,35 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
         const int sms = multiprocessor_count(device);
         const int64_t tiles = ceil_div<int64_t>(p.rows, HaloPipe::BM);
-        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, sizeof(unsigned), s));
+        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 2 * sizeof(unsigned), s));  // count, done
+        const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
         allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_halo_pipe<T>), static_cast<int>(HaloPipe::SMEM));
-        kernel_conv_halo_pipe<T>
-            <<<static_cast<unsigned>(std::min<int64_t>(tiles, sms)), HaloPipe::THREADS, HaloPipe::SMEM, s>>>(map, fmap,
-                                                                                                             fmap64, p);
+        kernel_conv_halo_pipe<T><<<blocks, HaloPipe::THREADS, HaloPipe::SMEM, s>>>(map, fmap, fmap64, p);
         FRUGAL_CUDA_CHECK_LAUNCH();
         ++g_halo_pipe_launches;
-        // The tiles it left, through the two-block kernel (a block a tile of the launch; the blocks past
-        // the count return at once).
+        // The tiles it left, through the two-block kernel: a block a tile of the launch (those past the
+        // count return), launched as a programmatic dependent so that it runs on the multiprocessors
+        // the pipelined kernel's blocks leave as they finish (its tiles are known before its last
+        // products are).
+        using Tile = WsTile<BN, 2>;
         Params left = p;
         left.handoff_only = true;
-        return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, left, splits, s, map);
+        left.handoff_blocks = blocks;
+        const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
+        allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_wgmma_ws<T, Tile>), static_cast<int>(smem));
+        cudaLaunchConfig_t cfg{};
+        cfg.gridDim = dim3(static_cast<unsigned>(tiles));
+        cfg.blockDim = dim3(Tile::THREADS);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = s;
+        cudaLaunchAttribute attr{};
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_conv_wgmma_ws<T, Tile>, map, left, 1));
+        FRUGAL_CUDA_CHECK_LAUNCH();
+        return;
       }
       if (ws >= 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
     }
