@@ -479,8 +479,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   if (p.handoff_only) {  // the tiles the pipelined halo kernel left, the grid sized for all of them
     __shared__ int64_t handoff_tile;
     if (threadIdx.x == 0) {
-      // Launched while that kernel runs (its blocks are all resident by then): wait until each of its
-      // blocks has sorted out its tiles, then take tile blockIdx.x of the list, if there is one.
+      // Where launched as its programmatic dependent, this block may start while that kernel runs (its
+      // blocks are all resident by then): wait until each of them has sorted out its tiles. Then take
+      // tile blockIdx.x of the list, if there is one.
       while (load_acquire(p.handoff_done) < p.handoff_blocks) __nanosleep(256);
       handoff_tile = tile < __ldcg(p.handoff_count) ? __ldcg(p.handoff + tile) : -1;
     }
@@ -1085,9 +1086,12 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         FRUGAL_CUDA_CHECK_LAUNCH();
         ++g_halo_pipe_launches;
         // The tiles it left, through the two-block kernel: a block a tile of the launch (those past the
-        // count return), launched as a programmatic dependent so that it runs on the multiprocessors
-        // the pipelined kernel's blocks leave as they finish (its tiles are known before its last
-        // products are).
+        // count return). On a grid of at most 32 tiles a multiprocessor it is launched as a programmatic
+        // dependent, so that it runs on the multiprocessors the pipelined kernel's blocks leave as they
+        // finish (its tiles are known before its last products are): on the H200 that took back the 3–5%
+        // the hand-off had cost at R = 256 (17 tiles a multiprocessor, 6 handed off) and gained 2–5% at
+        // R = 128–192, but lost 1–3% at R = 512 and 1024 (65 and 270 tiles a multiprocessor; not
+        // understood; bench/results/2026-11-30-spconv-handoff.md).
         using Tile = WsTile<BN, 2>;
         Params left = p;
         left.handoff_only = true;
@@ -1103,7 +1107,7 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr.val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = &attr;
-        cfg.numAttrs = 1;
+        cfg.numAttrs = tiles <= 32 * int64_t{sms} ? 1 : 0;
         FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_conv_wgmma_ws<T, Tile>, map, left, 1));
         FRUGAL_CUDA_CHECK_LAUNCH();
         return;
