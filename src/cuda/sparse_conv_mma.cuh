@@ -89,13 +89,12 @@ struct Params : ConvParams {
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
   // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
   // (tile indices, in no particular order), their count and the number of its blocks done sorting
-  // out their tiles (both zeroed before the launch); kernel_conv_wgmma_ws with handoff_only, launched
-  // as its programmatic dependent, runs exactly those tiles once all handoff_blocks are done.
+  // out their tiles (both zeroed before the launch); kernel_conv_wgmma_ws's hand-off instance, launched
+  // after it, runs exactly those tiles once all handoff_blocks are done.
   int32_t* handoff = nullptr;
   unsigned* handoff_count = nullptr;
   unsigned* handoff_done = nullptr;
   unsigned handoff_blocks = 0;
-  bool handoff_only = false;
 };
 // The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256.
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)

@@ -457,7 +457,9 @@ struct WsTile {
   static_assert(SMEM + size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
 };
 
-template <typename T, typename Tile>
+// kHandoff: the instance that runs the tiles the pipelined halo kernel left (p.handoff; its own
+// instance, so that the others' code is untouched by it).
+template <typename T, typename Tile, bool kHandoff = false>
 __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
     kernel_conv_wgmma_ws(const __grid_constant__ CUtensorMap wmap, Params p, int col_tiles) {
 #ifdef FRUGAL_WGMMA
@@ -476,7 +478,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
   int32_t* nb_s = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
   int64_t tile = blockIdx.x / col_tiles;
-  if (p.handoff_only) {  // the tiles the pipelined halo kernel left, the grid sized for all of them
+  if constexpr (kHandoff) {  // the tiles the pipelined halo kernel left, the grid sized for all of them
     __shared__ int64_t handoff_tile;
     if (threadIdx.x == 0) {
       // Where launched as its programmatic dependent, this block may start while that kernel runs (its
@@ -551,7 +553,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   }
   __syncthreads();  // copies landed, wgmmas done: the stages become the epilogue's staging
   tile_epilogue<T, BM, BN, THREADS, Tile::MB>(p, acc, tid < CONSUMERS, co0, row_s, smem);
-  if (p.handoff_only) grid_dependency_wait();
+  if constexpr (kHandoff) grid_dependency_wait();
 #else
   __trap();  // never launched: wgmma_available() is false where this code is loaded
 #endif
@@ -1094,10 +1096,9 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         // understood; bench/results/2026-11-30-spconv-handoff.md).
         using Tile = WsTile<BN, 2>;
         Params left = p;
-        left.handoff_only = true;
         left.handoff_blocks = blocks;
         const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
-        allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_wgmma_ws<T, Tile>), static_cast<int>(smem));
+        allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_wgmma_ws<T, Tile, true>), static_cast<int>(smem));
         cudaLaunchConfig_t cfg{};
         cfg.gridDim = dim3(static_cast<unsigned>(tiles));
         cfg.blockDim = dim3(Tile::THREADS);
@@ -1108,7 +1109,7 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         attr.val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = &attr;
         cfg.numAttrs = tiles <= 32 * int64_t{sms} ? 1 : 0;
-        FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_conv_wgmma_ws<T, Tile>, map, left, 1));
+        FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_conv_wgmma_ws<T, Tile, true>, map, left, 1));
         FRUGAL_CUDA_CHECK_LAUNCH();
         return;
       }
