@@ -485,7 +485,6 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
   if (handoff_bytes(a)) {
     char* h = static_cast<char*>(workspace) + order_bytes(a) + part_bytes(a);
     p.handoff_count = reinterpret_cast<unsigned*>(h);
-    p.handoff_done = reinterpret_cast<unsigned*>(h + 4);
     p.handoff = reinterpret_cast<int32_t*>(h + 16);
   }
   for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {

@@ -88,14 +88,16 @@ struct Params : ConvParams {
   int64_t row_begin, rows;  // this launch's rows
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
   // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
-  // (tile indices, in no particular order), their count and the number of its blocks done sorting
-  // out their tiles (both zeroed before the launch); kernel_conv_wgmma_ws's hand-off instance, launched
-  // after it, runs exactly those tiles once all handoff_blocks are done.
+  // (tile indices, in no particular order); their count, then the number of its blocks done sorting
+  // out their tiles (handoff_count[0], [1], zeroed before the launch); kernel_conv_wgmma_ws's hand-off
+  // instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
+  // (Params stays within 128 bytes: past that, nvcc's code for every kernel taking it changed and the
+  // conv kernels ran 1.6–3.5% slower on the H200; bench/results/2026-11-30-spconv-handoff.md.)
   int32_t* handoff = nullptr;
   unsigned* handoff_count = nullptr;
-  unsigned* handoff_done = nullptr;
   unsigned handoff_blocks = 0;
 };
+static_assert(sizeof(Params) <= 128, "the kernels' parameter block stays within 128 bytes");
 // The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256.
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.

@@ -484,7 +484,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
       // Where launched as its programmatic dependent, this block may start while that kernel runs (its
       // blocks are all resident by then): wait until each of them has sorted out its tiles. Then take
       // tile blockIdx.x of the list, if there is one.
-      while (load_acquire(p.handoff_done) < p.handoff_blocks) __nanosleep(256);
+      while (load_acquire(p.handoff_count + 1) < p.handoff_blocks) __nanosleep(256);
       handoff_tile = tile < __ldcg(p.handoff_count) ? __ldcg(p.handoff + tile) : -1;
     }
     __syncthreads();
@@ -817,7 +817,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
     }
     if (pt == 0) {  // this block's hand-offs are all listed
       __threadfence();
-      atomicAdd(p.handoff_done, 1u);
+      atomicAdd(p.handoff_count + 1, 1u);  // the done count
     }
     // The end: an entry of no tile (act_count −1) in the next buffer.
     const int b = static_cast<int>(j & 1);
