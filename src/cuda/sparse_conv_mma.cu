@@ -449,7 +449,7 @@ size_t part_bytes(const sb::ConvArgs& a) {
 // Where run() may take the pipelined halo kernel (launch_wgmma's ws = 4): forced, or by rule at Ci, Co ≤ 64
 // on 128-row tiles, rows in the map's order, unsplit, at least two tiles a multiprocessor, where a probe
 // of the map says its rows suit it. On the H200 (2026-11-30, results file spconv-handoff, shells in the
-// map's order, forced against the default): 9–18% faster from R = 96 (41 K rows, 2.4 tiles a
+// map's order, forced against the default): 7–18% faster from R = 96 (41 K rows, 2.4 tiles a
 // multiprocessor) to R = 192, where the default was another kernel; the default itself from R = 256 on.
 bool halo_pipe_may_run(const sb::ConvArgs& a) {
   if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) != 64 || a.ci > 64 || a.co > 64) return false;

@@ -76,7 +76,7 @@ constexpr double kSortWork = 1e10;
 bool sorts(const spconv::backend::ConvArgs& a);
 // Workspace bytes run() needs: the row order (when rows are sorted), then the f32 partials of a
 // split launch (splits × rows of a launch × Co × 4 bytes, when splits > 1), then, where the
-// pipelined halo kernel may run, its hand-off list (a count and 4 bytes a tile of a launch).
+// pipelined halo kernel may run, its hand-off list (16 bytes of counts, 4 bytes a tile of a launch).
 size_t workspace_bytes(const spconv::backend::ConvArgs& a);
 // Whether the wgmma kernel (sparse_conv_wgmma.cu) runs on this device: the code the driver loads
 // for it was compiled for sm_90a (a one-time probe per device; false on builds without sm_90a).
@@ -91,7 +91,7 @@ struct Params : ConvParams {
   // (tile indices, in no particular order); their count, then the number of its blocks done sorting
   // out their tiles (handoff_count[0], [1], zeroed before the launch); kernel_conv_wgmma_ws's hand-off
   // instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
-  // (Params stays within 128 bytes: past that, nvcc's code for every kernel taking it changed and the
+  // (Params stays within 128 bytes: at 136, nvcc reloaded it throughout every kernel taking it, and the
   // conv kernels ran 1.6–3.5% slower on the H200; bench/results/2026-11-30-spconv-handoff.md.)
   int32_t* handoff = nullptr;
   unsigned* handoff_count = nullptr;

@@ -71,7 +71,9 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
 #ifdef FRUGAL_WGMMA
 // Programmatic dependent launch (sm_90): let the grid launched after this one with the attribute be
 // scheduled now (as resources free up), and wait for the grids this one depends on to complete.
-__device__ __forceinline__ void grid_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
 __device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   unsigned v;
@@ -1092,8 +1094,9 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         // dependent, so that it runs on the multiprocessors the pipelined kernel's blocks leave as they
         // finish (its tiles are known before its last products are): on the H200 that took back the 3–5%
         // the hand-off had cost at R = 256 (17 tiles a multiprocessor, 6 handed off) and gained 2–5% at
-        // R = 128–192, but lost 1–3% at R = 512 and 1024 (65 and 270 tiles a multiprocessor; not
-        // understood; bench/results/2026-11-30-spconv-handoff.md).
+        // R = 128–192, but lost 1–3% at R = 512 and 1024 (65 and 270 tiles a multiprocessor) — measured
+        // in builds whose 136-byte Params slowed every conv kernel by 1.6–3.5%, which may be the whole
+        // loss; not re-measured since (bench/results/2026-11-30-spconv-handoff.md).
         using Tile = WsTile<BN, 2>;
         Params left = p;
         left.handoff_blocks = blocks;
