@@ -13,48 +13,17 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cuda/wgmma.cuh"
 #include "event_timing.h"
 
 namespace {
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr >> 4) & 0x3fff) | static_cast<uint64_t>((lbo >> 4) & 0x3fff) << 16 |
-         static_cast<uint64_t>((sbo >> 4) & 0x3fff) << 32 | uint64_t{1} << 62;
-}
-
-#define ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define ACC32(i) ACC8(i), ACC8(i + 8), ACC8(i + 16), ACC8(i + 24)
-#define R0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define R1 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define R2 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-#define R3 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-
-template <int N> __device__ void ss(float (&d)[N / 2], uint64_t da, uint64_t db);
-template <int N> __device__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db);
-#define SS(N, REGS, DA, DB, ...)                                                                                    \
-  template <> __device__ __forceinline__ void ss<N>(float(&d)[N / 2], uint64_t da, uint64_t db) {                  \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" REGS "}, %" #DA ", %" #DB ", p, 1, 1, 0, 1;\n}\n" \
-                 : __VA_ARGS__ : "l"(da), "l"(db));                                                               \
-  }
-#define RS(N, REGS, A0, A1, A2, A3, DB, ...)                                                                        \
-  template <> __device__ __forceinline__ void rs<N>(float(&d)[N / 2], const uint32_t(&a)[4], uint64_t db) {       \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" REGS "}, {%" #A0 ", %" #A1 ", %" #A2    \
-                 ", %" #A3 "}, %" #DB ", p, 1, 1, 1;\n}\n"                                                            \
-                 : __VA_ARGS__ : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                             \
-  }
-SS(64, R0, 32, 33, ACC32(0))
-SS(128, R0 ", " R1, 64, 65, ACC32(0), ACC32(32))
-SS(256, R0 ", " R1 ", " R2 ", " R3, 128, 129, ACC32(0), ACC32(32), ACC32(64), ACC32(96))
-RS(64, R0, 32, 33, 34, 35, 36, ACC32(0))
-RS(128, R0 ", " R1, 64, 65, 66, 67, 68, ACC32(0), ACC32(32))
-RS(256, R0 ", " R1 ", " R2 ", " R3, 128, 129, 130, 131, 132, ACC32(0), ACC32(32), ACC32(64), ACC32(96))
-#endif
+using namespace frugal::cuda;
 
 // One block: WG warpgroups, each with its own 64 × 64 A tile; one shared 64 × N B slice.
 template <int N, bool RS_, int DEPTH, bool LDSM = false>
 __global__ void kernel(int steps, float* sink) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#ifdef FRUGAL_WGMMA
   extern __shared__ __align__(1024) unsigned char smem[];
   const int wg = threadIdx.x / 128, wgs = blockDim.x / 128;
   for (int i = threadIdx.x; i < (wgs * 8192 + 64 * N * 2) / 4; i += blockDim.x)
@@ -65,8 +34,7 @@ __global__ void kernel(int steps, float* sink) {
   const uint32_t a_tile = base + wg * 8192, b_tile = base + wgs * 8192;
   float d[N / 2];
   for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  fence_acc(d);
   uint32_t a[4][4];
   for (int kk = 0; kk < 4; ++kk)
     for (int j = 0; j < 4; ++j) a[kk][j] = 0x3c003c00u ^ ((threadIdx.x + kk * 4 + j) & 0x3ff);
@@ -76,15 +44,13 @@ __global__ void kernel(int steps, float* sink) {
   for (int s = 0; s < steps; ++s) {
     if constexpr (LDSM) {  // the halo kernel's step: this step's fragments were loaded during the last
       uint32_t(&cur)[4][4] = (s & 1) ? b : a;
-      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+      wgmma_fence();
+      fence_acc(d);
 #pragma unroll
-      for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) rs<N>(d, cur[kk], desc(b_tile + kk * 2048, 8192, 1024));
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
-      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs<__half, N>(d, cur[kk], smem_desc(b_tile + kk * 2048, 8192, 1024));
+      fence_acc(d);
+      wgmma_commit();
+      wgmma_wait<1>();
       uint32_t(&next)[4][4] = (s & 1) ? a : b;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -93,23 +59,22 @@ __global__ void kernel(int steps, float* sink) {
                      : "r"(a_tile + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
       continue;
     }
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    wgmma_fence();
+    fence_acc(d);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t db = desc(b_tile + kk * 2048, 8192, 1024);
-      if constexpr (RS_) rs<N>(d, a[kk], db);
-      else ss<N>(d, desc(a_tile + kk * 32, 16, 1024), db);
+      const uint64_t db = smem_desc(b_tile + kk * 2048, 8192, 1024);
+      if constexpr (RS_)
+        wgmma_rs<__half, N>(d, a[kk], db);
+      else
+        wgmma_ss<__half, N>(d, smem_desc(a_tile + kk * 32, 16, 1024), db);
     }
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(DEPTH) : "memory");
+    fence_acc(d);
+    wgmma_commit();
+    wgmma_wait<DEPTH>();
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  wgmma_wait<0>();
+  fence_acc(d);
   float t = 0.0f;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) t += d[i];
@@ -129,9 +94,9 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
   const double ms = median_event_ms(5, [&] { k<<<grid, block, pad>>>(steps, sink); });
   const cudaError_t err = cudaGetLastError();
   const double flop = 2.0 * 64 * N * 64 * steps * double(wg_per_block) * blocks_per_sm * sms;
-  std::printf("%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s%s\n", RS_ ? "rs" : "ss", LDSM ? "+ldsm" : "", N, DEPTH,
-              wg_per_block, blocks_per_sm, wg_per_block * blocks_per_sm, ms, flop / ms / 1e9,
-              err == cudaSuccess ? "" : cudaGetErrorString(err));
+  std::printf("%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s%s\n",
+              RS_ ? "rs" : "ss", LDSM ? "+ldsm" : "", N, DEPTH, wg_per_block, blocks_per_sm,
+              wg_per_block * blocks_per_sm, ms, flop / ms / 1e9, err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
 }  // namespace

@@ -1253,7 +1253,7 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
   float* red_sum = red_max + kWarps;                    // [kWarps]
   float* lsum = red_sum + kWarps;                       // [1]
   const int64_t row = blockIdx.x;                       // b * Hq + h
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the partials of the whole main grid
+  grid_dependency_wait();  // the partials of the whole main grid
   const float* ml = p.part_ml + row * S * 2;
   const float* po = p.part_o + row * S * D;
 
@@ -1563,22 +1563,13 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
     const int smem = 4 * (groups_d + a.dim + static_cast<int>(splits) + 2 * kWarps + 1);
 
     // Programmatic dependent launch: the combine's launch overlaps the main grid's last blocks.
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(a.batch * a.q_heads));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-    cfg.stream = st;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
     void (*combine)(Params) = a.dim == 64    ? kernel_combine<64>
                               : a.dim == 128 ? kernel_combine<128>
                               : a.dim == 256 ? kernel_combine<256>
                               : a.dim == 512 ? kernel_combine<512>
                                              : kernel_combine<0>;
-    FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine, p));
+    FRUGAL_CUDA_CHECK(launch_kernel(combine, dim3(static_cast<unsigned>(a.batch * a.q_heads)), dim3(kThreads),
+                                    static_cast<size_t>(smem), st, true, p));
     FRUGAL_CUDA_CHECK_LAUNCH();
   }
 }

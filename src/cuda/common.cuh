@@ -108,6 +108,32 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// Programmatic dependent launch (sm_90). Device side: let the grid launched after this one as its
+// programmatic dependent be scheduled now (as resources free up); wait until the grids this one
+// depends on have completed and their memory is visible (returns at once without such a grid).
+__device__ __forceinline__ void grid_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+// Host side: kernel<<<grid, block, smem, s>>>(args...), launched as a programmatic dependent of the
+// work before it in s where `dependent` (its blocks may start before that work completes; what it
+// reads of that work waits for grid_dependency_wait). Returns the launch's error (FRUGAL_CUDA_CHECK it).
+template <typename... P, typename... A>
+cudaError_t launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, bool dependent,
+                          A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = dependent ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+
 // d += a · b for one m16n8k16 tile (A row-major 16×16, B column-major 16×8; T = __half or
 // __nv_bfloat16 operands, f32 accumulators), as PTX's mma.sync fragments.
 template <typename T>

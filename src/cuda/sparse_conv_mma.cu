@@ -501,13 +501,11 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
           int ws = warp_specialized(a);
-          // The pipelined halo kernel where it may run (halo_pipe_may_run) and the launch's rows suit
-          // it (H200, R = 1024 shell in the map's order, the tiles that do not fit handed back to the
-          // two-block kernel: 2.75 against 3.35 ms; rows in random order: 1.04 against 0.86, so never
-          // there), known from the second call on a map on.
-          if (ws != 4 && a.wgmma_ws < 0 && halo_pipe_may_run(a) && !part && !p.perm && p.handoff &&
-              halo_pipe_suits(p, a.device, s))
-            ws = 4;
+          // The pipelined halo kernel where it may run (p.handoff is set exactly there:
+          // halo_pipe_may_run) and the launch's rows suit it (H200, R = 1024 shell in the map's order,
+          // the tiles that do not fit handed back to the two-block kernel: 2.75 against 3.35 ms; rows
+          // in random order: 1.04 against 0.86, so never there), known from the second call on a map on.
+          if (a.wgmma_ws < 0 && p.handoff && halo_pipe_suits(p, a.device, s)) ws = 4;
           if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
           else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);
           else launch_wgmma<T, 256>(p, ws, rows, nsplit, s);

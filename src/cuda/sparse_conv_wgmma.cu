@@ -48,49 +48,17 @@
 #include "cuda/common.cuh"
 #include "cuda/mbarrier.cuh"
 #include "cuda/sparse_conv_mma.cuh"
+#include "cuda/wgmma.cuh"
 
 namespace frugal::cuda::spconv_mma {
 
 namespace {
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FRUGAL_WGMMA 1
-#endif
-
-// ---- wgmma PTX wrappers --------------------------------------------------------------------------
-
-// Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format" of wgmma): start address,
-// leading- and stride-dimension byte offsets (each >> 4, 14 bits) and the swizzle mode in bits
-// 62-63 (1: 128-byte swizzle). Every tile below starts at a multiple of 1024 bytes, so the base
-// offset (bits 49-51) is 0.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((addr >> 4) & 0x3fff) | static_cast<uint64_t>((lbo >> 4) & 0x3fff) << 16 |
-         static_cast<uint64_t>((sbo >> 4) & 0x3fff) << 32 | uint64_t{1} << 62;
-}
-
 #ifdef FRUGAL_WGMMA
-// Programmatic dependent launch (sm_90): let the grid launched after this one with the attribute be
-// scheduled now (as resources free up), and wait for the grids this one depends on to complete.
-__device__ __forceinline__ void grid_launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
   return v;
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving accumulator registers across an in-flight wgmma.
-template <int R>
-__device__ __forceinline__ void fence_acc(float (&d)[R]) {
-#pragma unroll
-  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // Bulk tensor copy (TMA) of the box at (x, y, z) of the tensor map into shared memory at dst,
@@ -101,81 +69,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(bar)
       : "memory");
 }
-
-// d (64 × N f32 over the warpgroup) += A (64 × 16, K-major, descriptor da) · B (16 × N, N-major
-// ("transposed"), descriptor db). Scale-d 1 (accumulate), scales +1, A not transposed, B transposed.
-template <typename T, int N>
-__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db);
-
-// The six (dtype, N) forms differ only in the instruction's shape and type and the number of
-// accumulator registers; the operand lists are spelled out by these macros.
-#define FRUGAL_ACC8(i)                                                                                      \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
-      "+f"(d[i + 7])
-#define FRUGAL_ACC32(i) FRUGAL_ACC8(i), FRUGAL_ACC8(i + 8), FRUGAL_ACC8(i + 16), FRUGAL_ACC8(i + 24)
-// Accumulator placeholders %0 … %127, 32 at a time.
-#define FRUGAL_REGS_0 \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define FRUGAL_REGS_1 \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define FRUGAL_REGS_2 \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-#define FRUGAL_REGS_3 \
-  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-#define FRUGAL_WGMMA_SS(T, TY, N, REGS, DA, DB, ...)                                              \
-  template <>                                                                                     \
-  __device__ __forceinline__ void wgmma_ss<T, N>(float(&d)[N / 2], uint64_t da, uint64_t db) {     \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " {" REGS "}, %" #DA \
-                 ", %" #DB ", p, 1, 1, 0, 1;\n}\n"                                                \
-                 : __VA_ARGS__                                                                    \
-                 : "l"(da), "l"(db));                                                             \
-  }
-FRUGAL_WGMMA_SS(__half, "f16", 64, FRUGAL_REGS_0, 32, 33, FRUGAL_ACC32(0))
-FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 64, FRUGAL_REGS_0, 32, 33, FRUGAL_ACC32(0))
-FRUGAL_WGMMA_SS(__half, "f16", 128, FRUGAL_REGS_0 ", " FRUGAL_REGS_1, 64, 65, FRUGAL_ACC32(0), FRUGAL_ACC32(32))
-FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 128, FRUGAL_REGS_0 ", " FRUGAL_REGS_1, 64, 65, FRUGAL_ACC32(0), FRUGAL_ACC32(32))
-FRUGAL_WGMMA_SS(__half, "f16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", " FRUGAL_REGS_2 ", " FRUGAL_REGS_3, 128, 129,
-                FRUGAL_ACC32(0), FRUGAL_ACC32(32), FRUGAL_ACC32(64), FRUGAL_ACC32(96))
-FRUGAL_WGMMA_SS(__nv_bfloat16, "bf16", 256, FRUGAL_REGS_0 ", " FRUGAL_REGS_1 ", " FRUGAL_REGS_2 ", " FRUGAL_REGS_3, 128,
-                129, FRUGAL_ACC32(0), FRUGAL_ACC32(32), FRUGAL_ACC32(64), FRUGAL_ACC32(96))
-// d (64 × 64 f32 over the warpgroup) += A (64 × 16 from registers: each warp's 16 rows as an m16n8k16
-// A fragment, a[0..3]) · B (16 × 64, N-major, descriptor db).
-template <typename T>
-__device__ __forceinline__ void wgmma_rs64(float (&d)[32], const uint32_t (&a)[4], uint64_t db);
-#define FRUGAL_WGMMA_RS(T, TY)                                                                       \
-  template <>                                                                                        \
-  __device__ __forceinline__ void wgmma_rs64<T>(float(&d)[32], const uint32_t(&a)[4], uint64_t db) { \
-    asm volatile(                                                                                    \
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                   \
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" FRUGAL_REGS_0                   \
-        "}, {%32, %33, %34, %35}, "                                                                  \
-        "%36, p, 1, 1, 1;\n}\n"                                                                      \
-        : FRUGAL_ACC32(0)                                                                            \
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));                                      \
-  }
-FRUGAL_WGMMA_RS(__half, "f16")
-FRUGAL_WGMMA_RS(__nv_bfloat16, "bf16")
-#undef FRUGAL_WGMMA_RS
-// Keeps registers an in-flight wgmma reads where they are until the wait that ends it.
-__device__ __forceinline__ void fence_regs(uint32_t (&r)[4][4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
-}
-
-#undef FRUGAL_WGMMA_SS
-#undef FRUGAL_REGS_0
-#undef FRUGAL_REGS_1
-#undef FRUGAL_REGS_2
-#undef FRUGAL_REGS_3
-#undef FRUGAL_ACC32
-#undef FRUGAL_ACC8
 
 // One step's multiply for warpgroup wg, which owns MB blocks of 64 rows (rows 64·MB·wg ..
 // 64·MB·(wg + 1) − 1 of the tile; block j's accumulators at acc[j · BN/2 ..]): the BK/16 × MB wgmmas
@@ -879,7 +772,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         fence_regs(cur);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_rs64<T>(acc, cur[kk], smem_desc(sbase + st * H::B_STAGE + kk * 2048, 8192, 1024));
+          wgmma_rs<T, 64>(acc, cur[kk], smem_desc(sbase + st * H::B_STAGE + kk * 2048, 8192, 1024));
         fence_acc(acc);
         wgmma_commit();
         wgmma_wait<1>();
@@ -1102,17 +995,8 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         left.handoff_blocks = blocks;
         const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
         allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_wgmma_ws<T, Tile, true>), static_cast<int>(smem));
-        cudaLaunchConfig_t cfg{};
-        cfg.gridDim = dim3(static_cast<unsigned>(tiles));
-        cfg.blockDim = dim3(Tile::THREADS);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = s;
-        cudaLaunchAttribute attr{};
-        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr.val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = &attr;
-        cfg.numAttrs = tiles <= 32 * int64_t{sms} ? 1 : 0;
-        FRUGAL_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_conv_wgmma_ws<T, Tile, true>, map, left, 1));
+        FRUGAL_CUDA_CHECK(launch_kernel(kernel_conv_wgmma_ws<T, Tile, true>, dim3(static_cast<unsigned>(tiles)),
+                                        dim3(Tile::THREADS), smem, s, tiles <= 32 * int64_t{sms}, map, left, 1));
         FRUGAL_CUDA_CHECK_LAUNCH();
         return;
       }
