@@ -376,7 +376,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   if constexpr (kHandoff) {  // the tiles the pipelined halo kernel left, the grid sized for all of them
     __shared__ int64_t handoff_tile;
     if (threadIdx.x == 0) {
-      // Where launched as its programmatic dependent, this block may start while that kernel runs (its
+      // Launched as its programmatic dependent, this block may start while that kernel runs (its
       // blocks are all resident by then): wait until each of them has sorted out its tiles. Then take
       // tile blockIdx.x of the list, if there is one.
       while (load_acquire(p.handoff_count + 1) < p.handoff_blocks) __nanosleep(256);
@@ -489,11 +489,13 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // every wgmma kernel: bitwise their output.
 struct HaloPipe {
   static constexpr int BM = kTileRows, BN = 64, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
+  // STAGES: 5 or 6 measured 5–9% slower (zero-phase.md, call 2; likely the ring's index arithmetic
+  // by a non-power-of-two on the consumers' path).
   static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = 4, LDC = BN + 8;
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr size_t STAGING = size_t(BM) * LDC * 2;
   static constexpr size_t SLOTS = size_t(kMaxOffsets) * BM;    // 16-bit entries a buffer
-  static constexpr int ZERO = 8;                               // slots 0–7: a zero atom (slot 0: absent rows)
+  static constexpr int ZERO = 8;                               // slots 0–7: zero rows, one a swizzle phase
   static constexpr size_t BUDGET = 232448 - 2048;              // dynamic shared memory; the static part aside
   static constexpr size_t MAP = size_t(kMaxOffsets) * BM * 4;  // the prologue's map slice (int32), one tile ahead
   static constexpr size_t FIXED = 1024 + size_t(STAGES) * B_STAGE + MAP + 2 * SLOTS * 2;
@@ -571,7 +573,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
     fence_mbarrier_init();
   }
   grid_launch_dependents();  // the hand-off kernel may take each multiprocessor this kernel leaves
-  for (int i = tid; i < 2 * ZERO * 8; i += H::THREADS)  // the zero atoms of both buffers
+  for (int i = tid; i < 2 * ZERO * 8; i += H::THREADS)  // the zero slots of both buffers
     *reinterpret_cast<uint4*>(halo0 + (i / (ZERO * 8)) * H::HALO + (i % (ZERO * 8)) * 16) = make_uint4(0, 0, 0, 0);
   __syncthreads();
 
@@ -659,27 +661,46 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
           slot_end += 8 * boxes[q];
         }
         in_halo = slot_end <= ZERO + CAP;
-        if (in_halo) {  // the rows; the slot entries: slot of row v in group g = v + (base[g] − lo[g]), 0: none
+        if (in_halo) {  // the rows; the slot entries: slot of row v in group g = v + (base[g] − lo[g])
           row_s[b][r] = static_cast<int32_t>(row);
           uint16_t* slot = slots0 + b * H::SLOTS;
           const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};
+          // An absent neighbour reads one of the zero slots 0–7: the one whose swizzle phase (slot % 8)
+          // no present row of its group of 8 tile rows has for that offset. The group is what one
+          // ldmatrix matrix reads, and two distinct slots of one phase there cost a second wavefront
+          // (one zero slot for all: 1.55× the ideal wavefronts of the loop's ldmatrix at R = 512, a free
+          // phase: 1.15×, and 2% faster; bench/results/2026-11-30-spconv-zero-phase.md). The 8 lanes of
+          // a group are the group's rows; their phases are OR-ed by shuffles, four offsets a word.
 #pragma unroll
-          for (int k = 0; k < KN; ++k) {
-            if (k >= kcount) break;
-            const int g = offset_third(k, per);
-            const int dg = g == 0 ? d[0] : (g == 1 ? d[1] : d[2]);
-            slot[k * BM + r] = static_cast<uint16_t>(v[k] >= 0 ? v[k] + dg : 0);
+          for (int k0 = 0; k0 < KN; k0 += 4) {
+            int e[4];
+            uint32_t used = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int k = k0 + i, kv = k < KN ? k : KN - 1, g = offset_third(k, per);
+              const int dg = g == 0 ? d[0] : (g == 1 ? d[1] : d[2]);
+              e[i] = k < KN && k < kcount && v[kv] >= 0 ? v[kv] + dg : -1;
+              used |= e[i] >= 0 ? 1u << (8 * i + (e[i] & 7)) : 0u;
+            }
+            used |= __shfl_xor_sync(0xffffffffu, used, 1);
+            used |= __shfl_xor_sync(0xffffffffu, used, 2);
+            used |= __shfl_xor_sync(0xffffffffu, used, 4);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              if (k0 + i < KN && k0 + i < kcount)
+                slot[(k0 + i) * BM + r] =
+                    static_cast<uint16_t>(e[i] >= 0 ? e[i] : (__ffs(~(used >> 8 * i)) - 1) & (ZERO - 1));
           }
-          if (pt < 8)
+          if (pt < ZERO * 8)
             *reinterpret_cast<uint4*>(halo + 16 * pt) =
-                make_uint4(0, 0, 0, 0);  // slot 0 (the last epilogue staged over it)
+                make_uint4(0, 0, 0, 0);  // the zero slots (the last epilogue staged over them)
         }
       };
       if (p.k == 27)
         phase(std::integral_constant<int, 27>{});
       else
         phase(std::integral_constant<int, 0>{});
-      fence_proxy_async();       // this thread's writes into the buffer (slot 0) before the copies there
+      fence_proxy_async();       // this thread's writes into the buffer (zero slots) before the copies there
       named_barrier_prologue();  // (also: every thread has read this tile's ranges)
       if (!in_halo) {            // handed off to kernel_conv_wgmma_ws, which runs after this kernel
         if (pt == 0) p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
@@ -764,7 +785,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(f[kk], row + (((kk * 2 + half) ^ phase) << 4));
       };
-      auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&next)[4][4]) {
+      auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&spare)[4][4]) {
         const uint32_t gs = g + s, st = gs % STAGES;
         mbar_wait(full0 + 8 * st, (gs / STAGES) & 1);
         wgmma_fence();
@@ -777,20 +798,27 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         wgmma_commit();
         wgmma_wait<1>();
         fence_acc(acc);
-        fence_regs(next);
+        fence_regs(spare);
         if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((gs - 1) % STAGES));
-        if (s + 1 < steps) load_a(next, s + 1);
+        if (s + 2 < steps) load_a(spare, s + 2);
       };
-      uint32_t a0[4][4], a1[4][4];
+      // Three A buffers: step s loads step s + 2's fragments into the one step s − 1 used (free after
+      // the wait above), so each ldmatrix is issued a whole step before its wgmma and its latency
+      // (bank conflicts included) is off the path from one step's wgmma to the next; with two, the
+      // loop was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3).
+      uint32_t a0[4][4], a1[4][4], a2[4][4];
       if (steps > 0) load_a(a0, 0);
-      for (int s = 0; s < steps; s += 2) {
-        step(s, a0, a1);
+      if (steps > 1) load_a(a1, 1);
+      for (int s = 0; s < steps; s += 3) {
+        step(s, a0, a2);
         if (s + 1 < steps) step(s + 1, a1, a0);
+        if (s + 2 < steps) step(s + 2, a2, a1);
       }
       wgmma_wait<0>();
       fence_acc(acc);
       fence_regs(a0);
       fence_regs(a1);
+      fence_regs(a2);
       if (steps > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g + steps - 1) % STAGES));
       g += steps;
       // The epilogue: bias, round, stage (after every consumer has stored the previous tile), store.
@@ -983,20 +1011,19 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         FRUGAL_CUDA_CHECK_LAUNCH();
         ++g_halo_pipe_launches;
         // The tiles it left, through the two-block kernel: a block a tile of the launch (those past the
-        // count return). On a grid of at most 32 tiles a multiprocessor it is launched as a programmatic
-        // dependent, so that it runs on the multiprocessors the pipelined kernel's blocks leave as they
-        // finish (its tiles are known before its last products are): on the H200 that took back the 3–5%
-        // the hand-off had cost at R = 256 (17 tiles a multiprocessor, 6 handed off) and gained 2–5% at
-        // R = 128–192, but lost 1–3% at R = 512 and 1024 (65 and 270 tiles a multiprocessor) — measured
-        // in builds whose 136-byte Params slowed every conv kernel by 1.6–3.5%, which may be the whole
-        // loss; not re-measured since (bench/results/2026-11-30-spconv-handoff.md).
+        // count return), launched as a programmatic dependent, so that it runs on the multiprocessors the
+        // pipelined kernel's blocks leave as they finish (its tiles are known before its last products
+        // are). On the H200 that took back the 3–5% the hand-off had cost at R = 256 (17 tiles a
+        // multiprocessor, 6 handed off) and gained 2–5% at R = 128–192
+        // (bench/results/2026-11-30-spconv-handoff.md); at R = 512 and 1024 (65 and 270 tiles a
+        // multiprocessor) it is equal to a plain launch or 1% faster (-spconv-zero-phase.md, call 1).
         using Tile = WsTile<BN, 2>;
         Params left = p;
         left.handoff_blocks = blocks;
         const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
         allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_wgmma_ws<T, Tile, true>), static_cast<int>(smem));
         FRUGAL_CUDA_CHECK(launch_kernel(kernel_conv_wgmma_ws<T, Tile, true>, dim3(static_cast<unsigned>(tiles)),
-                                        dim3(Tile::THREADS), smem, s, tiles <= 32 * int64_t{sms}, map, left, 1));
+                                        dim3(Tile::THREADS), smem, s, true, map, left, 1));
         FRUGAL_CUDA_CHECK_LAUNCH();
         return;
       }
