@@ -479,8 +479,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // Per halo buffer b, three mbarriers: meta (the 128 prologue threads arrive: slots, offsets, rows
 // requested; act_count −1 ends the walk), halo (the rows' copies complete), free (the 8 consumer warps
 // after their epilogue and the weight warp after its last copy of the tile: the buffer may be refilled).
-// A tile whose ranges exceed CAP rows (12% of the R = 1024 shell's tiles in the map's order; every tile
-// of a dense block or of rows in random order) is handed off: the prologue appends it to p.handoff and
+// A tile whose ranges exceed CAP rows (5.8% of the R = 1024 shell's tiles in the map's order, 1.4% at
+// R = 512, by bench/results/2026-11-30-spconv-handoff/fit.py; every tile of a dense block or of rows in
+// random order) is handed off: the prologue appends it to p.handoff and
 // goes on to its next tile in the same buffer, and kernel_conv_wgmma_ws (two blocks a multiprocessor)
 // runs the listed tiles after this kernel. (Gathering such a tile's rows step by step here, behind a
 // barrier of the consumers a step, took 2.4× a fitting tile's time.) The dispatcher still picks this
