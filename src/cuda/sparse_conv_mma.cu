@@ -179,10 +179,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
   if (tid == 0) {
     uint32_t any = 0;
     for (int g = 0; g < GROUPS; ++g) any |= group_s[g];
-    int c = 0;
-    for (int k = 0; k < p.k; ++k)
-      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
-    act_count = c;
+    act_count = list_offsets(any, 0, p.k, act_s);
   }
   __syncthreads();
   const int chunks = (p.ci + BK - 1) / BK;

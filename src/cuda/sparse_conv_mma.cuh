@@ -133,6 +133,15 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) 
                : "r"(s));
 }
 
+// The offsets k_lo ≤ k < k_hi whose bit is set in mask, ascending, into act; returns their count (the
+// steps of a tile: every tensor-core conv kernel's prologue lists its tile's offsets this way).
+__device__ __forceinline__ int list_offsets(uint32_t mask, int k_lo, int k_hi, int8_t* act) {
+  int c = 0;
+  for (int k = k_lo; k < k_hi; ++k)
+    if (mask >> k & 1u) act[c++] = static_cast<int8_t>(k);
+  return c;
+}
+
 // ---- the tile's prologue (both wgmma kernels; the mma kernel has its own, loading entry by entry) ----
 // (The mma kernel on this prologue: bitwise the same outputs, but 2–4% slower on its default sorted
 // rows at R = 512, C = 64 and 128, 1–5% faster unsorted; H200, 2026-11-30,
@@ -188,10 +197,7 @@ __device__ __forceinline__ void tile_prologue(const Params& p, int64_t t0, int32
     // A split launch (gridDim.y > 1): this block sums offsets [k·j/S, k·(j+1)/S) only.
     const int j = blockIdx.y, S = gridDim.y;
     const int k_lo = p.k * j / S, k_hi = p.k * (j + 1) / S;
-    int c = 0;
-    for (int k = k_lo; k < k_hi; ++k)
-      if (any >> k & 1u) act_s[c++] = static_cast<int8_t>(k);
-    *act_count = c;
+    *act_count = list_offsets(any, k_lo, k_hi, act_s);
   }
   __syncthreads();
 }

@@ -710,11 +710,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       if (pt < 32) {  // the first prologue warp: the offsets, and the rows' copies (a box a lane in turn)
         const uint32_t bar = halo_bar0 + 8 * b;
         if (pt == 0) {
-          const uint32_t all = any_s[b];
-          int c = 0;
-          for (int k = 0; k < p.k; ++k)
-            if (all >> k & 1u) act_s[b][c++] = static_cast<int8_t>(k);
-          act_count[b] = c;
+          act_count[b] = list_offsets(any_s[b], 0, p.k, act_s[b]);
           mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
         }
         __syncwarp();
