@@ -490,8 +490,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // every wgmma kernel: bitwise their output.
 struct HaloPipe {
   static constexpr int BM = kTileRows, BN = 64, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
-  // STAGES: 5 or 6 measured 5–9% slower (zero-phase.md, call 2; likely the ring's index arithmetic
-  // by a non-power-of-two on the consumers' path).
+  // STAGES: 5 or 6 measured 5–9% slower (zero-phase.md, call 2), and 6 still 2–6% slower with the
+  // ring's index kept as counters instead of divided (call 5): a deeper ring does not help here.
   static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = 4, LDC = BN + 8;
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr size_t STAGING = size_t(BM) * LDC * 2;
@@ -586,11 +586,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       const int64_t t0 = t * BM;
       if (t0 + pt < p.rows) {
         const int64_t row = p.perm ? __ldg(&p.perm[t0 + pt]) : p.row_begin + t0 + pt;
-        for (int k = 0; k < p.k; ++k)
-          asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(
-                           static_cast<uint32_t>(__cvta_generic_to_shared(map_s + k * BM + pt))),
-                       "l"(p.nbr + k * p.n + row)
-                       : "memory");
+        for (int k = 0; k < p.k; ++k) cp_async4(map_s + k * BM + pt, p.nbr + k * p.n + row);
       }
       cp_async_commit();
     };
