@@ -699,14 +699,17 @@ struct F16Smem {
   static constexpr int kBytes = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
 };
 
-// The token at row r (0..15) of a 16-token tile of Sᵀ = K·Qᵀ: rows 2i and 2i + 1 hold tokens i and
-// i + 4 (plus 8 from row 8 on). The mma's K index of Oᵀ += Vᵀ·Pᵀ follows Sᵀ's rows (movmatrix turns
-// one into the other), so lane (g, t4) reads the V rows of K indices 2t4 + {0, 1, 8, 9}: tokens
+// The token at K index r (0..15) of a 16-token tile of Oᵀ += Vᵀ·Pᵀ: K indices 2i and 2i + 1 hold
+// tokens i and i + 4 (plus 8 from index 8 on), so lane (g, t4) reads the V rows of tokens
 // t4 + {0, 4, 8, 12}. Each of its V loads (8 bytes a lane, dims by g) then covers four consecutive
 // rows, two 128-byte lines a half-warp, where tokens 2t4 + c covered four rows two apart and four
-// lines: the loads' L1 data-pipe wavefronts, the loop's binding resource on the long rows, fall from
-// 64 to 32 a chunk; the K loads' (8 lanes of a quarter-warp read two rows four apart) rise from 16 to
-// 32 (bench/results/2026-11-30-attn-probe.md).
+// lines: the V loads' L1 data-pipe wavefronts fall from 64 to 32 a chunk
+// (bench/results/2026-11-30-attn-probe.md, call 9).
+// Sᵀ = K·Qᵀ keeps its rows in token order where K rows are 64 bytes (kKPairs): the 8 lanes of a
+// quarter-warp then read rows 2i and 2i + 1, adjacent tokens, one line (in tile order
+// they read tokens i and i + 4, two lines: 32 wavefronts a chunk instead of 16, and 4% slower at
+// B=8 L=32K; bench/results/2026-11-30-attn-tiled.md). movmatrix leaves P in Sᵀ's row order, so two
+// shuffles a fragment put it in tile order (to_tile_order).
 __host__ __device__ constexpr int tile_token(int r) { return (r & 8) | ((r & 7) >> 1) | ((r & 1) << 2); }
 static_assert(tile_token(0) == 0 && tile_token(1) == 4 && tile_token(6) == 3 && tile_token(7) == 7 &&
                   tile_token(9) == 12 && tile_token(14) == 11,
@@ -742,7 +745,20 @@ __global__ void __launch_bounds__(NW * 32, kWide ? kWideMinBlocks : (D <= 128 ? 
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
-  const int gt = tile_token(g);  // this lane's Sᵀ rows g, g + 8 of a tile are tokens gt, gt + 8
+  // Sᵀ's rows in token order (see tile_token) where measured faster: D = 128 at 4 bits (64-byte K
+  // rows). At D = 64 (32-byte rows) 1% slower (attn-tiled.md, call 2); from 128-byte rows on, a row
+  // is a line in either order.
+  constexpr bool kKPairs = D == 128 && KB == 4;
+  const int gt = kKPairs ? g : tile_token(g);  // this lane's Sᵀ rows g, g + 8 of a tile are tokens gt, gt + 8
+  // P's B fragment from Sᵀ's row order to tile order: lane (g, t4) holds tokens 2t4, 2t4 + 1 (+ 8)
+  // and wants t4, t4 + 4 (+ 8): half t4 % 2 of lanes (g, t4 / 2) and (g, 2 + t4 / 2).
+  const int from_a = (lane & ~3) | (t4 >> 1), from_b = from_a + 2;
+  const uint32_t half_sel = (t4 & 1) ? 0x7632u : 0x5410u;
+  auto to_tile_order = [&](uint32_t b) -> uint32_t {
+    if constexpr (!kKPairs) return b;
+    const uint32_t x = __shfl_sync(0xffffffffu, b, from_a), y = __shfl_sync(0xffffffffu, b, from_b);
+    return __byte_perm(x, y, half_sel);
+  };
   // The V rows of this lane's K indices 2t4 + {0, 1, 8, 9} of tile j: tokens t4 + v_tok(j, e).
   auto v_tok = [](int j, int e) { return 16 * j + 4 * (e & 1) + 8 * (e >> 1); };
   const BlockWork w = block_work(p);
@@ -942,10 +958,10 @@ __global__ void __launch_bounds__(NW * 32, kWide ? kWideMinBlocks : (D <= 128 ? 
           l0 += pe;
         pt[e] = pe * (vsc[j][e >> 1] * inv_u);
       }
-      // Pᵀ as the B operand (K index = Sᵀ rows 2t4, 2t4 + 1 | +8, N = head g): the transpose of the
-      // 8×8 fp16 tiles (Sᵀ row g, heads 2t4, 2t4 + 1) this lane holds.
-      const uint32_t b0 = transpose_8x8(pack_half2(pt[0], pt[1]));
-      const uint32_t b1 = transpose_8x8(pack_half2(pt[2], pt[3]));
+      // Pᵀ as the B operand (K index = tokens tile_token(2t4), tile_token(2t4 + 1) | +8, N = head g):
+      // the transpose of the 8×8 fp16 tiles (Sᵀ row g, heads 2t4, 2t4 + 1) this lane holds, in tile order.
+      const uint32_t b0 = to_tile_order(transpose_8x8(pack_half2(pt[0], pt[1])));
+      const uint32_t b1 = to_tile_order(transpose_8x8(pack_half2(pt[2], pt[3])));
       // Oᵀ += Vᵀ Pᵀ over the 16 tokens of tile j, m-tile by m-tile (16 dims each).
       if constexpr (VB == 4) {
 #pragma unroll
