@@ -764,6 +764,10 @@ __global__ void __launch_bounds__(NW * 32, kWide ? kWideMinBlocks : (D <= 128 ? 
   const BlockWork w = block_work(p);
 
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
+  // D = 128, 4-bit K: each full chunk asks L2 for the warp's next chunk's K lines (below).
+  constexpr bool kPrefetchK = D == 128 && KB == 4;
+  constexpr int kPrefetchLines = S::CH * KROW / 128;
+  static_assert(!kPrefetchK || (kPrefetchLines <= 32 && S::CH * KROW % 128 == 0), "a line a lane");
   const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const int64_t cap = p.capacity;
   // The block's query rows (rows warp, warp + 4) and K's signs are requested first, so their
@@ -1129,6 +1133,19 @@ __global__ void __launch_bounds__(NW * 32, kWide ? kWideMinBlocks : (D <= 128 ? 
         }
       }
       if constexpr (D <= 128) load_v();
+      if constexpr (kFull && kPrefetchK) {
+        // The warp's next chunk's K rows (S::CH · KROW bytes, a 128-byte line a lane) into L2 while
+        // this chunk computes (contiguous caches; rings do without). Measured −2% at B=8 L=32K and
+        // −2.6% at B=1 L=128K — but the loop runs at the 128-register cap, and this form also leaves
+        // the wide kernel 4 bytes of spills where main had 16 / 76; forms that compute the same
+        // address from `start` or follow the ring spill 16–24 / 44–84 bytes and run 7% slower (the
+        // V lines prefetched too: 36 / 92, 17% slower). Check ptxas's spills when changing the loop
+        // (bench/results/2026-11-30-attn-tiled.md, calls 4–8).
+        const int64_t next_cs = cs + NW * S::CH;
+        const uint8_t* line = p.kp + (head * cap + next_cs) * KROW + 128 * lane;
+        if (!p.sliding && lane < kPrefetchLines && start + NW * S::CH + S::CH <= w.t1)
+          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(line));
+      }
       float sc[S::NSUB][4];
       scores(kw, sc);
       if constexpr (D > 128) load_v();

@@ -1,0 +1,17 @@
+#!/bin/bash
+# Session 15 call 4: M3 (ldg_stream incl. scales) tests + sanitizers; M3, PF1, PF2 against KP2.
+cd "$(dirname "$0")"; tar -xJf bundle.tar.xz -C /tmp
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > $OUT/info.txt
+timeout 200 /tmp/var/M3/ta > $OUT/testM3.txt 2>&1; echo "test M3 rc=$? $(grep -E '^\[  (PASSED|FAILED)' $OUT/testM3.txt | head -5 | tr '\n' ' ')" >> $OUT/info.txt
+for r in 1 2 3; do for P in KP2 M3 PF1 PF2; do
+  timeout 60 /tmp/var/$P/da --quick --json /tmp/p$P.json > /tmp/p$P.txt 2>&1 || echo "$P rc=$?" >> $OUT/info.txt
+  python3 - $P <<'PY' >> $OUT/table.txt
+import json,sys
+P=sys.argv[1]
+print(P, ' '.join('%.4f'%r['ms'] for r in json.load(open('/tmp/p%s.json'%P))['rows']))
+PY
+done; done
+F='DecodeAttentionCuda.RingWrap*:DecodeAttentionCuda.ForcedSplitsAndWorkspace:DecodeAttentionCuda.F16PathGqa*:DecodeAttentionCuda.F16MergeInTheLastBlock*:DecodeAttentionCuda.F16WideTable*'
+timeout 150 compute-sanitizer --tool memcheck /tmp/var/M3/ta --gtest_filter="$F" > $OUT/memcheck.txt 2>&1; echo "memcheck rc=$? $(grep 'ERROR SUMMARY' $OUT/memcheck.txt | tail -1)" >> $OUT/info.txt
+timeout 150 compute-sanitizer --tool racecheck /tmp/var/M3/ta --gtest_filter='DecodeAttentionCuda.F16WideTable*:DecodeAttentionCuda.F16PathGqa*' > $OUT/racecheck.txt 2>&1; echo "racecheck rc=$? $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $OUT/racecheck.txt | tail -1)" >> $OUT/info.txt
+cat $OUT/info.txt; echo "rows: B8L32K D128 | B1L128K | B8L32K D256 | B1L4K | B1L4K D256 | B8L4K"; cat $OUT/table.txt
