@@ -9,12 +9,13 @@
 // write positions are set through const_cast — a benchmark-only shortcut around appending
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
-// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep] [--loops]
+// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep] [--loops] [--mixes]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers); --sweep: the slice sweep of every row too (the split heuristic's data; slices of
 //   >= 64 tokens); --loops: every row three times, the f16 kernel's main loop left to the rule
 //   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, wide), plus lengths
-//   between the short and the long rows (the data the rule was set from).
+//   between the short and the long rows (the data the rule was set from); --mixes: only the D = 128
+//   target and short rows with 8-bit K and/or V (K8/V4, K4/V8, K8/V8).
 //   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -25,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "frugal/attention.h"
@@ -160,13 +162,14 @@ struct Row {
 
 int main(int argc, char** argv) {
   std::string json;
-  bool quick = false, sweep = false, loops = false;
+  bool quick = false, sweep = false, loops = false, mixes = false;
   int one[5] = {0, 0, 0, 0, 0};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     if (!std::strcmp(argv[i], "--loops")) loops = true;
+    if (!std::strcmp(argv[i], "--mixes")) mixes = true;
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
       quick = true;
@@ -272,6 +275,12 @@ int main(int argc, char** argv) {
     unsetenv("FRUGAL_ATTN_KERNEL");
     loop = "auto";
   };
+  if (mixes) {
+    for (const Shape& s : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {1, 32, 8, 128, 4096}})
+      for (const auto& [kb, vb] : std::vector<std::pair<int, int>>{{8, 4}, {4, 8}, {8, 8}})
+        run(s, kb, vb, attention::Math::f16, DType::f16, 0);
+    shapes.clear();
+  }
   for (const Shape& s : shapes) {
     each_loop([&] { run(s, 4, 4, attention::Math::f16, DType::f16, 0); });
     if (!sweep) continue;
@@ -282,12 +291,12 @@ int main(int argc, char** argv) {
       if (pairs * sp <= 4 * 132 && sp * 64 <= s.L) run(s, 4, 4, attention::Math::f16, DType::f16, sp);
   }
   // The fixed cost of a call on the short rows: 16 tokens attended (one slice, one tile a block).
-  if (quick && one[0] == 0)
+  if (quick && one[0] == 0 && !mixes)
     for (const Shape& s : std::vector<Shape>{{1, 32, 8, 128, 4096}, {1, 32, 8, 256, 4096}})
       each_loop([&] { run(s, 4, 4, attention::Math::f16, DType::f16, 0, 16); });
   // Variants on the two target rows: K8/V4, and the exact f32 path.
   for (const Shape& s :
-       quick ? std::vector<Shape>{} : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}}) {
+       quick || mixes ? std::vector<Shape>{} : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}}) {
     run(s, 8, 4, attention::Math::f16, DType::f16, 0);
     run(s, 4, 4, attention::Math::f32, DType::f32, 0);
   }

@@ -666,8 +666,11 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
 }
 
 // D = 128: two 16-token tiles per warp chunk, and a register budget sized for 4 resident blocks per
-// SM (round 3 measured one tile at 5 blocks/SM 7–24% slower; decode-attention-r3.md).
-constexpr int kNsub128 = 2, kMinBlocks128 = 4;
+// SM (round 3 measured one tile at 5 blocks/SM 7–24% slower; decode-attention-r3.md). With an 8-bit
+// K or V, 3 blocks (168 registers): at 4 the K8/V4, K4/V8 and K8/V8 kernels spilled 48–160 bytes and
+// ran 2–10% slower; one tile a chunk at 4 blocks (no spills either) was slower still for K8/V4
+// (bench/results/2026-11-30-attn-tiled.md, call 9).
+constexpr int kNsub128 = 2, kMinBlocks128 = 4, kMinBlocks128Bits8 = 3;
 
 template <int D, int KB, int VB>
 struct F16Shape {
@@ -685,6 +688,14 @@ struct F16Shape {
 // The wide-table loop's block: 8 warps, 2 blocks a multiprocessor (16 warps per SM, as the 4-warp
 // kernel's 4 blocks), each with the 64 KB wide table.
 constexpr int kWideWarps = 8, kWideMinBlocks = 2;
+// Resident blocks an SM each f16 kernel is compiled for (its register budget).
+template <int D, int KB, int VB, bool kWide>
+constexpr int f16_min_blocks() {
+  if constexpr (kWide) return kWideMinBlocks;
+  if constexpr (D < 128) return kMinBlocks128;
+  if constexpr (D == 128) return KB == 8 || VB == 8 ? kMinBlocks128Bits8 : kMinBlocks128;
+  return 1;
+}
 // Tokens of one round of the 8-warp loop (D = 128, K4/V4): a chunk a warp.
 constexpr int kRoundTokens = kWideWarps * F16Shape<128, 4, 4>::CH;
 
@@ -724,7 +735,7 @@ __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
 // NW: warps a block; kWide: the wide table (see lut_load_wide) and the bare ex2 in the softmax,
 // 4-bit K and V only.
 template <int D, int KB, int VB, int NW = kWarps, bool kWide = false>
-__global__ void __launch_bounds__(NW * 32, kWide ? kWideMinBlocks : (D <= 128 ? kMinBlocks128 : 1))
+__global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
   using SM = F16Smem<D, KB, VB, NW, kWide>;
