@@ -15,7 +15,8 @@
 //   >= 64 tokens); --loops: every row three times, the f16 kernel's main loop left to the rule
 //   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, wide), plus lengths
 //   between the short and the long rows (the data the rule was set from); --mixes: only the D = 128
-//   target and short rows with 8-bit K and/or V (K8/V4, K4/V8, K8/V8).
+//   target and short rows with 8-bit K and/or V (K8/V4, K4/V8, K8/V8), then the D = 64 long rows at
+//   K4/V4 and the same mixes.
 //   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -278,6 +279,9 @@ int main(int argc, char** argv) {
   if (mixes) {
     for (const Shape& s : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {1, 32, 8, 128, 4096}})
       for (const auto& [kb, vb] : std::vector<std::pair<int, int>>{{8, 4}, {4, 8}, {8, 8}})
+        run(s, kb, vb, attention::Math::f16, DType::f16, 0);
+    for (const Shape& s : std::vector<Shape>{{8, 32, 8, 64, 32768}, {1, 32, 8, 64, 131072}})
+      for (const auto& [kb, vb] : std::vector<std::pair<int, int>>{{4, 4}, {8, 4}, {4, 8}, {8, 8}})
         run(s, kb, vb, attention::Math::f16, DType::f16, 0);
     shapes.clear();
   }
