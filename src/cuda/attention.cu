@@ -1147,11 +1147,12 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       if constexpr (kFull && kPrefetchK) {
         // The warp's next chunk's K rows (S::CH · KROW bytes, a 128-byte line a lane) into L2 while
         // this chunk computes (contiguous caches; rings do without). Measured −2% at B=8 L=32K and
-        // −2.6% at B=1 L=128K — but the loop runs at the 128-register cap, and this form also leaves
-        // the wide kernel 4 bytes of spills where main had 16 / 76; forms that compute the same
-        // address from `start` or follow the ring spill 16–24 / 44–84 bytes and run 7% slower (the
-        // V lines prefetched too: 36 / 92, 17% slower). Check ptxas's spills when changing the loop
-        // (bench/results/2026-11-30-attn-tiled.md, calls 4–8).
+        // −2.6% at B=1 L=128K, part of it (perhaps all) through the register allocation: the loop
+        // runs at the 128-register cap, and in this form the wide kernel spills 4 bytes (16 / 76
+        // without the prefetch); the same address computed from `start`, or following the ring,
+        // spills 16–24 / 44–84 bytes and runs 7% slower, and the V lines prefetched too (36 / 92) 17%
+        // slower. Check ptxas's spills (-Xptxas -v) beside the timing when changing this loop
+        // (bench/results/2026-11-30-attn-tiled.md, calls 4–7).
         const int64_t next_cs = cs + NW * S::CH;
         const uint8_t* line = p.kp + (head * cap + next_cs) * KROW + 128 * lane;
         if (!p.sliding && lane < kPrefetchLines && start + NW * S::CH + S::CH <= w.t1)
