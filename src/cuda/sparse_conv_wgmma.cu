@@ -917,15 +917,16 @@ bool wgmma_available(int device) {
 }
 
 // One launch of either kernel over p's rows: fn(lead..., p, col_tiles), where lead is nothing (the
-// plain kernel) or the weights' tensor map (the warp-specialized one).
-template <typename Tile, typename Fn, typename... Lead>
-void launch_tile(Fn* fn, const Params& p, int splits, cudaStream_t s, const Lead&... lead) {
+// plain kernel) or the weights' tensor map (the warp-specialized one); a programmatic dependent of the
+// work before it in s where `dependent` (launch_kernel).
+template <typename Tile, typename... P, typename... Lead>
+void launch_tile(void (*fn)(P...), const Params& p, int splits, cudaStream_t s, bool dependent, const Lead&... lead) {
   const int col_tiles = ceil_div(p.co, Tile::BN);
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
   const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
   allow_dynamic_smem(reinterpret_cast<const void*>(fn), static_cast<int>(smem));
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.part ? splits : 1));
-  fn<<<grid, Tile::THREADS, smem, s>>>(lead..., p, col_tiles);
+  FRUGAL_CUDA_CHECK(launch_kernel(fn, grid, dim3(Tile::THREADS), smem, s, dependent, lead..., p, col_tiles));
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
@@ -982,10 +983,10 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
     if (rows == 2 * kTileRows) {
       if (tma) {
         using Tile = WsTile<BN, 1, 2 * kTileRows>;
-        return launch_tile<Tile>(kernel_conv_wgmma_ws<T, Tile>, p, splits, s, map);
+        return launch_tile<Tile>(kernel_conv_wgmma_ws<T, Tile>, p, splits, s, false, map);
       }
       using Tile = WgTile<BN, 2 * kTileRows>;
-      return launch_tile<Tile>(kernel_conv_wgmma<T, Tile>, p, splits, s);
+      return launch_tile<Tile>(kernel_conv_wgmma<T, Tile>, p, splits, s, false);
     }
   }
   if (tma) {
@@ -1010,21 +1011,15 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         // multiprocessor, 6 handed off) and gained 2–5% at R = 128–192
         // (bench/results/2026-11-30-spconv-handoff.md); at R = 512 and 1024 (65 and 270 tiles a
         // multiprocessor) it is equal to a plain launch or 1% faster (-spconv-zero-phase.md, call 1).
-        using Tile = WsTile<BN, 2>;
         Params left = p;
         left.handoff_blocks = blocks;
-        const size_t smem = Tile::SMEM + size_t(p.k) * Tile::BM * sizeof(int32_t);
-        allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_wgmma_ws<T, Tile, true>), static_cast<int>(smem));
-        FRUGAL_CUDA_CHECK(launch_kernel(kernel_conv_wgmma_ws<T, Tile, true>, dim3(static_cast<unsigned>(tiles)),
-                                        dim3(Tile::THREADS), smem, s, true, map, left, 1));
-        FRUGAL_CUDA_CHECK_LAUNCH();
-        return;
+        return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>, true>, left, splits, s, true, map);
       }
-      if (ws >= 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, map);
+      if (ws >= 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, false, map);
     }
-    return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, map);
+    return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, false, map);
   }
-  launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>>, p, splits, s);
+  launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>>, p, splits, s, false);
 }
 
 template <typename T>
