@@ -9,9 +9,9 @@
 // write positions are set through const_cast — a benchmark-only shortcut around appending
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
-// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L] [--sweep] [--loops] [--mixes]
+// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L [--splits N]] [--sweep] [--loops] [--mixes]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
-//   profilers); --sweep: the slice sweep of every row too (the split heuristic's data; slices of
+//   profilers; --splits N forces its slice count); --sweep: the slice sweep of every row too (the split heuristic's data; slices of
 //   >= 64 tokens); --loops: every row three times, the f16 kernel's main loop left to the rule
 //   (auto), then forced to each loop (FRUGAL_ATTN_KERNEL: registers, wide), plus lengths
 //   between the short and the long rows (the data the rule was set from); --mixes: only the D = 128
@@ -165,12 +165,14 @@ int main(int argc, char** argv) {
   std::string json;
   bool quick = false, sweep = false, loops = false, mixes = false;
   int one[5] = {0, 0, 0, 0, 0};
+  int forced_splits = 0;  // --splits N: the slice count of the --shape row (0: the library's rule)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     if (!std::strcmp(argv[i], "--loops")) loops = true;
     if (!std::strcmp(argv[i], "--mixes")) mixes = true;
+    if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) forced_splits = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
       quick = true;
@@ -286,7 +288,7 @@ int main(int argc, char** argv) {
     shapes.clear();
   }
   for (const Shape& s : shapes) {
-    each_loop([&] { run(s, 4, 4, attention::Math::f16, DType::f16, 0); });
+    each_loop([&] { run(s, 4, 4, attention::Math::f16, DType::f16, forced_splits); });
     if (!sweep) continue;
     // The slice count around the automatic pick, for the split heuristic: one block per (sequence,
     // K/V head) times s, up to ~4 blocks per SM.
