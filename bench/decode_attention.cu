@@ -9,15 +9,15 @@
 // write positions are set through const_cast — a benchmark-only shortcut around appending
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
-// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L [--splits N]] [--sweep] [--loops] [--mixes]
+// Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L [--splits N]] [--sweep]
+//                         [--loops] [--mixes]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers; --splits N forces its slice count); --sweep: the slice sweep of every row too (the
 //   split heuristic's data; slices of >= 64 tokens); --loops: every row three times, the f16
 //   kernel's main loop left to the rule (auto), then forced to each loop (FRUGAL_ATTN_KERNEL:
-//   registers, wide), plus lengths
-//   between the short and the long rows (the data the rule was set from); --mixes: only the D = 128
-//   target and short rows with 8-bit K and/or V (K8/V4, K4/V8, K8/V8), then the D = 64 long rows at
-//   K4/V4 and the same mixes.
+//   registers, wide), plus lengths between the short and the long rows (the data the rule was set
+//   from); --mixes: only the D = 128 target and short rows with 8-bit K and/or V (K8/V4, K4/V8,
+//   K8/V8), then the D = 64 long rows at K4/V4 and the same mixes.
 //   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
