@@ -393,20 +393,30 @@ __device__ __forceinline__ void warp_fwht(float (&v)[D / 32]) {
       }
 }
 
-// One final row by one warp: out[b, hq] = s_V ⊙ FWHT(o / (l·D)), zeros where l == 0 (as
-// store_output_rows, bitwise).
+// V's signs for a lane's dims lane + 32j (1 where the cache has none: the product is then exact),
+// requested before a row's sums and FWHT. (Loaded inside warp_store_row's store loop, each sign
+// waited for the store before it: D/32 memory round trips in series at the very end of every call;
+// moving them cut 1.2 µs from the split rows and 1.6 / 3.1 µs from the one-slice rows at D = 128 /
+// 256: bench/results/2026-11-30-attn-merge-s17.md.)
 template <int D>
-__device__ __forceinline__ void warp_store_row(const Params& p, int b, int hq, float (&v)[D / 32], float l) {
+__device__ __forceinline__ void load_vsign(const Params& p, float (&sg)[D / 32]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < D / 32; ++j) sg[j] = p.vsign ? __ldg(p.vsign + lane + 32 * j) : 1.0f;
+}
+
+// One final row by one warp: out[b, hq] = s_V ⊙ FWHT(o / (l·D)), zeros where l == 0 (as
+// store_output_rows, bitwise). sg: load_vsign's.
+template <int D>
+__device__ __forceinline__ void warp_store_row(const Params& p, int b, int hq, float (&v)[D / 32], float l,
+                                               const float (&sg)[D / 32]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int j = 0; j < D / 32; ++j) v[j] = l == 0.0f ? 0.0f : v[j] / (l * static_cast<float>(D));
   warp_fwht<D>(v);
   const int64_t row = (static_cast<int64_t>(b) * p.q_heads + hq) * D;
 #pragma unroll
-  for (int j = 0; j < D / 32; ++j) {
-    const int d = lane + 32 * j;
-    store_elem(p.out, p.out_dtype, row + d, p.vsign ? v[j] * __ldg(p.vsign + d) : v[j]);
-  }
+  for (int j = 0; j < D / 32; ++j) store_elem(p.out, p.out_dtype, row + lane + 32 * j, v[j] * sg[j]);
 }
 
 // The f16 kernel's merge area cw [kWarps][8][D] holds each row's dims in pairs (2P, 2P + 1), P =
@@ -473,6 +483,8 @@ __device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
 
   float2 ml0 = make_float2(kNegInf, 0.0f);  // slice `lane`'s (m, l)
   if (lane < S) ml0 = __ldcg(reinterpret_cast<const float2*>(ml) + lane);
+  float sg[E];  // V's signs, requested with the first (m, l)
+  load_vsign<D>(p, sg);
   float mx = ml0.x;
   for (int s = 32 + lane; s < S; s += 32) mx = fmaxf(mx, __ldcg(ml + 2 * s));
   const float M = warp_max(mx);
@@ -489,7 +501,9 @@ __device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
     float wgt = 0.0f;  // the weight of slice sl
     if (sl < S) {
       wgt = M == kNegInf ? 0.0f : exp2f(mlv.x - M);
-      lk[c & 3] += mlv.y * wgt;
+      const float lw = mlv.y * wgt;  // into lk[c & 3]; + 0 elsewhere (exact: lk ≥ +0) keeps lk in registers
+#pragma unroll
+      for (int k = 0; k < 4; ++k) lk[k] += (c & 3) == k ? lw : 0.0f;
     }
     const int n = min(32, S - 32 * c);
     for (int i = 0; i < n; i += NB) {
@@ -517,7 +531,7 @@ __device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
     for (int i = 1; i < G; ++i) o += acc[i][j];
     v[j] = o;
   }
-  warp_store_row<D>(p, b, hq, v, L);
+  warp_store_row<D>(p, b, hq, v, L, sg);
 }
 
 // ---- the exact f32 kernel -------------------------------------------------------------------
@@ -1231,7 +1245,9 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       v[j] = o;
     }
     if (p.splits == 1) {
-      warp_store_row<D>(p, w.b, w.hq0 + r, v, L);
+      float vsg[D / 32];
+      load_vsign<D>(p, vsg);
+      warp_store_row<D>(p, w.b, w.hq0 + r, v, L, vsg);
     } else {
       // This slice's partial; dims lane + 32j at lane·(D/32) + j (one vector store a lane).
       const int64_t row = (static_cast<int64_t>(w.b) * p.q_heads + w.hq0 + r) * p.splits + w.split;
@@ -1352,7 +1368,8 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
     // One warp adds the groups (same order as below) and finishes the row.
     const int b = static_cast<int>(row / p.q_heads), h = static_cast<int>(row % p.q_heads);
     if (threadIdx.x < 32) {
-      float v[DC / 32];
+      float sg[DC / 32], v[DC / 32];
+      load_vsign<DC>(p, sg);
 #pragma unroll
       for (int j = 0; j < DC / 32; ++j) {
         const int d = static_cast<int>(threadIdx.x) + 32 * j;
@@ -1360,7 +1377,7 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
         for (int k = 1; k < groups; ++k) o += part[k * DC + d];
         v[j] = o;
       }
-      warp_store_row<DC>(p, b, h, v, L);
+      warp_store_row<DC>(p, b, h, v, L, sg);
     }
   } else {
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
