@@ -822,7 +822,7 @@ TEST(DecodeAttentionCuda, F16HugeBf16QueriesEveryDimGqaAndSliceCount) {
   }
 }
 
-// ---- the f16 kernel's other main loop (D = 128, K4/V4): the wide table --------------------------
+// ---- the f16 kernel's other main loop (D = 64 and 128, K4/V4): the wide table ---------------------
 
 // Sets FRUGAL_ATTN_KERNEL (which f16 main loop serves a call) for a scope.
 struct ForcedLoop {
@@ -853,14 +853,16 @@ std::vector<double> run_loop(const Filled& f, const Query& q, const DecodeOption
 // at every 16-byte misalignment of the scales, 778 ≡ 2 mod 4) wrapped at irregular points (chunks
 // that cross the ring's end), lengths that are no multiple of a chunk (ragged last chunks, one under
 // a chunk), an empty sequence, 1 and 3 slices and the automatic count (the in-kernel slice merge),
-// GQA 1, 4, 8 and 12 (head tiles of 8 + 4); and a plain cache (no ring).
+// GQA 1, 4, 8 and 12 (head tiles of 8 + 4); and a plain cache (no ring). D = 128 and 64.
 TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
+  for (int dim : {128, 64})
   for (bool sliding : {true, false}) {
     for (int g : {1, 4, 8, 12}) {
       for (int splits : {1, 3, 0}) {
         Shape s;
+        s.dim = dim;
         s.kv_heads = 2;
         s.q_heads = 2 * g;
         s.batch = 4;
@@ -868,7 +870,8 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
         s.capacity = sliding ? 778 : 2000;
         const std::vector<int64_t> lens =
             sliding ? std::vector<int64_t>{2000, 778, 45, 0} : std::vector<int64_t>{2000, 1001, 45, 0};
-        std::mt19937_64 rng(test_seed() ^ (uint64_t(g) << 8) ^ uint64_t(splits) ^ (sliding ? 1u << 20 : 0u));
+        std::mt19937_64 rng(test_seed() ^ (uint64_t(g) << 8) ^ uint64_t(splits) ^ (sliding ? 1u << 20 : 0u) ^
+                            (uint64_t(dim) << 24));
         Filled f = fill(s, lens, rng, 131);
         Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
         DecodeOptions opt;
@@ -878,7 +881,7 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
         const std::vector<double> regs = run_loop(f, q, opt, "registers", 0);
         const std::vector<double> cpu = to_double(run(f, q, Device::cpu(), DType::f32));
         const std::vector<double> ref =
-            oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(128.0));
+            oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(dim)));
         const std::string what = describe(s) + (sliding ? " ring" : " plain") + " splits " + std::to_string(splits);
         EXPECT_LE(testing::rel_error(regs, ref), 1e-2) << what;
         EXPECT_TRUE(all_finite(wide)) << what;
@@ -898,34 +901,36 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   }
 }
 
-// Where the wide table cannot serve a call (K8, D = 64) it falls back to the register loop even when
-// forced; the register loop serves D = 128 K4/V4 when forced; an unknown name (such as "bulk", the
-// removed bulk-copy ring's) leaves the choice to the rule. Without a forced loop (the rule), every
-// D = 128 K4/V4 call takes the wide table, short or long (700 tokens, one 16K sequence on one K/V
-// head, 5 of 16K on 4 K/V heads, 5 of mixed lengths), and K8 and D = 64 the register loop. Each
+// Where the wide table cannot serve a call (K8, D = 256) it falls back to the register loop even when
+// forced; the register loop serves D = 128 and 64 K4/V4 when forced; an unknown name (such as "bulk",
+// the removed bulk-copy ring's) leaves the choice to the rule. Without a forced loop (the rule), every
+// D = 128 or 64 K4/V4 call takes the wide table, short or long (700 tokens, one 16K sequence on one
+// K/V head, 5 of 16K on 4 K/V heads, 5 of mixed lengths), and K8 and D = 256 the register loop. Each
 // output against the oracle.
 TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 4; ++variant) {
     Shape s;
     s.kv_heads = 1;
     s.q_heads = 4;
     s.batch = 1;
     s.capacity = 777;
     if (variant == 1) s.k_bits = 8, s.capacity = 800;
-    if (variant == 2) s.dim = 64, s.capacity = 800;
+    if (variant == 2) s.dim = 256, s.capacity = 800;
+    if (variant == 3) s.dim = 64, s.capacity = 800;
+    const bool wide = variant == 0 || variant == 3;  // the calls the wide table serves
     Filled f = fill(s, {700}, rng);
     Query q = make_query(1, s.q_heads, s.dim, DType::f16, rng);
     DecodeOptions opt;
     opt.math = Math::f16;
     const std::vector<double> ref =
         oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(s.dim)));
-    const std::vector<double> forced = run_loop(f, q, opt, variant == 0 ? "registers" : "wide", 0);
+    const std::vector<double> forced = run_loop(f, q, opt, wide ? "registers" : "wide", 0);
     EXPECT_LE(testing::rel_error(forced, ref), 1e-2) << describe(s);
     for (const char* rule : {"auto", "bulk"}) {
-      const std::vector<double> a = run_loop(f, q, opt, rule, variant == 0 ? 1 : 0);
+      const std::vector<double> a = run_loop(f, q, opt, rule, wide ? 1 : 0);
       EXPECT_LE(testing::rel_error(a, ref), 1e-2) << describe(s) << " " << rule;
     }
   }
@@ -950,6 +955,8 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
   big.q_heads = 16;
   expect_auto(big, std::vector<int64_t>(5, 16384), 1);
   expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
+  big.dim = 64;
+  expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
 }
 
 // Small wide-table calls for compute-sanitizer racecheck / synccheck (the table build, the warps' merge
@@ -957,21 +964,24 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
 TEST(DecodeAttentionCuda, F16WideTableSmallWrappedSlices) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
-  Shape s;
-  s.kv_heads = 2;
-  s.q_heads = 8;
-  s.batch = 2;
-  s.sliding = true;
-  s.capacity = 1554;  // ≡ 2 mod 4; 2 slices of 784 tokens: 3 or 4 chunks a warp
-  std::mt19937_64 rng(test_seed());
-  Filled f = fill(s, {3000, 45}, rng, 131);
-  Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
-  DecodeOptions opt;
-  opt.math = Math::f16;
-  opt.num_splits = 2;
-  const std::vector<double> ref =
-      oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(128.0));
-  EXPECT_LE(testing::rel_error(run_loop(f, q, opt, "wide", 1), ref), 1e-2);
+  for (int dim : {128, 64}) {
+    Shape s;
+    s.dim = dim;
+    s.kv_heads = 2;
+    s.q_heads = 8;
+    s.batch = 2;
+    s.sliding = true;
+    s.capacity = 1554;  // ≡ 2 mod 4; 2 slices of 784 tokens: 3 or 4 chunks a warp (D = 64: 1 or 2)
+    std::mt19937_64 rng(test_seed() ^ uint64_t(dim));
+    Filled f = fill(s, {3000, 45}, rng, 131);
+    Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
+    DecodeOptions opt;
+    opt.math = Math::f16;
+    opt.num_splits = 2;
+    const std::vector<double> ref =
+        oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(dim)));
+    EXPECT_LE(testing::rel_error(run_loop(f, q, opt, "wide", 1), ref), 1e-2) << describe(s);
+  }
 }
 
 TEST(DecodeAttentionCuda, LargeBatchPassesRangesThroughTheWorkspace) {

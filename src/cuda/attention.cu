@@ -29,7 +29,8 @@
 //     launch and latency were a sizeable part of the short rows).
 //     Round 6 added a main loop at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide table
 //     (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), the default
-//     wherever it serves since session 5. (A bulk-copy ring beside it — cp.async.bulk into one
+//     wherever it serves since session 5; session 17 gave it D = 64 K4/V4 as well (7–12% faster there
+//     than the register loop: 2026-11-30-attn-merge-s17.md). (A bulk-copy ring beside it — cp.async.bulk into one
 //     mbarrier stage a warp, read through the wide table — was 0.7–3.3% faster than the register loop
 //     on the long rows but slower than the wide loop wherever it could serve, and never the default;
 //     removed in session 10. Its measurements: -r6.md, 2026-11-30-attn7.md.)
@@ -710,8 +711,8 @@ constexpr int f16_min_blocks() {
   if constexpr (D == 128) return KB == 8 || VB == 8 ? kMinBlocks128Bits8 : kMinBlocks128;
   return 1;
 }
-// Tokens of one round of the 8-warp loop (D = 128, K4/V4): a chunk a warp.
-constexpr int kRoundTokens = kWideWarps * F16Shape<128, 4, 4>::CH;
+// Tokens of one round of the 8-warp loop (K4/V4): a chunk a warp.
+constexpr int round_tokens(int dim) { return kWideWarps * (dim == 64 ? F16Shape<64, 4, 4>::CH : F16Shape<128, 4, 4>::CH); }
 
 // Shared memory of the f16 kernel (bytes), the one layout of every form: the tables / merge area
 // (whichever is larger), qs (the q fragments, then free), σ [8] (+ 8 spare floats).
@@ -1420,10 +1421,11 @@ Launch f16_launch_bits(int kb, int vb) {
   return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
 }
 
-// The wide-table register loop (kernel_decode_f16<128, 4, 4, kWideWarps, true>: 2 blocks of ~69 KB per SM).
+// The wide-table register loop (kernel_decode_f16<D, 4, 4, kWideWarps, true>: 2 blocks of ~69 KB per SM).
+template <int D>
 Launch wide_launch() {
-  constexpr int kBytes = F16Smem<128, 4, 4, kWideWarps, true>::kBytes;
-  return {kernel_decode_f16<128, 4, 4, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide};
+  constexpr int kBytes = F16Smem<D, 4, 4, kWideWarps, true>::kBytes;
+  return {kernel_decode_f16<D, 4, 4, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide};
 }
 
 // Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers or wide forces one where it serves
@@ -1435,12 +1437,12 @@ F16Loop forced_loop() {
   return !std::strcmp(e, "registers") ? F16Loop::registers : F16Loop::automatic;
 }
 
-// The wide table serves D = 128 K4/V4 (the one instantiation).
+// The wide table serves D = 64 and 128, K4/V4 (its two instantiations).
 bool wide_serves(const DecodeArgs& a) {
-  return a.math == attention::Math::f16 && a.dim == 128 && a.k.bits == 4 && a.v.bits == 4;
+  return a.math == attention::Math::f16 && (a.dim == 128 || a.dim == 64) && a.k.bits == 4 && a.v.bits == 4;
 }
 
-// The wide-table loop serves every call it can (D = 128, K4/V4, f16 math); the register loop the
+// The wide-table loop serves every call it can (D = 64 or 128, K4/V4, f16 math); the register loop the
 // others. The H200 A/B of the loops (Hq=32, Hkv=8): round 6 (bench/results/2026-11-29-decode-attention-r6.md,
 // call 2) had the wide loop 5–9% faster at B=1, L = 8K..32K and 4–6% slower from work 2^19 on; attn7's
 // call (bench/results/2026-11-30-attn7.md) and session 5's (bench/results/2026-11-30-decode-attention-s5.md,
@@ -1448,10 +1450,12 @@ bool wide_serves(const DecodeArgs& a) {
 // from B = 2 or L = 6K on, within 1% at B=1 L = 2K and 4K, and faster on the fixed-cost row (16
 // tokens attended). Same outputs bitwise as round 6. The code difference since round 6 is the
 // L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a runtime-dead branch in that
-// kernel), which fits, but was not profiled.
+// kernel), which fits, but was not profiled. At D = 64 (session 17, call 2 of
+// bench/results/2026-11-30-attn-merge-s17.md) the wide loop was faster on every row measured: 7–12%.
 Launch pick_kernel(const DecodeArgs& a) {
   const F16Loop f = forced_loop();
-  if (wide_serves(a) && (f == F16Loop::wide || f == F16Loop::automatic)) return wide_launch();
+  if (wide_serves(a) && (f == F16Loop::wide || f == F16Loop::automatic))
+    return a.dim == 64 ? wide_launch<64>() : wide_launch<128>();
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
       case 64:
@@ -1543,7 +1547,7 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   // H200 sweep of session 7 (bench/results/2026-11-30-attn-staged.md, call 8) had B=1 L=4K at 16
   // slices of 256 tokens 8% faster than at the 32 of 128 the count rule picks, and B=1 L=128K at 32
   // slices of 4,096 tokens 2.8% faster than at 33 of 3,984.
-  const int64_t unit = a.num_splits > 0 || launch.loop == F16Loop::registers ? 16 : kRoundTokens;
+  const int64_t unit = a.num_splits > 0 || launch.loop == F16Loop::registers ? 16 : round_tokens(a.dim);
   int64_t per_split = std::max<int64_t>(16, (max_len + splits - 1) / splits);
   per_split = (per_split + unit - 1) / unit * unit;
   splits = std::max<int64_t>(1, (max_len + per_split - 1) / per_split);
