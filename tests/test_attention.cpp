@@ -857,45 +857,46 @@ std::vector<double> run_loop(const Filled& f, const Query& q, const DecodeOption
 TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
-  for (int dim : {128, 64})
-  for (bool sliding : {true, false}) {
-    for (int g : {1, 4, 8, 12}) {
-      for (int splits : {1, 3, 0}) {
-        Shape s;
-        s.dim = dim;
-        s.kv_heads = 2;
-        s.q_heads = 2 * g;
-        s.batch = 4;
-        s.sliding = sliding;
-        s.capacity = sliding ? 778 : 2000;
-        const std::vector<int64_t> lens =
-            sliding ? std::vector<int64_t>{2000, 778, 45, 0} : std::vector<int64_t>{2000, 1001, 45, 0};
-        std::mt19937_64 rng(test_seed() ^ (uint64_t(g) << 8) ^ uint64_t(splits) ^ (sliding ? 1u << 20 : 0u) ^
-                            (uint64_t(dim) << 24));
-        Filled f = fill(s, lens, rng, 131);
-        Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
-        DecodeOptions opt;
-        opt.math = Math::f16;
-        opt.num_splits = splits;
-        const std::vector<double> wide = run_loop(f, q, opt, "wide", 1);
-        const std::vector<double> regs = run_loop(f, q, opt, "registers", 0);
-        const std::vector<double> cpu = to_double(run(f, q, Device::cpu(), DType::f32));
-        const std::vector<double> ref =
-            oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(dim)));
-        const std::string what = describe(s) + (sliding ? " ring" : " plain") + " splits " + std::to_string(splits);
-        EXPECT_LE(testing::rel_error(regs, ref), 1e-2) << what;
-        EXPECT_TRUE(all_finite(wide)) << what;
-        EXPECT_LE(testing::rel_error(wide, ref), 1e-2) << what;
-        EXPECT_LE(testing::rel_error(wide, cpu), 1e-2) << what;
-        // The same fp16 products; only the warps' token order and the merge order differ (and the
-        // wide table's ex2 rounding).
-        const double between = testing::rel_error(wide, regs);
-        EXPECT_LE(between, 3e-3) << what;
-        if (g == 4 && splits != 3)
-          std::printf("  %s: rel error vs the oracle: wide %.2e, registers %.2e; wide vs the register loop %.2e\n",
-                      what.c_str(), testing::rel_error(wide, ref), testing::rel_error(regs, ref), between);
-        const size_t row = static_cast<size_t>(s.q_heads) * s.dim;
-        for (size_t i = 0; i < row; ++i) ASSERT_EQ(wide[3 * row + i], 0.0) << "empty sequence, " << what;
+  for (int dim : {128, 64}) {
+    for (bool sliding : {true, false}) {
+      for (int g : {1, 4, 8, 12}) {
+        for (int splits : {1, 3, 0}) {
+          Shape s;
+          s.dim = dim;
+          s.kv_heads = 2;
+          s.q_heads = 2 * g;
+          s.batch = 4;
+          s.sliding = sliding;
+          s.capacity = sliding ? 778 : 2000;
+          const std::vector<int64_t> lens =
+              sliding ? std::vector<int64_t>{2000, 778, 45, 0} : std::vector<int64_t>{2000, 1001, 45, 0};
+          std::mt19937_64 rng(test_seed() ^ (uint64_t(g) << 8) ^ uint64_t(splits) ^ (sliding ? 1u << 20 : 0u) ^
+                              (uint64_t(dim) << 24));
+          Filled f = fill(s, lens, rng, 131);
+          Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
+          DecodeOptions opt;
+          opt.math = Math::f16;
+          opt.num_splits = splits;
+          const std::vector<double> wide = run_loop(f, q, opt, "wide", 1);
+          const std::vector<double> regs = run_loop(f, q, opt, "registers", 0);
+          const std::vector<double> cpu = to_double(run(f, q, Device::cpu(), DType::f32));
+          const std::vector<double> ref =
+              oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(dim)));
+          const std::string what = describe(s) + (sliding ? " ring" : " plain") + " splits " + std::to_string(splits);
+          EXPECT_LE(testing::rel_error(regs, ref), 1e-2) << what;
+          EXPECT_TRUE(all_finite(wide)) << what;
+          EXPECT_LE(testing::rel_error(wide, ref), 1e-2) << what;
+          EXPECT_LE(testing::rel_error(wide, cpu), 1e-2) << what;
+          // The same fp16 products; only the warps' token order and the merge order differ (and the
+          // wide table's ex2 rounding).
+          const double between = testing::rel_error(wide, regs);
+          EXPECT_LE(between, 3e-3) << what;
+          if (g == 4 && splits != 3)
+            std::printf("  %s: rel error vs the oracle: wide %.2e, registers %.2e; wide vs the register loop %.2e\n",
+                        what.c_str(), testing::rel_error(wide, ref), testing::rel_error(regs, ref), between);
+          const size_t row = static_cast<size_t>(s.q_heads) * s.dim;
+          for (size_t i = 0; i < row; ++i) ASSERT_EQ(wide[3 * row + i], 0.0) << "empty sequence, " << what;
+        }
       }
     }
   }

@@ -712,7 +712,9 @@ constexpr int f16_min_blocks() {
   return 1;
 }
 // Tokens of one round of the 8-warp loop (K4/V4): a chunk a warp.
-constexpr int round_tokens(int dim) { return kWideWarps * (dim == 64 ? F16Shape<64, 4, 4>::CH : F16Shape<128, 4, 4>::CH); }
+constexpr int round_tokens(int dim) {
+  return kWideWarps * (dim == 64 ? F16Shape<64, 4, 4>::CH : F16Shape<128, 4, 4>::CH);
+}
 
 // Shared memory of the f16 kernel (bytes), the one layout of every form: the tables / merge area
 // (whichever is larger), qs (the q fragments, then free), σ [8] (+ 8 spare floats).
