@@ -29,11 +29,11 @@
 //     launch and latency were a sizeable part of the short rows).
 //     Round 6 added a main loop at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide table
 //     (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), the default
-//     wherever it serves since session 5; session 17 gave it D = 64 K4/V4 as well (7–12% faster there
-//     than the register loop: 2026-11-30-attn-merge-s17.md). (A bulk-copy ring beside it — cp.async.bulk into one
-//     mbarrier stage a warp, read through the wide table — was 0.7–3.3% faster than the register loop
-//     on the long rows but slower than the wide loop wherever it could serve, and never the default;
-//     removed in session 10. Its measurements: -r6.md, 2026-11-30-attn7.md.)
+//     wherever it serves since session 5; session 17 gave it D = 64 K4/V4 as well (7–12% faster
+//     there than the register loop: 2026-11-30-attn-merge-s17.md). (A bulk-copy ring beside it —
+//     cp.async.bulk into one mbarrier stage a warp, read through the wide table — was 0.7–3.3% faster
+//     than the register loop on the long rows but slower than the wide loop wherever it could serve,
+//     and never the default; removed in session 10. Its measurements: -r6.md, 2026-11-30-attn7.md.)
 //     Session 7: the 8-warp loop's automatic slices are whole rounds of its warps' chunks (256
 //     tokens) and its shared-memory carveout is the smallest that holds two blocks (the rest is L1).
 //     Tried and not kept there (each measured slower or no faster on the H200): staging every chunk
@@ -1423,7 +1423,8 @@ Launch f16_launch_bits(int kb, int vb) {
   return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
 }
 
-// The wide-table register loop (kernel_decode_f16<D, 4, 4, kWideWarps, true>: 2 blocks of ~69 KB per SM).
+// The wide-table register loop (kernel_decode_f16<D, 4, 4, kWideWarps, true>: 2 blocks per SM, each
+// with the 64 KB table; ~69 KB of shared memory a block at D = 128).
 template <int D>
 Launch wide_launch() {
   constexpr int kBytes = F16Smem<D, 4, 4, kWideWarps, true>::kBytes;
@@ -1544,11 +1545,11 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   int64_t splits = a.num_splits > 0 ? a.num_splits : choose_splits(pairs, slots, max_len, cap_splits);
   splits = std::min(splits, cap_splits);
   // Slice length: a multiple of 16 tokens (one mma tile); trailing slices may come out empty. With
-  // automatic slices the 8-warp loop (wide table) rounds it up to whole rounds of its
-  // warps' chunks (8 × 32 tokens), so no warp of a block idles through a last, partial round: the
-  // H200 sweep of session 7 (bench/results/2026-11-30-attn-staged.md, call 8) had B=1 L=4K at 16
-  // slices of 256 tokens 8% faster than at the 32 of 128 the count rule picks, and B=1 L=128K at 32
-  // slices of 4,096 tokens 2.8% faster than at 33 of 3,984.
+  // automatic slices the 8-warp loop (wide table) rounds it up to whole rounds of its warps' chunks
+  // (round_tokens: 8 × 32 tokens at D = 128, 8 × 64 at D = 64), so no warp of a block idles through a
+  // last, partial round: the H200 sweep of session 7 (bench/results/2026-11-30-attn-staged.md,
+  // call 8) had B=1 L=4K at 16 slices of 256 tokens 8% faster than at the 32 of 128 the count rule
+  // picks, and B=1 L=128K at 32 slices of 4,096 tokens 2.8% faster than at 33 of 3,984.
   const int64_t unit = a.num_splits > 0 || launch.loop == F16Loop::registers ? 16 : round_tokens(a.dim);
   int64_t per_split = std::max<int64_t>(16, (max_len + splits - 1) / splits);
   per_split = (per_split + unit - 1) / unit * unit;
