@@ -35,7 +35,7 @@
 //     than the register loop on the long rows but slower than the wide loop wherever it could serve,
 //     and never the default; removed in session 10. Its measurements: -r6.md, 2026-11-30-attn7.md.)
 //     Session 7: the 8-warp loop's automatic slices are whole rounds of its warps' chunks (256
-//     tokens) and its shared-memory carveout is the smallest that holds two blocks (the rest is L1).
+//     tokens at D = 128) and its shared-memory carveout is the smallest that holds two blocks (the rest is L1).
 //     Tried and not kept there (each measured slower or no faster on the H200): staging every chunk
 //     or only the first through a per-warp cp.async stage, an L1 prefetch of the next chunk, 48-token
 //     chunks, and merging a row's slices with two warps.
@@ -710,10 +710,6 @@ constexpr int f16_min_blocks() {
   if constexpr (D < 128) return kMinBlocks128;
   if constexpr (D == 128) return KB == 8 || VB == 8 ? kMinBlocks128Bits8 : kMinBlocks128;
   return 1;
-}
-// Tokens of one round of the 8-warp loop (K4/V4): a chunk a warp.
-constexpr int round_tokens(int dim) {
-  return kWideWarps * (dim == 64 ? F16Shape<64, 4, 4>::CH : F16Shape<128, 4, 4>::CH);
 }
 
 // Shared memory of the f16 kernel (bytes), the one layout of every form: the tables / merge area
@@ -1409,6 +1405,7 @@ struct Launch {
   int smem_max;  // the most any call of this kernel uses (its attribute is raised to this once)
   int threads = kThreads;
   F16Loop loop = F16Loop::registers;  // f16 kernels: which main loop (counted for the tests)
+  int round = 16;                     // automatic slices: whole multiples (the wide loop: a chunk a warp)
 };
 
 template <int D, int KB, int VB>
@@ -1428,7 +1425,8 @@ Launch f16_launch_bits(int kb, int vb) {
 template <int D>
 Launch wide_launch() {
   constexpr int kBytes = F16Smem<D, 4, 4, kWideWarps, true>::kBytes;
-  return {kernel_decode_f16<D, 4, 4, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide};
+  return {kernel_decode_f16<D, 4, 4, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide,
+          kWideWarps * F16Shape<D, 4, 4>::CH};
 }
 
 // Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers or wide forces one where it serves
@@ -1546,11 +1544,11 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   splits = std::min(splits, cap_splits);
   // Slice length: a multiple of 16 tokens (one mma tile); trailing slices may come out empty. With
   // automatic slices the 8-warp loop (wide table) rounds it up to whole rounds of its warps' chunks
-  // (round_tokens: 8 × 32 tokens at D = 128, 8 × 64 at D = 64), so no warp of a block idles through a
+  // (Launch::round: 8 × 32 tokens at D = 128, 8 × 64 at D = 64), so no warp of a block idles through a
   // last, partial round: the H200 sweep of session 7 (bench/results/2026-11-30-attn-staged.md,
   // call 8) had B=1 L=4K at 16 slices of 256 tokens 8% faster than at the 32 of 128 the count rule
   // picks, and B=1 L=128K at 32 slices of 4,096 tokens 2.8% faster than at 33 of 3,984.
-  const int64_t unit = a.num_splits > 0 || launch.loop == F16Loop::registers ? 16 : round_tokens(a.dim);
+  const int64_t unit = a.num_splits > 0 ? 16 : launch.round;
   int64_t per_split = std::max<int64_t>(16, (max_len + splits - 1) / splits);
   per_split = (per_split + unit - 1) / unit * unit;
   splits = std::max<int64_t>(1, (max_len + per_split - 1) / per_split);
