@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/attention_backend.h"
@@ -857,12 +858,18 @@ std::vector<double> run_loop(const Filled& f, const Query& q, const DecodeOption
 TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
-  for (int dim : {128, 64}) {
+  struct Bits {
+    int dim, k, v;
+  };
+  for (const Bits bits : {Bits{128, 4, 4}, Bits{64, 4, 4}, Bits{128, 8, 4}, Bits{128, 4, 8}, Bits{128, 8, 8}}) {
+    const int dim = bits.dim;
     for (bool sliding : {true, false}) {
       for (int g : {1, 4, 8, 12}) {
         for (int splits : {1, 3, 0}) {
           Shape s;
           s.dim = dim;
+          s.k_bits = bits.k;
+          s.v_bits = bits.v;
           s.kv_heads = 2;
           s.q_heads = 2 * g;
           s.batch = 4;
@@ -871,7 +878,7 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
           const std::vector<int64_t> lens =
               sliding ? std::vector<int64_t>{2000, 778, 45, 0} : std::vector<int64_t>{2000, 1001, 45, 0};
           std::mt19937_64 rng(test_seed() ^ (uint64_t(g) << 8) ^ uint64_t(splits) ^ (sliding ? 1u << 20 : 0u) ^
-                              (uint64_t(dim) << 24));
+                              (uint64_t(dim) << 24) ^ (uint64_t(bits.k + 2 * bits.v) << 32));
           Filled f = fill(s, lens, rng, 131);
           Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
           DecodeOptions opt;
@@ -902,17 +909,17 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   }
 }
 
-// Where the wide table cannot serve a call (K8, D = 256) it falls back to the register loop even when
-// forced; the register loop serves D = 128 and 64 K4/V4 when forced; an unknown name (such as "bulk",
-// the removed bulk-copy ring's) leaves the choice to the rule. Without a forced loop (the rule), every
-// D = 128 or 64 K4/V4 call takes the wide table, short or long (700 tokens, one 16K sequence on one
-// K/V head, 5 of 16K on 4 K/V heads, 5 of mixed lengths), and K8 and D = 256 the register loop. Each
-// output against the oracle.
+// Where the wide table cannot serve a call (D = 256, D = 64 with an 8-bit K) it falls back to the
+// register loop even when forced; the register loop serves D = 128 (any widths) and D = 64 K4/V4 when
+// forced; an unknown name (such as "bulk", the removed bulk-copy ring's) leaves the choice to the
+// rule. Without a forced loop (the rule), every D = 128 call and every D = 64 K4/V4 call takes the
+// wide table, short or long (700 tokens, one 16K sequence on one K/V head, 5 of 16K on 4 K/V heads,
+// 5 of mixed lengths), and D = 256 and D = 64 K8 the register loop. Each output against the oracle.
 TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     Shape s;
     s.kv_heads = 1;
     s.q_heads = 4;
@@ -921,7 +928,8 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
     if (variant == 1) s.k_bits = 8, s.capacity = 800;
     if (variant == 2) s.dim = 256, s.capacity = 800;
     if (variant == 3) s.dim = 64, s.capacity = 800;
-    const bool wide = variant == 0 || variant == 3;  // the calls the wide table serves
+    if (variant == 4) s.dim = 64, s.k_bits = 8, s.capacity = 800;
+    const bool wide = variant != 2 && variant != 4;  // the calls the wide table serves
     Filled f = fill(s, {700}, rng);
     Query q = make_query(1, s.q_heads, s.dim, DType::f16, rng);
     DecodeOptions opt;
@@ -956,6 +964,9 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
   big.q_heads = 16;
   expect_auto(big, std::vector<int64_t>(5, 16384), 1);
   expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
+  big.k_bits = 8;
+  expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
+  big.k_bits = 4;
   big.dim = 64;
   expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
 }
@@ -965,15 +976,16 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
 TEST(DecodeAttentionCuda, F16WideTableSmallWrappedSlices) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
-  for (int dim : {128, 64}) {
+  for (const auto [dim, k_bits] : {std::pair{128, 4}, std::pair{64, 4}, std::pair{128, 8}}) {
     Shape s;
     s.dim = dim;
+    s.k_bits = k_bits;  // 8: the table's 8-bit half
     s.kv_heads = 2;
     s.q_heads = 8;
     s.batch = 2;
     s.sliding = true;
     s.capacity = 1554;  // ≡ 2 mod 4; 2 slices of 784 tokens: 3 or 4 chunks a warp (D = 64: 1 or 2)
-    std::mt19937_64 rng(test_seed() ^ uint64_t(dim));
+    std::mt19937_64 rng(test_seed() ^ uint64_t(dim) ^ (uint64_t(k_bits) << 16));
     Filled f = fill(s, {3000, 45}, rng, 131);
     Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
     DecodeOptions opt;

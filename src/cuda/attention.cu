@@ -30,7 +30,9 @@
 //     Round 6 added a main loop at D = 128 K4/V4, 8 warps a block, 2 blocks per SM: the wide table
 //     (lut_load_wide: one PRMT forms a lookup's address; −23% instructions a chunk), the default
 //     wherever it serves since session 5; session 17 gave it D = 64 K4/V4 as well (7–12% faster
-//     there than the register loop: 2026-11-30-attn-merge-s17.md). (A bulk-copy ring beside it —
+//     there than the register loop: 2026-11-30-attn-merge-s17.md), session 18 the 8-bit widths at
+//     D = 64 and 128 (the 8-bit entries in the table rows' unused upper halves: K8/V4 12% faster at
+//     D = 128, the D = 64 mixes 10–18%; 2026-12-01-attn-pool.md). (A bulk-copy ring beside it —
 //     cp.async.bulk into one mbarrier stage a warp, read through the wide table — was 0.7–3.3% faster
 //     than the register loop on the long rows but slower than the wide loop wherever it could serve,
 //     and never the default; removed in session 10. Its measurements: -r6.md, 2026-11-30-attn7.md.)
@@ -159,10 +161,11 @@ __device__ __forceinline__ uint32_t lut_load(uint32_t lane_addr, uint32_t e) {
   return v;
 }
 
-// The wide table (kWide): entry e's 32 copies at byte e·256 of the table (the upper 128 bytes of each
-// row unused), so the address of byte k of x in lane `lane4 / 4`'s copy is one PRMT — byte 1 = x's
-// byte k, byte 0 = lane·4 — plus the table's base (uniform): no IMAD per lookup. The price: 64 KB of
-// shared memory for a 4-bit table instead of 32 KB.
+// The wide table (kWide): entry e's 32 copies at byte e·256 of the table, so the address of byte k
+// of x in lane `lane4 / 4`'s copy is one PRMT — byte 1 = x's byte k, byte 0 = lane·4 — plus the
+// table's base (uniform): no IMAD per lookup. The 4-bit table takes bytes 0–127 of each 256-byte
+// row, the 8-bit table bytes 128–255 (lane4 = lane·4 + 128): 64 KB of shared memory for both widths,
+// where the register loop's two tables take 32 KB each.
 __device__ __forceinline__ uint32_t lut_load_wide(uint32_t base, uint32_t lane4, uint32_t x, int k) {
   const uint32_t off = __byte_perm(x, lane4, 0x5504u | (static_cast<uint32_t>(k) << 4));
   uint32_t v;
@@ -684,7 +687,8 @@ __device__ void build_luts(uint32_t* lut4, uint32_t* lut8, const float* cb4, con
 // SM (round 3 measured one tile at 5 blocks/SM 7–24% slower; decode-attention-r3.md). With an 8-bit
 // K or V, 3 blocks (168 registers): at 4 the K8/V4, K4/V8 and K8/V8 kernels spilled 48–160 bytes and
 // ran 2–10% slower; one tile a chunk at 4 blocks (no spills either) was slower still for K8/V4
-// (bench/results/2026-11-30-attn-tiled.md, call 9).
+// (bench/results/2026-11-30-attn-tiled.md, call 9). (Since session 18 the wide loop serves those
+// widths by default; these kernels serve FRUGAL_ATTN_KERNEL=registers.)
 constexpr int kNsub128 = 2, kMinBlocks128 = 4, kMinBlocks128Bits8 = 3;
 
 template <int D, int KB, int VB>
@@ -701,7 +705,11 @@ struct F16Shape {
 };
 
 // The wide-table loop's block: 8 warps, 2 blocks a multiprocessor (16 warps per SM, as the 4-warp
-// kernel's 4 blocks), each with the 64 KB wide table.
+// kernel's 4 blocks), each with the 64 KB wide table. Every bit width: with an 8-bit K or V the loop
+// spills 48–156 bytes at D = 128 (128 registers) and is still faster than the same code at 4 warps ×
+// 3 blocks (168 registers, no spills; K8/V4 −3%, K4/V8 and K8/V8 +1–3% against the register loop)
+// or 6 warps × 2 blocks (no spills; −0.5 to −6%) — 16 warps an SM sharing two tables is what pays
+// (bench/results/2026-12-01-attn-pool.md, calls 2–3).
 constexpr int kWideWarps = 8, kWideMinBlocks = 2;
 // Resident blocks an SM each f16 kernel is compiled for (its register budget).
 template <int D, int KB, int VB, bool kWide>
@@ -718,7 +726,7 @@ template <int D, int KB, int VB, int NW, bool kWide = false>
 struct F16Smem {
   using S = F16Shape<D, KB, VB>;
   static constexpr int kCombine = NW * kHeadsPerBlock * (D + 2);
-  static constexpr int kTables = S::kLuts * kLutWords * (kWide ? 2 : 1);
+  static constexpr int kTables = kWide ? 2 * kLutWords : S::kLuts * kLutWords;
   static constexpr int kRegionWords = kTables > kCombine ? kTables : kCombine;
   static constexpr int kBytes = 4 * (kRegionWords + kHeadsPerBlock * D + 4 * kHeadsPerBlock);
 };
@@ -745,14 +753,12 @@ __device__ __forceinline__ int q_dim(int t, int s, int h, int j) {
   return (D / 4) * t + 4 * s + 2 * h + j;
 }
 
-// NW: warps a block; kWide: the wide table (see lut_load_wide) and the bare ex2 in the softmax,
-// 4-bit K and V only.
+// NW: warps a block; kWide: the wide table (see lut_load_wide) and the bare ex2 in the softmax.
 template <int D, int KB, int VB, int NW = kWarps, bool kWide = false>
 __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
   using SM = F16Smem<D, KB, VB, NW, kWide>;
-  static_assert(!kWide || (KB == 4 && VB == 4), "the wide table: 4-bit K and V");
   extern __shared__ __align__(128) uint32_t smem_u[];
   uint32_t* lut_a = smem_u;  // the table of the first width needed
   uint32_t* lut_b = smem_u + (S::kLuts == 2 ? kLutWords : 0);
@@ -809,9 +815,12 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
   }
-  build_luts<NW * 32, kWide ? 64 : 32>(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr),
-                                       KB == 8 ? lutK : (VB == 8 ? lutV : nullptr), KB == 4 ? p.kcb : p.vcb,
-                                       KB == 8 ? p.kcb : p.vcb);
+  if constexpr (kWide)  // 4-bit entries in bytes 0–127 of each 256-byte row, 8-bit ones in bytes 128–255
+    build_luts<NW * 32, 64>(KB == 4 || VB == 4 ? smem_u : nullptr, KB == 8 || VB == 8 ? smem_u + 32 : nullptr,
+                            KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
+  else
+    build_luts<NW * 32, 32>(KB == 4 ? lutK : (VB == 4 ? lutV : nullptr), KB == 8 ? lutK : (VB == 8 ? lutV : nullptr),
+                            KB == 4 ? p.kcb : p.vcb, KB == 8 ? p.kcb : p.vcb);
   // Rotated queries as fp16 B fragments, one warp per head row (rows warp, warp + 4): s_K, FWHT and
   // the per-head power-of-two scale σ ≥ max|q_rot| (so the fp16 query cannot overflow with bf16
   // inputs) all in registers; then each value goes to its place in qf [KS][kQfStride] uint2, entry
@@ -863,7 +872,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
-  const uint32_t lut_base = smem_addr(lutK), lane4 = 4 * lane;
+  const uint32_t lut_base = smem_addr(kWide ? smem_u : lutK), lane4 = 4 * lane;
   // Byte k of x through the 4-bit table (K and V share it when kWide).
   auto look4K = [&](uint32_t x, int k) -> uint32_t {
     if constexpr (kWide)
@@ -874,6 +883,19 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   auto look4V = [&](uint32_t x, int k) -> uint32_t {
     if constexpr (kWide)
       return lut_load_wide(lut_base, lane4, x, k);
+    else
+      return lut_load(lutV_addr, byte_of(x, k));
+  };
+  // Byte k of x through the 8-bit table: c[x's byte k] in the low half.
+  auto look8K = [&](uint32_t x, int k) -> uint32_t {
+    if constexpr (kWide)
+      return lut_load_wide(lut_base, lane4 + 128, x, k);
+    else
+      return lut_load(lutK_addr, byte_of(x, k));
+  };
+  auto look8V = [&](uint32_t x, int k) -> uint32_t {
+    if constexpr (kWide)
+      return lut_load_wide(lut_base, lane4 + 128, x, k);
     else
       return lut_load(lutV_addr, byte_of(x, k));
   };
@@ -903,10 +925,10 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
           a3 = look4K(x1, k + 1);
         } else {
           const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
-          a0 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 0)), lut_load(lutK_addr, byte_of(x0, 1)), 0x5410);
-          a1 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 0)), lut_load(lutK_addr, byte_of(x1, 1)), 0x5410);
-          a2 = __byte_perm(lut_load(lutK_addr, byte_of(x0, 2)), lut_load(lutK_addr, byte_of(x0, 3)), 0x5410);
-          a3 = __byte_perm(lut_load(lutK_addr, byte_of(x1, 2)), lut_load(lutK_addr, byte_of(x1, 3)), 0x5410);
+          a0 = __byte_perm(look8K(x0, 0), look8K(x0, 1), 0x5410);
+          a1 = __byte_perm(look8K(x1, 0), look8K(x1, 1), 0x5410);
+          a2 = __byte_perm(look8K(x0, 2), look8K(x0, 3), 0x5410);
+          a3 = __byte_perm(look8K(x1, 2), look8K(x1, 3), 0x5410);
         }
         uint32_t b0, b1;
         if constexpr (S::kQInSmem) {
@@ -1011,14 +1033,10 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         for (int mt = 0; mt < S::KS; ++mt) {
           const int wi = mt >> 1, k = 2 * (mt & 1);
           const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-          const uint32_t a0 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x0, k)), lut_load(lutV_addr, byte_of(x1, k)), 0x5410);
-          const uint32_t a1 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x0, k + 1)), lut_load(lutV_addr, byte_of(x1, k + 1)), 0x5410);
-          const uint32_t a2 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x2, k)), lut_load(lutV_addr, byte_of(x3, k)), 0x5410);
-          const uint32_t a3 =
-              __byte_perm(lut_load(lutV_addr, byte_of(x2, k + 1)), lut_load(lutV_addr, byte_of(x3, k + 1)), 0x5410);
+          const uint32_t a0 = __byte_perm(look8V(x0, k), look8V(x1, k), 0x5410);
+          const uint32_t a1 = __byte_perm(look8V(x0, k + 1), look8V(x1, k + 1), 0x5410);
+          const uint32_t a2 = __byte_perm(look8V(x2, k), look8V(x3, k), 0x5410);
+          const uint32_t a3 = __byte_perm(look8V(x2, k + 1), look8V(x3, k + 1), 0x5410);
           mma16816<__half>(acc[mt], {a0, a1, a2, a3}, b0, b1);
         }
       }
@@ -1422,11 +1440,17 @@ Launch f16_launch_bits(int kb, int vb) {
 
 // The wide-table register loop (kernel_decode_f16<D, 4, 4, kWideWarps, true>: 2 blocks per SM, each
 // with the 64 KB table; ~69 KB of shared memory a block at D = 128).
-template <int D>
+template <int D, int KB = 4, int VB = 4>
 Launch wide_launch() {
-  constexpr int kBytes = F16Smem<D, 4, 4, kWideWarps, true>::kBytes;
-  return {kernel_decode_f16<D, 4, 4, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide,
-          kWideWarps * F16Shape<D, 4, 4>::CH};
+  constexpr int kBytes = F16Smem<D, KB, VB, kWideWarps, true>::kBytes;
+  return {kernel_decode_f16<D, KB, VB, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide,
+          kWideWarps * F16Shape<D, KB, VB>::CH};
+}
+
+template <int D>
+Launch wide_launch_bits(int kb, int vb) {
+  if (kb == 4) return vb == 4 ? wide_launch<D, 4, 4>() : wide_launch<D, 4, 8>();
+  return vb == 4 ? wide_launch<D, 8, 4>() : wide_launch<D, 8, 8>();
 }
 
 // Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers or wide forces one where it serves
@@ -1438,12 +1462,12 @@ F16Loop forced_loop() {
   return !std::strcmp(e, "registers") ? F16Loop::registers : F16Loop::automatic;
 }
 
-// The wide table serves D = 64 and 128, K4/V4 (its two instantiations).
+// The wide table serves D = 64 and 128 at every bit width (its eight instantiations).
 bool wide_serves(const DecodeArgs& a) {
-  return a.math == attention::Math::f16 && (a.dim == 128 || a.dim == 64) && a.k.bits == 4 && a.v.bits == 4;
+  return a.math == attention::Math::f16 && (a.dim == 128 || a.dim == 64);
 }
 
-// The wide-table loop serves every call it can (D = 64 or 128, K4/V4, f16 math); the register loop the
+// The wide-table loop serves every call it can (D = 64 or 128, f16 math); the register loop the
 // others. The H200 A/B of the loops (Hq=32, Hkv=8): round 6 (bench/results/2026-11-29-decode-attention-r6.md,
 // call 2) had the wide loop 5–9% faster at B=1, L = 8K..32K and 4–6% slower from work 2^19 on; attn7's
 // call (bench/results/2026-11-30-attn7.md) and session 5's (bench/results/2026-11-30-decode-attention-s5.md,
@@ -1453,10 +1477,13 @@ bool wide_serves(const DecodeArgs& a) {
 // L2-prefetch branch's removal (29870eb: 58 CCTL instructions of a runtime-dead branch in that
 // kernel), which fits, but was not profiled. At D = 64 (session 17, call 2 of
 // bench/results/2026-11-30-attn-merge-s17.md) the wide loop was faster on every row measured: 7–12%.
+// With an 8-bit K or V (session 18, calls 2–3 of bench/results/2026-12-01-attn-pool.md), faster on
+// every row measured: D = 128 K8/V4 11.6–12.2%, K4/V8 and K8/V8 1.5–2.1% (long rows), 7–11% at B=1
+// L=4K; D = 64 K8/V4, K4/V8, K8/V8 9.5–18%.
 Launch pick_kernel(const DecodeArgs& a) {
   const F16Loop f = forced_loop();
   if (wide_serves(a) && (f == F16Loop::wide || f == F16Loop::automatic))
-    return a.dim == 64 ? wide_launch<64>() : wide_launch<128>();
+    return a.dim == 64 ? wide_launch_bits<64>(a.k.bits, a.v.bits) : wide_launch_bits<128>(a.k.bits, a.v.bits);
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
       case 64:
