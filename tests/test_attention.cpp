@@ -909,12 +909,12 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   }
 }
 
-// Where the wide table cannot serve a call (D = 256, D = 64 with an 8-bit K) it falls back to the
-// register loop even when forced; the register loop serves D = 128 (any widths) and D = 64 K4/V4 when
-// forced; an unknown name (such as "bulk", the removed bulk-copy ring's) leaves the choice to the
-// rule. Without a forced loop (the rule), every D = 128 call and every D = 64 K4/V4 call takes the
-// wide table, short or long (700 tokens, one 16K sequence on one K/V head, 5 of 16K on 4 K/V heads,
-// 5 of mixed lengths), and D = 256 and D = 64 K8 the register loop. Each output against the oracle.
+// Where the wide table cannot serve a call (D = 256) it falls back to the register loop even when
+// forced; the register loop serves D = 128 and 64 (any widths) when forced; an unknown name (such as
+// "bulk", the removed bulk-copy ring's) leaves the choice to the rule. Without a forced loop (the
+// rule), every D = 128 and D = 64 call takes the wide table, short or long (700 tokens, one 16K
+// sequence on one K/V head, 5 of 16K on 4 K/V heads, 5 of mixed lengths, with 4- and 8-bit K), and
+// D = 256 the register loop. Each output against the oracle.
 TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
@@ -929,7 +929,7 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
     if (variant == 2) s.dim = 256, s.capacity = 800;
     if (variant == 3) s.dim = 64, s.capacity = 800;
     if (variant == 4) s.dim = 64, s.k_bits = 8, s.capacity = 800;
-    const bool wide = variant != 2 && variant != 4;  // the calls the wide table serves
+    const bool wide = variant != 2;  // the calls the wide table serves
     Filled f = fill(s, {700}, rng);
     Query q = make_query(1, s.q_heads, s.dim, DType::f16, rng);
     DecodeOptions opt;
@@ -963,12 +963,12 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
   big.kv_heads = 4;
   big.q_heads = 16;
   expect_auto(big, std::vector<int64_t>(5, 16384), 1);
-  expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
-  big.k_bits = 8;
-  expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
-  big.k_bits = 4;
-  big.dim = 64;
-  expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
+  for (int dim : {128, 64})
+    for (int k_bits : {4, 8}) {
+      big.dim = dim;
+      big.k_bits = k_bits;
+      expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
+    }
 }
 
 // Small wide-table calls for compute-sanitizer racecheck / synccheck (the table build, the warps' merge
