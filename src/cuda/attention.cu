@@ -1142,8 +1142,8 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       const uint8_t* v_lane = vbase + (cs + t4) * VROW;
       const float* ks_lane = ksb + cs + gt;
       const float* vs_lane = vsb + cs + gt;
-      // Loads for the whole chunk first (several independent loads in flight per lane); for D ≥ 256
-      // the V rows only after the scores, to keep the registers for the accumulators.
+      // Loads for the whole chunk first (several independent loads in flight per lane); where
+      // registers are short (kVAfterScores below) the V rows only after the scores.
       uint32_t kw[S::NSUB][2][S::KCB / 4];
       uint32_t vw[S::NSUB][4][S::VCB / 4];
       float ksc[S::NSUB][2], vsc[S::NSUB][2];
@@ -1174,7 +1174,12 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
           }
         }
       }
-      if constexpr (D <= 128) load_v();
+      // V's words after the scores (K's are dead by then) for D = 256 and the wide loop's 8-bit
+      // kernels at D = 128, whose spills this cuts (K8/V8 156 / 264 → 20 / 88 bytes, K4/V8 68 / 164 →
+      // 24 / 24, K8/V4 48 / 120 → 12 / 52): 1.5–4% faster on every D = 128 mix row; at D = 64 the same
+      // was 0–2.6% slower (bench/results/2026-12-01-attn-pool.md, call 6).
+      constexpr bool kVAfterScores = D > 128 || (kWide && D == 128 && (KB == 8 || VB == 8));
+      if constexpr (!kVAfterScores) load_v();
       if constexpr (kFull && kPrefetchK) {
         // The warp's next chunk's K rows (S::CH · KROW bytes, a 128-byte line a lane) into L2 while
         // this chunk computes (contiguous caches; rings do without). Measured −2% at B=8 L=32K and
@@ -1191,7 +1196,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       }
       float sc[S::NSUB][4];
       scores(kw, sc);
-      if constexpr (D > 128) load_v();
+      if constexpr (kVAfterScores) load_v();
       const float inv_u = softmax_step(full_tag, start, sc, ksc, vsc);
       accumulate_pv(sc, vsc, vw, inv_u);
     };
