@@ -861,7 +861,8 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   struct Bits {
     int dim, k, v;
   };
-  for (const Bits bits : {Bits{128, 4, 4}, Bits{64, 4, 4}, Bits{128, 8, 4}, Bits{128, 4, 8}, Bits{128, 8, 8}}) {
+  for (const Bits bits :
+       {Bits{128, 4, 4}, Bits{64, 4, 4}, Bits{128, 8, 4}, Bits{128, 4, 8}, Bits{128, 8, 8}, Bits{64, 8, 8}}) {
     const int dim = bits.dim;
     for (bool sliding : {true, false}) {
       for (int g : {1, 4, 8, 12}) {

@@ -706,7 +706,7 @@ struct F16Shape {
 
 // The wide-table loop's block: 8 warps, 2 blocks a multiprocessor (16 warps per SM, as the 4-warp
 // kernel's 4 blocks), each with the 64 KB wide table. Every bit width: with an 8-bit K or V the loop
-// spills 48–156 bytes at D = 128 (128 registers) and is still faster than the same code at 4 warps ×
+// spilled 48–156 bytes at D = 128 (128 registers; 12–24 since kVAfterScores) and was still faster than the same code at 4 warps ×
 // 3 blocks (168 registers, no spills; K8/V4 −3%, K4/V8 and K8/V8 +1–3% against the register loop)
 // or 6 warps × 2 blocks (no spills; −0.5 to −6%) — 16 warps an SM sharing two tables is what pays
 // (bench/results/2026-12-01-attn-pool.md, calls 2–3).
