@@ -823,7 +823,7 @@ TEST(DecodeAttentionCuda, F16HugeBf16QueriesEveryDimGqaAndSliceCount) {
   }
 }
 
-// ---- the f16 kernel's other main loop (D = 64 and 128, K4/V4): the wide table ---------------------
+// ---- the f16 kernel's other main loop (D = 64 and 128, every bit width): the wide table -----------
 
 // Sets FRUGAL_ATTN_KERNEL (which f16 main loop serves a call) for a scope.
 struct ForcedLoop {
@@ -854,7 +854,8 @@ std::vector<double> run_loop(const Filled& f, const Query& q, const DecodeOption
 // at every 16-byte misalignment of the scales, 778 ≡ 2 mod 4) wrapped at irregular points (chunks
 // that cross the ring's end), lengths that are no multiple of a chunk (ragged last chunks, one under
 // a chunk), an empty sequence, 1 and 3 slices and the automatic count (the in-kernel slice merge),
-// GQA 1, 4, 8 and 12 (head tiles of 8 + 4); and a plain cache (no ring). D = 128 and 64.
+// GQA 1, 4, 8 and 12 (head tiles of 8 + 4); and a plain cache (no ring). D = 128 at K4/V4, K8/V4,
+// K4/V8 and K8/V8 (the table's 8-bit half), D = 64 at K4/V4 and K8/V8.
 TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();

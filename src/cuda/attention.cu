@@ -37,7 +37,8 @@
 //     than the register loop on the long rows but slower than the wide loop wherever it could serve,
 //     and never the default; removed in session 10. Its measurements: -r6.md, 2026-11-30-attn7.md.)
 //     Session 7: the 8-warp loop's automatic slices are whole rounds of its warps' chunks (256
-//     tokens at D = 128) and its shared-memory carveout is the smallest that holds two blocks (the rest is L1).
+//     tokens at D = 128) and its shared-memory carveout is the smallest that holds two blocks (the
+//     rest is L1).
 //     Tried and not kept there (each measured slower or no faster on the H200): staging every chunk
 //     or only the first through a per-warp cp.async stage, an L1 prefetch of the next chunk, 48-token
 //     chunks, and merging a row's slices with two warps.
@@ -706,10 +707,10 @@ struct F16Shape {
 
 // The wide-table loop's block: 8 warps, 2 blocks a multiprocessor (16 warps per SM, as the 4-warp
 // kernel's 4 blocks), each with the 64 KB wide table. Every bit width: with an 8-bit K or V the loop
-// spilled 48–156 bytes at D = 128 (128 registers; 12–24 since kVAfterScores) and was still faster than the same code at 4 warps ×
-// 3 blocks (168 registers, no spills; K8/V4 −3%, K4/V8 and K8/V8 +1–3% against the register loop)
-// or 6 warps × 2 blocks (no spills; −0.5 to −6%) — 16 warps an SM sharing two tables is what pays
-// (bench/results/2026-12-01-attn-pool.md, calls 2–3).
+// spilled 48–156 bytes at D = 128 (128 registers; 12–24 since kVAfterScores) and was still faster
+// than the same code at 4 warps × 3 blocks (168 registers, no spills; K8/V4 −3%, K4/V8 and K8/V8
+// +1–3% against the register loop) or 6 warps × 2 blocks (no spills; −0.5 to −6%) — 16 warps an SM
+// sharing two tables is what pays (bench/results/2026-12-01-attn-pool.md, calls 2–3).
 constexpr int kWideWarps = 8, kWideMinBlocks = 2;
 // Resident blocks an SM each f16 kernel is compiled for (its register budget).
 template <int D, int KB, int VB, bool kWide>
@@ -872,32 +873,21 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
-  const uint32_t lut_base = smem_addr(kWide ? smem_u : lutK), lane4 = 4 * lane;
-  // Byte k of x through the 4-bit table (K and V share it when kWide).
-  auto look4K = [&](uint32_t x, int k) -> uint32_t {
+  const uint32_t lut_base = smem_addr(smem_u), lane4 = 4 * lane;
+  // Byte k of x through the table of its width (lane_addr: the register loop's table of K or V; the
+  // wide table serves both): the 4-bit one gives the half2 of its two codes, the 8-bit one c[byte] in
+  // the low half.
+  auto look4 = [&](uint32_t lane_addr, uint32_t x, int k) -> uint32_t {
     if constexpr (kWide)
       return lut_load_wide(lut_base, lane4, x, k);
     else
-      return lut_load(lutK_addr, byte_of(x, k));
+      return lut_load(lane_addr, byte_of(x, k));
   };
-  auto look4V = [&](uint32_t x, int k) -> uint32_t {
-    if constexpr (kWide)
-      return lut_load_wide(lut_base, lane4, x, k);
-    else
-      return lut_load(lutV_addr, byte_of(x, k));
-  };
-  // Byte k of x through the 8-bit table: c[x's byte k] in the low half.
-  auto look8K = [&](uint32_t x, int k) -> uint32_t {
+  auto look8 = [&](uint32_t lane_addr, uint32_t x, int k) -> uint32_t {
     if constexpr (kWide)
       return lut_load_wide(lut_base, lane4 + 128, x, k);
     else
-      return lut_load(lutK_addr, byte_of(x, k));
-  };
-  auto look8V = [&](uint32_t x, int k) -> uint32_t {
-    if constexpr (kWide)
-      return lut_load_wide(lut_base, lane4 + 128, x, k);
-    else
-      return lut_load(lutV_addr, byte_of(x, k));
+      return lut_load(lane_addr, byte_of(x, k));
   };
 
   // Running softmax state of heads 2t4 and 2t4 + 1 (log2 units; l partial over this lane's tokens),
@@ -919,16 +909,16 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         if constexpr (KB == 4) {
           const uint32_t x0 = kw[j][0][s >> 1], x1 = kw[j][1][s >> 1];
           const int k = 2 * (s & 1);
-          a0 = look4K(x0, k);
-          a1 = look4K(x1, k);
-          a2 = look4K(x0, k + 1);
-          a3 = look4K(x1, k + 1);
+          a0 = look4(lutK_addr, x0, k);
+          a1 = look4(lutK_addr, x1, k);
+          a2 = look4(lutK_addr, x0, k + 1);
+          a3 = look4(lutK_addr, x1, k + 1);
         } else {
           const uint32_t x0 = kw[j][0][s], x1 = kw[j][1][s];
-          a0 = __byte_perm(look8K(x0, 0), look8K(x0, 1), 0x5410);
-          a1 = __byte_perm(look8K(x1, 0), look8K(x1, 1), 0x5410);
-          a2 = __byte_perm(look8K(x0, 2), look8K(x0, 3), 0x5410);
-          a3 = __byte_perm(look8K(x1, 2), look8K(x1, 3), 0x5410);
+          a0 = __byte_perm(look8(lutK_addr, x0, 0), look8(lutK_addr, x0, 1), 0x5410);
+          a1 = __byte_perm(look8(lutK_addr, x1, 0), look8(lutK_addr, x1, 1), 0x5410);
+          a2 = __byte_perm(look8(lutK_addr, x0, 2), look8(lutK_addr, x0, 3), 0x5410);
+          a3 = __byte_perm(look8(lutK_addr, x1, 2), look8(lutK_addr, x1, 3), 0x5410);
         }
         uint32_t b0, b1;
         if constexpr (S::kQInSmem) {
@@ -1025,7 +1015,10 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const int mt = 4 * wi + k;
-            mma16816<__half>(acc[mt], {look4V(lo01, k), look4V(hi01, k), look4V(lo23, k), look4V(hi23, k)}, b0, b1);
+            mma16816<__half>(acc[mt],
+                             {look4(lutV_addr, lo01, k), look4(lutV_addr, hi01, k), look4(lutV_addr, lo23, k),
+                              look4(lutV_addr, hi23, k)},
+                             b0, b1);
           }
         }
       } else {
@@ -1033,10 +1026,10 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         for (int mt = 0; mt < S::KS; ++mt) {
           const int wi = mt >> 1, k = 2 * (mt & 1);
           const uint32_t x0 = vw[j][0][wi], x1 = vw[j][1][wi], x2 = vw[j][2][wi], x3 = vw[j][3][wi];
-          const uint32_t a0 = __byte_perm(look8V(x0, k), look8V(x1, k), 0x5410);
-          const uint32_t a1 = __byte_perm(look8V(x0, k + 1), look8V(x1, k + 1), 0x5410);
-          const uint32_t a2 = __byte_perm(look8V(x2, k), look8V(x3, k), 0x5410);
-          const uint32_t a3 = __byte_perm(look8V(x2, k + 1), look8V(x3, k + 1), 0x5410);
+          const uint32_t a0 = __byte_perm(look8(lutV_addr, x0, k), look8(lutV_addr, x1, k), 0x5410);
+          const uint32_t a1 = __byte_perm(look8(lutV_addr, x0, k + 1), look8(lutV_addr, x1, k + 1), 0x5410);
+          const uint32_t a2 = __byte_perm(look8(lutV_addr, x2, k), look8(lutV_addr, x3, k), 0x5410);
+          const uint32_t a3 = __byte_perm(look8(lutV_addr, x2, k + 1), look8(lutV_addr, x3, k + 1), 0x5410);
           mma16816<__half>(acc[mt], {a0, a1, a2, a3}, b0, b1);
         }
       }
