@@ -272,8 +272,9 @@ int main(int argc, char** argv) {
                             // its 256-row tiles (each weight slice serves twice the rows)
                             Variant{K::wgmma, 0, 1, "wgmma_ws_r256_sorted", 0, 256, 1},
                             Variant{K::wgmma, 0, 0, "wgmma_ws_r256_unsorted", 0, 256, 1},
-                            // the pipelined halo kernel (Ci, Co ≤ 64; rows in the map's order)
+                            // the pipelined halo kernel (Ci ≤ 128, Co ≤ 64 or 128; rows in the map's order)
                             Variant{K::wgmma, 64, 0, "wgmma_halo_pipe", 0, 128, 4},
+                            Variant{K::wgmma, 128, 0, "wgmma_halo_pipe128", 0, 128, 4},
                             Variant{K::wgmma, 0, -1, "wgmma_old", 0, 0, 0}}) {
       if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
       if (!only.empty() && ("," + only + ",").find("," + std::string(v.name) + ",") == std::string::npos) continue;

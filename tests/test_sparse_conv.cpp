@@ -1030,11 +1030,14 @@ std::vector<int32_t> sphere_shell(int res) {
   return shell;
 }
 
-// The pipelined halo kernel on its two paths, bitwise against the warp-specialized kernel and within
-// the tolerance of the CPU: a thin sphere shell in the map's order (every tile's input rows fit its
-// shared memory), a hand-made map whose entries are random rows (a tile's ~1,600 distinct rows do
-// not: every tile is handed off to the two-block kernel), with the neighbors of a third of the rows
-// cleared, and the shell's rows followed by such random rows (both paths in one launch).
+// The pipelined halo kernel on its two paths, within the tolerance of the CPU and, at Ci ≤ 64 (one
+// pass: the same sums in the same order), bitwise against the warp-specialized kernel; at Ci > 64 (two
+// passes of 64 channels, summed pass by pass) bitwise run to run: a thin sphere shell in the map's
+// order (every tile's input rows fit its shared memory), a hand-made map whose entries are random rows
+// (a tile's ~1,600 distinct rows do not: every tile is handed off to the warp-specialized kernel, so
+// bitwise its output at any Ci), with the neighbors of a third of the rows cleared, and the shell's
+// rows followed by such random rows (both paths in one launch). Co ≤ 64 runs 64-wide column tiles,
+// Co ≤ 128 128-wide ones.
 TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
   FRUGAL_TRACE_SEED();
@@ -1065,20 +1068,29 @@ TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
   for (const auto& [name, nbr_h, n] :
        {std::tuple{"shell", shell_map, n_shell}, std::tuple{"random map", rand_map, n_rand},
         std::tuple{"shell, then random rows", mixed_map, n_mixed}})
-    for (const auto [ci, co] : {std::pair{64, 64}, std::pair{32, 48}, std::pair{8, 64}})
+    for (const auto [ci, co] : {std::pair{64, 64}, std::pair{32, 48}, std::pair{8, 64}, std::pair{128, 128},
+                                std::pair{96, 128}, std::pair{128, 64}, std::pair{64, 128}, std::pair{72, 80}})
       for (DType dt : {DType::f16, DType::bf16}) {
-        if (n == n_mixed && (ci != 64 || dt != DType::f16)) continue;  // one case of the mix
+        if (n == n_mixed && ((ci != 64 && ci != 128) || ci != co || dt != DType::f16)) continue;  // the mix: two cases
+        if (dt == DType::bf16 && ci > 64 && ci != co) continue;                                   // f16 covers those
         SCOPED_TRACE(std::string(name) + " " + to_string(dt) + " ci=" + std::to_string(ci) +
                      " co=" + std::to_string(co));
         const Tensor fh = make(testing::randn(n * ci, rng), {n, ci}, dt);
         const Tensor wh = make(testing::randn(27 * ci * co, rng, 1.0f / std::sqrt(27.0f * ci)), {27, ci, co}, dt);
         const Tensor bh = make(testing::randn(co, rng), {co}, dt);
         const Tensor nbr_d = nbr_h.to(kGpu), fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
-        const auto halo = run_mma(fd, nbr_d, wd, &bd, n, {64, false, 0, kWg, 1, 128, 4});
-        EXPECT_EQ(halo, run_mma(fd, nbr_d, wd, &bd, n, {64, false, 0, kWg, 1, 128, 1}))
-            << "against the warp-specialized kernel";
-        EXPECT_LE(testing::rel_error(to_doubles(halo, dt), read(submanifold_conv(fh, nbr_h, wh, &bh.view()))),
-                  tolerance(dt));
+        const int bn = co <= 64 ? 64 : 128;
+        const int64_t before = cuda::spconv_halo_pipe_launches();
+        const auto halo = run_mma(fd, nbr_d, wd, &bd, n, {bn, false, 0, kWg, 1, 128, 4});
+        EXPECT_GT(cuda::spconv_halo_pipe_launches(), before) << "the pipelined halo kernel ran";
+        const auto ws = run_mma(fd, nbr_d, wd, &bd, n, {bn, false, 0, kWg, 1, 128, 1});
+        if (ci <= 64 || n == n_rand)
+          EXPECT_EQ(halo, ws) << "against the warp-specialized kernel";
+        else
+          EXPECT_EQ(halo, run_mma(fd, nbr_d, wd, &bd, n, {bn, false, 0, kWg, 1, 128, 4})) << "run to run";
+        const std::vector<double> want = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
+        EXPECT_LE(testing::rel_error(to_doubles(halo, dt), want), tolerance(dt));
+        EXPECT_LE(testing::rel_error(to_doubles(ws, dt), want), tolerance(dt));
       }
 }
 

@@ -372,11 +372,17 @@ bool narrow_on_a_large_grid(const sb::ConvArgs& a) { return a.co <= 64 && a.ci <
 bool medium_on_a_large_grid(const sb::ConvArgs& a) {
   return a.co > 64 && a.co <= 128 && a.ci <= 128 && tile_co(a) == 128 && large_grid(a, 3);
 }
+// The shapes the pipelined halo kernel serves: a 64- or 128-wide column tile holding all of Co, and
+// Ci ≤ 128 (one or two passes of 64 channels).
+bool halo_pipe_serves(const sb::ConvArgs& a) {
+  const int bn = tile_co(a);
+  return (bn == 64 || bn == 128) && a.co <= bn && a.ci <= 128;
+}
 }  // namespace
 
 int warp_specialized(const sb::ConvArgs& a) {
   if (a.wgmma_ws >= 0) {
-    if (a.wgmma_ws == 4) return tile_co(a) == 64 && a.ci <= 64 && a.co <= 64 ? 4 : 1;  // where it serves
+    if (a.wgmma_ws == 4) return halo_pipe_serves(a) ? 4 : 1;
     return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
   }
   // The H200 (2026-11-29, results file tc5; R = 1024 and 512 shells): 256-wide column tiles (one
@@ -452,9 +458,9 @@ size_t part_bytes(const sb::ConvArgs& a) {
 // map's order, forced against the default): 7–18% faster from R = 96 (41 K rows, 2.4 tiles a
 // multiprocessor) to R = 192, where the default was another kernel; the default itself from R = 256 on.
 bool halo_pipe_may_run(const sb::ConvArgs& a) {
-  if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) != 64 || a.ci > 64 || a.co > 64) return false;
+  if (a.kernel != sb::ConvKernel::wgmma || !halo_pipe_serves(a)) return false;
   if (a.wgmma_ws >= 0) return a.wgmma_ws == 4;
-  return tile_rows(a) == kTileRows && !sorts(a) && splits(a) == 1 &&
+  return a.ci <= 64 && a.co <= 64 && tile_rows(a) == kTileRows && !sorts(a) && splits(a) == 1 &&
          ceil_div<int64_t>(chunk_rows(a), kTileRows) >= 2 * multiprocessor_count(a.device);
 }
 
@@ -505,7 +511,7 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
           // halo_pipe_may_run) and the launch's rows suit it (H200, R = 1024 shell in the map's order,
           // the tiles that do not fit handed back to the two-block kernel: 2.75 against 3.35 ms; rows
           // in random order: 1.04 against 0.86, so never there), known from the second call on a map on.
-          if (a.wgmma_ws < 0 && p.handoff && halo_pipe_suits(p, a.device, s)) ws = 4;
+          if (a.wgmma_ws < 0 && p.handoff && halo_pipe_suits(p, bn, a.device, s)) ws = 4;
           if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
           else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);
           else launch_wgmma<T, 256>(p, ws, rows, nsplit, s);

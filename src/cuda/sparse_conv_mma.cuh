@@ -108,13 +108,14 @@ template <typename T, int BN>
 void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s);
 template <typename T>
 void finish_split(const Params& p, int splits, cudaStream_t s);
-// Whether the rows of launch p suit the pipelined halo kernel (launch_wgmma's ws = 4): at least 3/4 of a
-// sample of its tiles fit the kernel's halo buffer. The first question about a map (device, nbr, n, k
-// and the launch's rows) enqueues a small probe on s whose count comes back without a wait, and
-// answers no; later questions answer from the count once it is in (the last 64 maps are remembered).
-// No probe while s is being captured into a graph. A stale answer (a map rewritten in place) costs
-// time, never correctness: every kernel computes the same sums in the same order.
-bool halo_pipe_suits(const Params& p, int device, cudaStream_t s);
+// Whether the rows of launch p suit the pipelined halo kernel (launch_wgmma's ws = 4) with BN output
+// channels a tile: at least 3/4 of a sample of its tiles fit the kernel's halo buffer (whose rows
+// depend on BN). The first question about a map (device, nbr, n, k, the launch's rows and the buffer's
+// rows) enqueues a small probe on s whose count comes back without a wait, and answers no; later
+// questions answer from the count once it is in (the last 64 maps are remembered). No probe while s is
+// being captured into a graph. A stale answer (a map rewritten in place) costs time, never
+// correctness: each kernel's sums run in a fixed order.
+bool halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s);
 // Launches of the pipelined halo kernel so far (for the tests of the rule).
 int64_t halo_pipe_launches();
 

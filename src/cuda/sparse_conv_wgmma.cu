@@ -488,11 +488,19 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // kernel only where a sample of the map's tiles fits (sparse_conv_mma.cu): the prologue's work on a
 // handed-off tile hides behind the consumers only while most tiles fit. Same sums in the same order as
 // every wgmma kernel: bitwise their output.
+// BN = 64 or 128 output channels (Co ≤ BN); Ci ≤ 128 in passes of 64 channels (a pass: one halo buffer
+// holding 64 channels of the tile's rows, every offset of the tile against that pass's weight rows).
+// With two passes a tile's sums run pass by pass (all offsets over channels 0–63, then over 64–127):
+// a fixed order, so still bitwise repeatable, but not the other kernels' (offsets, then channels); at
+// Ci ≤ 64 it is theirs.
+template <int BN_>
 struct HaloPipe {
-  static constexpr int BM = kTileRows, BN = 64, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
-  // STAGES: 5 or 6 measured 5–9% slower (zero-phase.md, call 2), and 6 still 2–6% slower with the
-  // ring's index kept as counters instead of divided (call 5): a deeper ring does not help here.
-  static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = 4, LDC = BN + 8;
+  static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
+  // STAGES (BN = 64): 5 or 6 measured 5–9% slower (zero-phase.md, call 2), and 6 still 2–6% slower with
+  // the ring's index kept as counters instead of divided (call 5): a deeper ring does not help here.
+  // BN = 128: 3 stages of 16 KB, so that the halo buffers keep CAP = 568 rows.
+  static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
+  static constexpr int A_BUFFERS = BN == 64 ? 3 : 2;  // register A fragments in flight (the consumers' loop)
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr size_t STAGING = size_t(BM) * LDC * 2;
   static constexpr size_t SLOTS = size_t(kMaxOffsets) * BM;    // 16-bit entries a buffer
@@ -503,25 +511,27 @@ struct HaloPipe {
   static constexpr int CAP = static_cast<int>((BUDGET - FIXED) / 2 / 128 - ZERO) / 8 * 8;
   static constexpr size_t HALO = size_t(ZERO + CAP) * 128;
   static constexpr size_t SMEM = FIXED + 2 * HALO;
+  static_assert(BN == 64 || BN == 128, "one or two 64-channel groups of weight columns");
   static_assert(ZERO + CAP < 65536, "a slot fits 16 bits");
   static_assert(HALO % 1024 == 0 && FIXED % 1024 == 0, "halo buffers start on 1 KB swizzle atoms");
   static_assert(STAGING <= HALO, "the epilogue stages in the tile's halo buffer");
 };
+constexpr int kHaloPasses = 2;  // Ci ≤ 64 · kHaloPasses
 
 // The third of the offsets offset k belongs to (per = ⌈K / 3⌉): the halo range its neighbors come from.
 __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) + (k >= 2 * per); }
 // Slots (rows) the range [lo, hi] takes in a halo buffer: whole boxes of 8 rows, 0 when empty (hi < lo),
-// capped at CAP + 8 (past any fit). A tile fits when its three ranges together take at most CAP.
+// capped at 2^15 (past any fit). A tile fits when its three ranges together take at most CAP.
 __device__ __forceinline__ int halo_slots(int lo, int hi) {
-  return hi >= lo ? static_cast<int>(min((int64_t{hi} - lo + 8) / 8 * 8, int64_t{HaloPipe::CAP + 8})) : 0;
+  return hi >= lo ? static_cast<int>(min((int64_t{hi} - lo + 8) / 8 * 8, int64_t{1} << 15)) : 0;
 }
 
 #ifdef FRUGAL_WGMMA
 __device__ __forceinline__ void named_barrier_consumers() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(HaloPipe::CONSUMERS) : "memory");
+  asm volatile("bar.sync 1, %0;\n" ::"n"(HaloPipe<64>::CONSUMERS) : "memory");
 }
 __device__ __forceinline__ void named_barrier_prologue() {
-  asm volatile("bar.sync 2, %0;\n" ::"n"(HaloPipe::PROLOGUE) : "memory");
+  asm volatile("bar.sync 2, %0;\n" ::"n"(HaloPipe<64>::PROLOGUE) : "memory");
 }
 
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
@@ -533,12 +543,12 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
 }
 #endif  // FRUGAL_WGMMA
 
-template <typename T>
-__global__ void __launch_bounds__(HaloPipe::THREADS, 1)
+template <typename T, int BN>
+__global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     kernel_conv_halo_pipe(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap fmap,
                           const __grid_constant__ CUtensorMap fmap64, Params p) {
 #ifdef FRUGAL_WGMMA
-  using H = HaloPipe;
+  using H = HaloPipe<BN>;
   constexpr int BM = H::BM, STAGES = H::STAGES, CONSUMERS = H::CONSUMERS, PRO = H::PROLOGUE, CAP = H::CAP,
                 ZERO = H::ZERO;
   extern __shared__ unsigned char smem_raw[];
@@ -561,6 +571,9 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
   const uint32_t halo_addr0 = sbase + static_cast<uint32_t>(H::FIXED - 1024);
   const int64_t tiles = (p.rows + BM - 1) / BM;
   const int tid = threadIdx.x, lane = tid % 32;
+  // Units: pass h of the j-th tile kept is unit u = j · passes + h, in halo buffer u % 2; a tile's own
+  // state (its offsets, rows, slots: index j % 2) serves all its passes.
+  const int passes = (p.ci + H::BK - 1) / H::BK;
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
       mbar_init(full0 + 8 * i, 1);  // + the weight slice's bytes
@@ -591,23 +604,29 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
       cp_async_commit();
     };
     fetch_map(blockIdx.x);
-    int64_t j = 0;  // the tiles kept so far: kept tile j goes to halo buffer j % 2
-    // Buffer b's last tile (j − 2) is done with. Waited at the start of every tile, also one that is
-    // then handed off: waited only once a tile is known to fit (and with no barrier of the prologue's
-    // threads after it), racecheck reported the slot stores against the last tile's reads.
-    auto wait_free = [&](int b) {
-      if (j >= 2) mbar_wait(free0 + 8 * b, static_cast<uint32_t>((j >> 1) - 1) & 1);
+    int64_t j = 0;  // the tiles kept so far
+    // Unit u's buffer (u % 2) is free: its last unit (u − 2) is done with. Waited for a tile's first unit
+    // at the start of every tile, also one that is then handed off (the wait also frees the tile state
+    // j % 2, whose last tile's units all precede u − 2): waited only once a tile is known to fit (and
+    // with no barrier of the prologue's threads after it), racecheck reported the slot stores against
+    // the last tile's reads.
+    auto wait_free = [&](int64_t u) {
+      if (u >= 2) mbar_wait(free0 + 8 * static_cast<int>(u & 1), static_cast<uint32_t>((u >> 1) - 1) & 1);
+    };
+    // The zero slots of buffer b (an epilogue staged over them), from this thread.
+    auto zero_slots = [&](int b) {
+      if (pt < ZERO * 8) *reinterpret_cast<uint4*>(halo0 + b * H::HALO + 16 * pt) = make_uint4(0, 0, 0, 0);
     };
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const int b = static_cast<int>(j & 1);
-      wait_free(b);
+      const int sb = static_cast<int>(j & 1);  // the tile's state
+      const int64_t u0 = j * passes;           // its first unit
+      wait_free(u0);
       if (pt == 0) {
-        any_s[b] = 0;
-        for (int q = 0; q < 3; ++q) range_lo[b][q] = INT32_MAX, range_hi[b][q] = -1;
+        any_s[sb] = 0;
+        for (int q = 0; q < 3; ++q) range_lo[sb][q] = INT32_MAX, range_hi[sb][q] = -1;
       }
       named_barrier_prologue();
       const int64_t t0 = t * BM;
-      unsigned char* halo = halo0 + b * H::HALO;
       uint32_t any = 0;
       int lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {-1, -1, -1};
       const int r = pt;  // this thread's row of the tile
@@ -644,23 +663,23 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         for (int q = 0; q < 3; ++q)
           lo[q] = __reduce_min_sync(0xffffffffu, lo[q]), hi[q] = __reduce_max_sync(0xffffffffu, hi[q]);
         if (lane == 0) {
-          atomicOr(&any_s[b], any);
-          for (int q = 0; q < 3; ++q) atomicMin(&range_lo[b][q], lo[q]), atomicMax(&range_hi[b][q], hi[q]);
+          atomicOr(&any_s[sb], any);
+          for (int q = 0; q < 3; ++q) atomicMin(&range_lo[sb][q], lo[q]), atomicMax(&range_hi[sb][q], hi[q]);
         }
         named_barrier_prologue();
         if (t + gridDim.x < tiles) fetch_map(t + gridDim.x);  // every thread has read this slice (the barrier above)
         int slot_end = ZERO;  // range q: rows lo[q] … at slots base[q] …, boxes[q] copies of 8 rows
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
-          lo[q] = range_lo[b][q];
+          lo[q] = range_lo[sb][q];
           base[q] = slot_end;
-          boxes[q] = halo_slots(lo[q], range_hi[b][q]) / 8;
+          boxes[q] = halo_slots(lo[q], range_hi[sb][q]) / 8;
           slot_end += 8 * boxes[q];
         }
         in_halo = slot_end <= ZERO + CAP;
         if (in_halo) {  // the rows; the slot entries: slot of row v in group g = v + (base[g] − lo[g])
-          row_s[b][r] = static_cast<int32_t>(row);
-          uint16_t* slot = slots0 + b * H::SLOTS;
+          row_s[sb][r] = static_cast<int32_t>(row);
+          uint16_t* slot = slots0 + sb * H::SLOTS;
           const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};
           // An absent neighbour reads one of the zero slots 0–7: the one whose swizzle phase (slot % 8)
           // no present row of its group of 8 tile rows has for that offset. The group is what one
@@ -688,9 +707,7 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
                 slot[(k0 + i) * BM + r] =
                     static_cast<uint16_t>(e[i] >= 0 ? e[i] : (__ffs(~(used >> 8 * i)) - 1) & (ZERO - 1));
           }
-          if (pt < ZERO * 8)
-            *reinterpret_cast<uint4*>(halo + 16 * pt) =
-                make_uint4(0, 0, 0, 0);  // the zero slots (the last epilogue staged over them)
+          zero_slots(static_cast<int>(u0 & 1));
         }
       };
       if (p.k == 27)
@@ -703,49 +720,62 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         if (pt == 0) p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
         continue;
       }
-      if (pt < 32) {  // the first prologue warp: the offsets, and the rows' copies (a box a lane in turn)
-        const uint32_t bar = halo_bar0 + 8 * b;
-        if (pt == 0) {
-          act_count[b] = list_offsets(any_s[b], 0, p.k, act_s[b]);
-          mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
+      // Pass h's rows (channels 64·h …) into unit u0 + h's buffer by the first prologue warp, a box a
+      // lane in turn: range q's boxes[q] / 8 boxes of 64 rows, then the rest in boxes of 8 rows (the same
+      // slots). The offsets are listed once, for every pass.
+      for (int h = 0; h < passes; ++h) {
+        const int64_t u = u0 + h;
+        const int b = static_cast<int>(u & 1);
+        if (h > 0) {  // the first pass's buffer was waited for and zeroed above
+          wait_free(u);
+          zero_slots(b);
+          fence_proxy_async();
+          named_barrier_prologue();
         }
-        __syncwarp();
-        // Range q's boxes: boxes[q] / 8 of 64 rows, then the rest in boxes of 8 rows (the same slots).
+        if (pt < 32) {
+          const uint32_t bar = halo_bar0 + 8 * b;
+          if (pt == 0) {
+            if (h == 0) act_count[sb] = list_offsets(any_s[sb], 0, p.k, act_s[sb]);
+            mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
+          }
+          __syncwarp();
 #pragma unroll
-        for (int q = 0; q < 3; ++q) {
-          const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
-          for (int x = pt; x < ops; x += 32) {
-            const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
-            tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
-                        x < big ? &fmap64 : &fmap, 0, lo[q] + first, bar);
+          for (int q = 0; q < 3; ++q) {
+            const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
+            for (int x = pt; x < ops; x += 32) {
+              const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
+              tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
+                          x < big ? &fmap64 : &fmap, H::BK * h, lo[q] + first, bar);
+            }
           }
         }
+        mbar_arrive(meta0 + 8 * b);
       }
-      mbar_arrive(meta0 + 8 * b);
       ++j;
     }
     if (pt == 0) {  // this block's hand-offs are all listed
       __threadfence();
       atomicAdd(p.handoff_count + 1, 1u);  // the done count
     }
-    // The end: an entry of no tile (act_count −1) in the next buffer.
-    const int b = static_cast<int>(j & 1);
-    wait_free(b);
-    if (pt == 0) act_count[b] = -1;
-    mbar_arrive(meta0 + 8 * b);
+    // The end: a unit of no tile (act_count −1) in the next buffer.
+    wait_free(j * passes);
+    if (pt == 0) act_count[j & 1] = -1;
+    mbar_arrive(meta0 + 8 * static_cast<int>((j * passes) & 1));
   } else if (tid >= CONSUMERS) {  // ---- the weight warp: each step's slice, in tile order
     if (lane == 0) {
       uint32_t g = 0;
-      for (int64_t j = 0;; ++j) {
-        const int b = static_cast<int>(j & 1);
-        mbar_wait(meta0 + 8 * b, static_cast<uint32_t>(j >> 1) & 1);
-        const int steps = act_count[b];
+      for (int64_t u = 0;; ++u) {
+        const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / passes) & 1);
+        const int c0 = H::BK * static_cast<int>(u % passes);  // the pass's weight rows
+        mbar_wait(meta0 + 8 * b, static_cast<uint32_t>(u >> 1) & 1);
+        const int steps = act_count[sb];
         if (steps < 0) break;
         for (int s = 0; s < steps; ++s, ++g) {
-          const uint32_t st = g % STAGES;
+          const uint32_t st = g % STAGES, dst = sbase + st * H::B_STAGE;
           if (g >= STAGES) mbar_wait(empty0 + 8 * st, (g / STAGES - 1) & 1);
           mbar_arrive_expect_tx(full0 + 8 * st, H::B_STAGE);
-          tma_load_3d(sbase + st * H::B_STAGE, &wmap, 0, 0, act_s[b][s], full0 + 8 * st);
+#pragma unroll
+          for (int n = 0; n < BN / 64; ++n) tma_load_3d(dst + n * 8192, &wmap, 64 * n, c0, act_s[sb][s], full0 + 8 * st);
         }
         mbar_arrive(free0 + 8 * b);
       }
@@ -753,20 +783,23 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
     __syncwarp();
   } else {  // ---- the consumers
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
-    uint32_t g = 0;  // steps of the earlier tiles: the weight ring's position
-    for (int64_t j = 0;; ++j) {
-      const int b = static_cast<int>(j & 1);
-      const uint32_t parity = static_cast<uint32_t>(j >> 1) & 1;
+    uint32_t g = 0;  // steps of the earlier units: the weight ring's position
+    float acc[BN / 2];
+    for (int64_t u = 0;; ++u) {
+      const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / passes) & 1);
+      const int h = static_cast<int>(u % passes);
+      const uint32_t parity = static_cast<uint32_t>(u >> 1) & 1;
       mbar_wait(meta0 + 8 * b, parity);
-      const int steps = act_count[b];
+      const int steps = act_count[sb];
       if (steps < 0) break;
-      const int8_t* act = act_s[b];
+      const int8_t* act = act_s[sb];
       unsigned char* halo = halo0 + b * H::HALO;
-      const uint16_t* slot = slots0 + b * H::SLOTS;
+      const uint16_t* slot = slots0 + sb * H::SLOTS;
       mbar_wait(halo_bar0 + 8 * b, parity);
-      float acc[H::BN / 2];
+      if (h == 0) {
 #pragma unroll
-      for (int i = 0; i < H::BN / 2; ++i) acc[i] = 0.0f;
+        for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+      }
       int e_next = steps > 0 ? slot[act[0] * BM + lrow] : 0;
       auto load_a = [&](uint32_t(&f)[4][4], int s) {
         // The slot entry was read one step earlier (its two dependent shared loads, act[] then the
@@ -786,41 +819,51 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
         fence_regs(cur);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_rs<T, 64>(acc, cur[kk], smem_desc(sbase + st * H::B_STAGE + kk * 2048, 8192, 1024));
+          wgmma_rs<T, BN>(acc, cur[kk], smem_desc(sbase + st * H::B_STAGE + kk * 2048, 8192, 1024));
         fence_acc(acc);
         wgmma_commit();
         wgmma_wait<1>();
         fence_acc(acc);
         fence_regs(spare);
         if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((gs - 1) % STAGES));
-        if (s + 2 < steps) load_a(spare, s + 2);
+        if (s + H::A_BUFFERS - 1 < steps) load_a(spare, s + H::A_BUFFERS - 1);
       };
-      // Three A buffers: step s loads step s + 2's fragments into the one step s − 1 used (free after
-      // the wait above), so each ldmatrix is issued a whole step before its wgmma and its latency
-      // (bank conflicts included) is off the path from one step's wgmma to the next; with two, the
-      // loop was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3).
-      uint32_t a0[4][4], a1[4][4], a2[4][4];
+      // A_BUFFERS = 3 (BN = 64): step s loads step s + 2's fragments into the one step s − 1 used (free
+      // after the wait above), so each ldmatrix is issued a whole step before its wgmma and its latency
+      // (bank conflicts included) is off the path from one step's wgmma to the next; with two, the loop
+      // was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3). Two at BN = 128, whose
+      // 64 accumulators leave no room for a third under the block's 128 registers a thread.
+      uint32_t a0[4][4], a1[4][4], a2[4][4];  // (a2 unused with two)
       if (steps > 0) load_a(a0, 0);
-      if (steps > 1) load_a(a1, 1);
-      for (int s = 0; s < steps; s += 3) {
-        step(s, a0, a2);
-        if (s + 1 < steps) step(s + 1, a1, a0);
-        if (s + 2 < steps) step(s + 2, a2, a1);
+      if constexpr (H::A_BUFFERS == 3) {
+        if (steps > 1) load_a(a1, 1);
+        for (int s = 0; s < steps; s += 3) {
+          step(s, a0, a2);
+          if (s + 1 < steps) step(s + 1, a1, a0);
+          if (s + 2 < steps) step(s + 2, a2, a1);
+        }
+      } else {
+        for (int s = 0; s < steps; s += 2) {
+          step(s, a0, a1);
+          if (s + 1 < steps) step(s + 1, a1, a0);
+        }
       }
       wgmma_wait<0>();
       fence_acc(acc);
       fence_regs(a0);
       fence_regs(a1);
-      fence_regs(a2);
+      if constexpr (H::A_BUFFERS == 3) fence_regs(a2);
       if (steps > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g + steps - 1) % STAGES));
       g += steps;
-      // The epilogue: bias, round, stage (after every consumer has stored the previous tile), store.
-      T* cs = reinterpret_cast<T*>(halo);  // this tile's buffer: its rows are read (the barrier below)
-      named_barrier_consumers();
-      stage_acc<T, H::BN, 1>(p, acc, 0, (warp / 4) * 64 + (warp % 4) * 16 + lane / 4, lane, cs);
-      named_barrier_consumers();
-      store_staged_tile<T, BM, H::BN, H::LDC, CONSUMERS>(p, cs, row_s[b], 0);
-      fence_proxy_async();  // this thread's stores into the buffer (the staging) before later copies there
+      if (h == passes - 1) {
+        // The epilogue: bias, round, stage (after every consumer has stored the previous tile), store.
+        T* cs = reinterpret_cast<T*>(halo);  // this unit's buffer: its rows are read (the barrier below)
+        named_barrier_consumers();
+        stage_acc<T, BN, 1>(p, acc, 0, (warp / 4) * 64 + (warp % 4) * 16 + lane / 4, lane, cs);
+        named_barrier_consumers();
+        store_staged_tile<T, BM, BN, H::LDC, CONSUMERS>(p, cs, row_s[sb], 0);
+        fence_proxy_async();  // this thread's stores into the buffer (the staging) before later copies there
+      }
       __syncwarp();
       if (lane == 0) mbar_arrive(free0 + 8 * b);
     }
@@ -832,8 +875,8 @@ __global__ void __launch_bounds__(HaloPipe::THREADS, 1)
 
 // ---- which rows suit the pipelined halo kernel ----------------------------------------------------
 // Block b looks at tile ⌊b · tiles / gridDim.x⌋ of the launch's rows (one thread a row) and counts it
-// in *fits when its three row ranges fit a halo buffer: the decision the kernel's prologue makes.
-__global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, unsigned* fits) {
+// in *fits when its three row ranges fit a halo buffer of cap rows: the decision the kernel's prologue makes.
+__global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap, unsigned* fits) {
   __shared__ int lo_s[3], hi_s[3];
   const int r = threadIdx.x, lane = r % 32, per = (p.k + 2) / 3;
   const int64_t tiles = (p.rows + kTileRows - 1) / kTileRows, t0 = blockIdx.x * tiles / gridDim.x * kTileRows;
@@ -857,7 +900,7 @@ __global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, unsigne
   }
   __syncthreads();
   if (r == 0 &&
-      halo_slots(lo_s[0], hi_s[0]) + halo_slots(lo_s[1], hi_s[1]) + halo_slots(lo_s[2], hi_s[2]) <= HaloPipe::CAP)
+      halo_slots(lo_s[0], hi_s[0]) + halo_slots(lo_s[1], hi_s[1]) + halo_slots(lo_s[2], hi_s[2]) <= cap)
     atomicAdd(fits, 1u);
 }
 
@@ -990,32 +1033,36 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
     }
   }
   if (tma) {
-    if constexpr (BN == 64) {
+    if constexpr (BN <= 128) {
+      using H = HaloPipe<BN>;
       CUtensorMap fmap, fmap64;
-      if (ws == 4 && !p.part && p.handoff && p.ci <= 64 && p.co <= 64 && feature_map<T>(p, &fmap) &&
+      if (ws == 4 && !p.part && p.handoff && p.ci <= 64 * kHaloPasses && p.co <= BN && feature_map<T>(p, &fmap) &&
           feature_map<T>(p, &fmap64, 64)) {
         int device = 0;
         FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
         const int sms = multiprocessor_count(device);
-        const int64_t tiles = ceil_div<int64_t>(p.rows, HaloPipe::BM);
+        const int64_t tiles = ceil_div<int64_t>(p.rows, H::BM);
         FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 2 * sizeof(unsigned), s));  // count, done
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
-        allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_halo_pipe<T>), static_cast<int>(HaloPipe::SMEM));
-        kernel_conv_halo_pipe<T><<<blocks, HaloPipe::THREADS, HaloPipe::SMEM, s>>>(map, fmap, fmap64, p);
+        allow_dynamic_smem(reinterpret_cast<const void*>(kernel_conv_halo_pipe<T, BN>), static_cast<int>(H::SMEM));
+        kernel_conv_halo_pipe<T, BN><<<blocks, H::THREADS, H::SMEM, s>>>(map, fmap, fmap64, p);
         FRUGAL_CUDA_CHECK_LAUNCH();
         ++g_halo_pipe_launches;
-        // The tiles it left, through the two-block kernel: a block a tile of the launch (those past the
-        // count return), launched as a programmatic dependent, so that it runs on the multiprocessors the
-        // pipelined kernel's blocks leave as they finish (its tiles are known before its last products
-        // are). On the H200 that took back the 3–5% the hand-off had cost at R = 256 (17 tiles a
-        // multiprocessor, 6 handed off) and gained 2–5% at R = 128–192
-        // (bench/results/2026-11-30-spconv-handoff.md); at R = 512 and 1024 (65 and 270 tiles a
-        // multiprocessor) it is equal to a plain launch or 1% faster (-spconv-zero-phase.md, call 1).
+        // The tiles it left, through the warp-specialized kernel (two blocks a multiprocessor at BN =
+        // 64): a block a tile of the launch (those past the count return), launched as a programmatic
+        // dependent, so that it runs on the multiprocessors the pipelined kernel's blocks leave as they
+        // finish (its tiles are known before its last products are). On the H200 that took back the
+        // 3–5% the hand-off had cost at R = 256 (17 tiles a multiprocessor, 6 handed off) and gained
+        // 2–5% at R = 128–192 (bench/results/2026-11-30-spconv-handoff.md); at R = 512 and 1024 (65 and
+        // 270 tiles a multiprocessor) it is equal to a plain launch or 1% faster (-spconv-zero-phase.md,
+        // call 1).
         Params left = p;
         left.handoff_blocks = blocks;
-        return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>, true>, left, splits, s, true, map);
+        using Left = WsTile<BN, BN == 64 ? 2 : 1>;
+        return launch_tile<Left>(kernel_conv_wgmma_ws<T, Left, true>, left, splits, s, true, map);
       }
-      if (ws >= 2) return launch_tile<WsTile<BN, 2>>(kernel_conv_wgmma_ws<T, WsTile<BN, 2>>, p, splits, s, false, map);
+      if (BN == 64 && ws >= 2)
+        return launch_tile<WsTile<64, 2>>(kernel_conv_wgmma_ws<T, WsTile<64, 2>>, p, splits, s, false, map);
     }
     return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, false, map);
   }
@@ -1041,7 +1088,9 @@ template void launch_wgmma<__nv_bfloat16, 256>(const Params&, int, int, int, cud
 
 int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
 
-bool halo_pipe_suits(const Params& p, int device, cudaStream_t s) {
+int halo_pipe_cap(int bn) { return bn == 64 ? HaloPipe<64>::CAP : HaloPipe<128>::CAP; }
+
+bool halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
   // Up to 256 tiles spread over the launch, at least 3/4 of them fitting: on the H200 the kernel beat
   // the two-block kernel with 88% of the tiles fitting (the R = 1024 shell, map order: 2.75 against
   // 3.35 ms, the rest handed off) and lost 1.2× with none (rows in random order: the prologue sorts
@@ -1052,7 +1101,7 @@ bool halo_pipe_suits(const Params& p, int device, cudaStream_t s) {
     int device;
     const void* nbr;
     int64_t n, row_begin, rows;
-    int k;
+    int k, cap;
     unsigned samples;
     int slot;                    // its count's place in `counts`
     cudaEvent_t done = nullptr;  // completes when the count has landed there
@@ -1062,9 +1111,10 @@ bool halo_pipe_suits(const Params& p, int device, cudaStream_t s) {
   static std::vector<Probe> probes;   // the last kMaps launches asked about, oldest first
   static unsigned* counts = nullptr;  // pinned host memory, kMaps counts (kept for the process)
   const std::lock_guard<std::mutex> lock(mutex);
+  const int cap = halo_pipe_cap(bn);
   for (Probe& e : probes) {
     if (e.device != device || e.nbr != p.nbr || e.n != p.n || e.row_begin != p.row_begin || e.rows != p.rows ||
-        e.k != p.k)
+        e.k != p.k || e.cap != cap)
       continue;
     if (e.answer < 0) {
       const cudaError_t q = cudaEventQuery(e.done);
@@ -1096,12 +1146,12 @@ bool halo_pipe_suits(const Params& p, int device, cudaStream_t s) {
     slot = old.slot;
     probes.erase(probes.begin());
   }
-  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k};
+  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap};
   e.samples = static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(p.rows, kTileRows), kSamples));
   e.slot = slot;
   Scratch count(sizeof(unsigned), s);
   FRUGAL_CUDA_CHECK(cudaMemsetAsync(count.as<unsigned>(), 0, sizeof(unsigned), s));
-  kernel_halo_probe<<<e.samples, kTileRows, 0, s>>>(p, count.as<unsigned>());
+  kernel_halo_probe<<<e.samples, kTileRows, 0, s>>>(p, cap, count.as<unsigned>());
   FRUGAL_CUDA_CHECK_LAUNCH();
   FRUGAL_CUDA_CHECK(cudaMemcpyAsync(counts + slot, count.as<unsigned>(), sizeof(unsigned), cudaMemcpyDeviceToHost, s));
   FRUGAL_CUDA_CHECK(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming));
