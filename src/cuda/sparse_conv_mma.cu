@@ -453,14 +453,18 @@ size_t part_bytes(const sb::ConvArgs& a) {
 }
 
 // Where run() may take the pipelined halo kernel (launch_wgmma's ws = 4): forced, or by rule at Ci, Co ≤ 64
-// on 128-row tiles, rows in the map's order, unsplit, at least two tiles a multiprocessor, where a probe
-// of the map says its rows suit it. On the H200 (2026-11-30, results file spconv-handoff, shells in the
-// map's order, forced against the default): 7–18% faster from R = 96 (41 K rows, 2.4 tiles a
-// multiprocessor) to R = 192, where the default was another kernel; the default itself from R = 256 on.
+// and at 64 < Ci, Co ≤ 128 (the shapes measured), rows in the map's order, unsplit, at least two
+// tiles a multiprocessor, no 256-row tiles asked for, where a probe of the map says its rows suit it.
+// On the H200, shells in the map's order, forced against the default: at 64 channels 7–18% faster
+// from R = 96 (41 K rows, 2.4 tiles a multiprocessor) to R = 192, where the default was another
+// kernel, and the default itself from R = 256 on (2026-11-30, results file spconv-handoff); at 128
+// channels (two passes) 1% (R = 1024) to 7% (R = 256) faster than the warp-specialized kernel's
+// 256-row tiles (2026-12-01, results file spconv-halo128).
 bool halo_pipe_may_run(const sb::ConvArgs& a) {
   if (a.kernel != sb::ConvKernel::wgmma || !halo_pipe_serves(a)) return false;
   if (a.wgmma_ws >= 0) return a.wgmma_ws == 4;
-  return a.ci <= 64 && a.co <= 64 && tile_rows(a) == kTileRows && !sorts(a) && splits(a) == 1 &&
+  const bool narrow = a.ci <= 64 && a.co <= 64, medium = a.ci > 64 && a.co > 64;
+  return (narrow || medium) && a.tile_rows != 2 * kTileRows && !sorts(a) && splits(a) == 1 &&
          ceil_div<int64_t>(chunk_rows(a), kTileRows) >= 2 * multiprocessor_count(a.device);
 }
 
