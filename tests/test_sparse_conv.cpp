@@ -774,7 +774,7 @@ const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},
                                      {64, true, 0, kWg, 1, 256, 1},
                                      {128, false, 0, kWg, 1, 256, 1},
                                      {0, true, 384, kWg, 1, 256, 1},
-                                     // the pipelined halo kernel (Ci, Co ≤ 64; the warp-specialized kernel elsewhere)
+                                     // the pipelined halo kernel (Ci, Co ≤ 128; the warp-specialized kernel elsewhere)
                                      {64, false, 0, kWg, 1, 128, 4},
                                      {64, true, 256, kWg, 1, 128, 4},
                                      {0, false, 384, kWg, 1, 128, 4}};
@@ -976,7 +976,8 @@ TEST(SpconvCudaWgmma, DefaultOnALargeGrid) {
     if (c <= 64)
       EXPECT_EQ(halo, got) << "the pipelined halo kernel";
     else
-      EXPECT_LE(testing::rel_error(to_doubles(halo, dt), to_doubles(got, dt)), tolerance(dt)) << "the pipelined halo kernel";
+      EXPECT_LE(testing::rel_error(to_doubles(halo, dt), to_doubles(got, dt)), tolerance(dt))
+          << "the pipelined halo kernel";
     const auto vals = to_doubles(got, dt);
     for (int64_t row : {int64_t{0}, n / 3, n / 2 + side * side + side + 1, n - 1}) {
       std::vector<double> ref(c), out_row(vals.begin() + row * c, vals.begin() + (row + 1) * c);
@@ -1112,22 +1113,22 @@ TEST(SpconvCudaWgmma, PipelinedHaloKernelWhereTheRowsSuitIt) {
   auto check = [&](const Tensor& nbr, const char* name, bool pipe) {
     const int64_t n = nbr.size(1);
     for (const int64_t c : {64, 128})
-    for (DType dt : {DType::f16, DType::bf16}) {
-      SCOPED_TRACE(std::string(name) + " " + to_string(dt) + " c=" + std::to_string(c));
-      const Tensor fd = make(testing::randn(n * c, rng), {n, c}, dt, kGpu);
-      const Tensor wd = make(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), {27, c, c}, dt, kGpu);
-      const Tensor bd = make(testing::randn(c, rng), {c}, dt, kGpu);
-      for (int call = 0; call < 3; ++call) {  // (the checked call and the readback below wait for the probe)
-        const int64_t before = cuda::spconv_halo_pipe_launches();
-        Tensor out = poisoned(n, c, dt, kGpu);
-        submanifold_conv(fd, nbr, wd, &bd.view(), out);
-        const bool ran = cuda::spconv_halo_pipe_launches() > before;
-        EXPECT_EQ(ran, pipe && (call > 0 || dt != DType::f16)) << "call " << call;  // (a probe a buffer size)
-        const int ws = ran ? 4 : 1;
-        EXPECT_EQ(read_bytes(out), run_mma(fd, nbr, wd, &bd, n, {static_cast<int>(c), false, 0, kWg, 1, 128, ws}))
-            << "call " << call;
+      for (DType dt : {DType::f16, DType::bf16}) {
+        SCOPED_TRACE(std::string(name) + " " + to_string(dt) + " c=" + std::to_string(c));
+        const Tensor fd = make(testing::randn(n * c, rng), {n, c}, dt, kGpu);
+        const Tensor wd = make(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), {27, c, c}, dt, kGpu);
+        const Tensor bd = make(testing::randn(c, rng), {c}, dt, kGpu);
+        for (int call = 0; call < 3; ++call) {  // (the checked call and the readback below wait for the probe)
+          const int64_t before = cuda::spconv_halo_pipe_launches();
+          Tensor out = poisoned(n, c, dt, kGpu);
+          submanifold_conv(fd, nbr, wd, &bd.view(), out);
+          const bool ran = cuda::spconv_halo_pipe_launches() > before;
+          EXPECT_EQ(ran, pipe && (call > 0 || dt != DType::f16)) << "call " << call;  // (a probe a buffer size)
+          const int ws = ran ? 4 : 1;
+          EXPECT_EQ(read_bytes(out), run_mma(fd, nbr, wd, &bd, n, {static_cast<int>(c), false, 0, kWg, 1, 128, ws}))
+              << "call " << call;
+        }
       }
-    }
   };
   // ~400 K rows: a large grid (8 blocks of 256 rows a multiprocessor) on GPUs of up to ~190 multiprocessors.
   const std::vector<int32_t> shell = sphere_shell(300);

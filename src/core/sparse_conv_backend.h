@@ -110,9 +110,9 @@ struct ConvArgs {
   int tile_rows = 0;        // wgmma: rows a block, 128 or (tiles ≤ 128 channels) 256; 0 by size
   int8_t wgmma_ws = -1;     // wgmma: 1 the warp-specialized kernel (a producer warpgroup gathers, two
                             // consumer warpgroups multiply; 128- or 256-row tiles), 2 the same with two blocks a
-                            // multiprocessor (tile_co 64, 128-row tiles), 4 the pipelined halo kernel (Ci, Co ≤
-                            // 64: each tile's input rows loaded once; elsewhere as 1), 0 every warp does both,
-                            // -1 by rule
+                            // multiprocessor (tile_co 64, 128-row tiles), 4 the pipelined halo kernel (Ci ≤ 128,
+                            // Co ≤ tile_co ≤ 128: each tile's input rows loaded once; elsewhere as 1), 0 every
+                            // warp does both, -1 by rule
   int device = 0;   // CUDA device index
 };
 

@@ -393,7 +393,7 @@ int warp_specialized(const sb::ConvArgs& a) {
   // (10.1 vs 8.7 ms; two blocks do not fit its registers), but on 256-row tiles, where each weight
   // slice serves twice the rows, it wins (results file tc6, rows in the map's order: 8.24 vs 8.63 ms
   // at R = 1024, 2.06 vs 2.22 at R = 512); at 64 channels the 256-row form lost (3.51 vs 3.34).
-  // At Ci, Co ≤ 64, run() takes the pipelined halo kernel (4) instead for each launch whose rows suit it
+  // At Ci, Co ≤ 128, run() takes the pipelined halo kernel (4) instead for each launch whose rows suit it
   // (halo_pipe_may_run, halo_pipe_suits: the map's order decides, which only the map can tell).
   if (tile_co(a) == 256) return 1;
   if (a.tile_rows != 2 * kTileRows && narrow_on_a_large_grid(a)) return 2;
@@ -452,19 +452,18 @@ size_t part_bytes(const sb::ConvArgs& a) {
   return s > 1 ? static_cast<size_t>(s) * chunk_rows(a) * a.co * sizeof(float) : 0;
 }
 
-// Where run() may take the pipelined halo kernel (launch_wgmma's ws = 4): forced, or by rule at Ci, Co ≤ 64
-// and at 64 < Ci, Co ≤ 128 (the shapes measured), rows in the map's order, unsplit, at least two
-// tiles a multiprocessor, no 256-row tiles asked for, where a probe of the map says its rows suit it.
-// On the H200, shells in the map's order, forced against the default: at 64 channels 7–18% faster
-// from R = 96 (41 K rows, 2.4 tiles a multiprocessor) to R = 192, where the default was another
-// kernel, and the default itself from R = 256 on (2026-11-30, results file spconv-handoff); at 128
-// channels (two passes) 1% (R = 1024) to 7% (R = 256) faster than the warp-specialized kernel's
-// 256-row tiles (2026-12-01, results file spconv-halo128).
+// Where run() may take the pipelined halo kernel (launch_wgmma's ws = 4): forced, or by rule wherever it
+// serves the shape (Ci ≤ 128, Co ≤ 128), rows in the map's order (not sorted by the size rule), unsplit,
+// at least two tiles a multiprocessor, no 256-row tiles asked for, where a probe of the map says its
+// rows suit it. On the H200, shells in the map's order, against the kernels the rules took before:
+// at Ci = Co = 64 7–18% faster from R = 96 (41 K rows, 2.4 tiles a multiprocessor) to R = 192, the
+// default itself from R = 256 on (2026-11-30, results file spconv-handoff); at Ci = Co = 128 (two
+// passes) 3% (R = 1024) to 11% (R = 196) faster from R = 128 (2.1 tiles a multiprocessor) on, 128 → 64
+// 29% and 64 → 128 10% at R = 512 (2026-12-01, results file spconv-halo128).
 bool halo_pipe_may_run(const sb::ConvArgs& a) {
   if (a.kernel != sb::ConvKernel::wgmma || !halo_pipe_serves(a)) return false;
   if (a.wgmma_ws >= 0) return a.wgmma_ws == 4;
-  const bool narrow = a.ci <= 64 && a.co <= 64, medium = a.ci > 64 && a.co > 64;
-  return (narrow || medium) && a.tile_rows != 2 * kTileRows && !sorts(a) && splits(a) == 1 &&
+  return a.tile_rows != 2 * kTileRows && !sorts(a) && splits(a) == 1 &&
          ceil_div<int64_t>(chunk_rows(a), kTileRows) >= 2 * multiprocessor_count(a.device);
 }
 

@@ -103,7 +103,8 @@ static_assert(sizeof(Params) <= 128, "the kernels' parameter block stays within 
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.
 // rows: 128 or (BN ≤ 128) 256 rows a block.
 // ws: the warp-specialized kernel with 1 or (BN = 64, 128-row tiles) 2 blocks a multiprocessor, 0 not
-// (256-row tiles: one block).
+// (256-row tiles: one block), 4 the pipelined halo kernel where it serves (p.handoff set, Ci ≤ 128,
+// Co ≤ BN ≤ 128; its tiles are 128 rows whatever `rows` says), else as 1.
 template <typename T, int BN>
 void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s);
 template <typename T>

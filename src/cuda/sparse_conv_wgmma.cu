@@ -26,8 +26,9 @@
 // producer warpgroup gathers (and the copy engine brings the weights) while two consumer
 // warpgroups multiply, synchronized by mbarriers; the dispatcher (sparse_conv_mma.cu) picks one by
 // shape, from measurements. Both sum every element in the same order: bitwise equal outputs.
-// A third, kernel_conv_halo_pipe (Ci, Co ≤ 64; its own section below), loads each tile's input rows
-// once instead of gathering them per offset, for rows in the map's order; same sums, same order.
+// A third, kernel_conv_halo_pipe (Ci, Co ≤ 128; its own section below), loads each tile's input rows
+// once instead of gathering them per offset, for rows in the map's order; same sums, same order at
+// Ci ≤ 64 (above, its own fixed order: channel passes of 64).
 //
 // Split launches (small grids): blockIdx.y = j of S sums only the offsets [K·j/S, K·(j+1)/S) and
 // writes f32 partials; kernel_finish_split adds them in split order, plus the bias.
@@ -454,7 +455,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 #endif
 }
 
-// ---- the pipelined halo kernel (Ci, Co ≤ 64) --------------------------------------------------------
+// ---- the pipelined halo kernel (Ci, Co ≤ 128) -------------------------------------------------------
 // Why: in the map's order a 128-row tile of a shell makes ~2,100 (row, offset) pairs but touches only
 // ~430 distinct input rows, so the gather-per-step kernels bring each input row from L2 ~5 times a
 // tile (the two-block kernel moves ~18 GB through the L2 at R = 1024, C = 64). Here each tile's input
@@ -463,7 +464,10 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // tile's distinct rows), into a "halo" in shared memory; each warp then reads its 16 rows' A
 // fragments straight from the halo rows with ldmatrix (one row address a lane) and issues register-A
 // wgmmas against the offset's weight slice. bench/results/2026-11-30-spconv-range.md,
-// -spconv-halo2.md and -spconv-pipe-trace.md have the measurements behind each choice below.
+// -spconv-halo2.md and -spconv-pipe-trace.md have the measurements behind each choice below; the
+// 128-channel form (HaloPipe below: passes of 64 input channels, 128-wide column tiles) is in
+// 2026-12-01-spconv-halo128.md (at Ci = Co = 128 its steps seem bound by the weight slices' 16 KB from
+// L2 a step: ~1,070 cycles a step for 512 of tensor work at R = 1024).
 //
 // One persistent block a multiprocessor walks its tiles (blockIdx.x, + gridDim.x, …); the prologue of
 // tile j + 1 runs beside the main loop of tile j, in separate warps, into the other of two halo buffers:
@@ -478,16 +482,18 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 //     (its rows are read by then).
 // Per halo buffer b, three mbarriers: meta (the 128 prologue threads arrive: slots, offsets, rows
 // requested; act_count −1 ends the walk), halo (the rows' copies complete), free (the 8 consumer warps
-// after their epilogue and the weight warp after its last copy of the tile: the buffer may be refilled).
-// A tile whose ranges exceed CAP rows (5.8% of the R = 1024 shell's tiles in the map's order, 1.4% at
-// R = 512, by bench/results/2026-11-30-spconv-handoff/fit.py; every tile of a dense block or of rows in
-// random order) is handed off: the prologue appends it to p.handoff and
-// goes on to its next tile in the same buffer, and kernel_conv_wgmma_ws (two blocks a multiprocessor)
-// runs the listed tiles after this kernel. (Gathering such a tile's rows step by step here, behind a
-// barrier of the consumers a step, took 2.4× a fitting tile's time.) The dispatcher still picks this
+// after their last reads (and the epilogue after a tile's last pass) and the weight warp after its
+// last copy of the unit: the buffer may be refilled). A buffer holds a unit: one pass of a tile.
+// A tile whose ranges exceed CAP rows (BN = 64, CAP 632: 6.9% of the R = 1024 shell's tiles in the map's
+// order, 2.2% at R = 512; BN = 128, CAP 568: 11.8% and 8.8%; by the hand-off session's fit.py, in
+// bench/results/2026-11-30-spconv-handoff/; every tile of a dense block or of rows in random order) is
+// handed off: the prologue appends it to p.handoff and goes on to its next tile in the
+// same buffer, and kernel_conv_wgmma_ws (two blocks a multiprocessor at BN = 64, one at 128) runs the
+// listed tiles after this kernel. (Gathering such a tile's rows step by step here, behind a barrier of
+// the consumers a step, took 2.4× a fitting tile's time.) The dispatcher still picks this
 // kernel only where a sample of the map's tiles fits (sparse_conv_mma.cu): the prologue's work on a
-// handed-off tile hides behind the consumers only while most tiles fit. Same sums in the same order as
-// every wgmma kernel: bitwise their output.
+// handed-off tile hides behind the consumers only while most tiles fit. At Ci ≤ 64 the same sums in the
+// same order as every wgmma kernel: bitwise their output.
 // BN = 64 or 128 output channels (Co ≤ BN); Ci ≤ 128 in passes of 64 channels (a pass: one halo buffer
 // holding 64 channels of the tile's rows, every offset of the tile against that pass's weight rows).
 // With two passes a tile's sums run pass by pass (all offsets over channels 0–63, then over 64–127):
@@ -778,7 +784,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           if (g >= STAGES) mbar_wait(empty0 + 8 * st, (g / STAGES - 1) & 1);
           mbar_arrive_expect_tx(full0 + 8 * st, H::B_STAGE);
 #pragma unroll
-          for (int n = 0; n < BN / 64; ++n) tma_load_3d(dst + n * 8192, &wmap, 64 * n, c0, act_s[sb][s], full0 + 8 * st);
+          for (int n = 0; n < BN / 64; ++n)
+            tma_load_3d(dst + n * 8192, &wmap, 64 * n, c0, act_s[sb][s], full0 + 8 * st);
         }
         mbar_arrive(free0 + 8 * b);
       }
