@@ -1,12 +1,13 @@
 #!/bin/bash
 # Session 19 call 1: the pipelined halo kernel at 128 channels (N, branch spconv-halo128) against main
 # 28bd979 (M): tests, sanitizers on the halo tests, C = 128 forced halo vs default, C = 64 default N vs M.
+# (shells.py: bench/shells.py; the call ran a copy of it placed here)
 cd "$(dirname "$0")"; H=$(pwd)
 tar -xJf bundle.tar.xz -C /tmp; X=/tmp/cvar
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > $OUT/info.txt
 timeout 200 $X/N/test_sparse_conv > $OUT/test_N.txt 2>&1; echo "test N rc=$? $(grep -E "^\[  (PASSED|FAILED)" $OUT/test_N.txt | tr "\n" " ")" >> $OUT/info.txt
 grep -E "FAILED|Failure" -A3 $OUT/test_N.txt | head -30 >> $OUT/info.txt
-PYTHONPATH=$H python3 -c "
+PYTHONPATH=$H/../../.. python3 -c "
 import torch, shells
 for R in (256, 512, 1024):
     c = shells.sphere_shell(R, 'cuda'); c = torch.cat([torch.zeros_like(c[:, :1]), c], 1).cpu()

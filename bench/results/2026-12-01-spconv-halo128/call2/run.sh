@@ -1,12 +1,13 @@
 #!/bin/bash
 # Session 19 call 2: N2 (PASSES a template parameter; the rule takes the halo kernel at 64 < Ci, Co ≤ 128)
 # against main 28bd979 (M): tests, sanitizers on the halo tests, C = 64 and C = 128 defaults, other shapes.
+# (shells.py: bench/shells.py; the call ran a copy of it placed here)
 cd "$(dirname "$0")"; H=$(pwd)
 tar -xJf bundle.tar.xz -C /tmp; X=/tmp/cvar
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > $OUT/info.txt
 timeout 220 $X/N2/test_sparse_conv > $OUT/test_N2.txt 2>&1; echo "test N2 rc=$? $(grep -E "^\[  (PASSED|FAILED)" $OUT/test_N2.txt | tr "\n" " ")" >> $OUT/info.txt
 grep -E "FAILED|Failure" -A3 $OUT/test_N2.txt | head -30 >> $OUT/info.txt
-PYTHONPATH=$H python3 -c "
+PYTHONPATH=$H/../../.. python3 -c "
 import torch, shells
 for R in (128, 160, 196, 256, 512, 1024):
     c = shells.sphere_shell(R, 'cuda'); c = torch.cat([torch.zeros_like(c[:, :1]), c], 1).cpu()
