@@ -514,7 +514,17 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
           // halo_pipe_may_run) and the launch's rows suit it (H200, R = 1024 shell in the map's order,
           // the tiles that do not fit handed back to the two-block kernel: 2.75 against 3.35 ms; rows
           // in random order: 1.04 against 0.86, so never there), known from the second call on a map on.
-          if (a.wgmma_ws < 0 && p.handoff && halo_pipe_suits(p, bn, a.device, s)) ws = 4;
+          // While that is not known: at Ci ≤ 64 the kernel the rules pick otherwise (every kernel's
+          // sums run in the same order there); at Ci > 64, where the halo kernel sums pass by pass, the
+          // halo kernel's launch decides on the device (a probe before it; where the rows do not suit
+          // it, it hands every tile to the warp-specialized kernel), so that a map's first call gives
+          // the bits of every later one.
+          p.halo_min_fits = 0;
+          if (a.wgmma_ws < 0 && p.handoff) {
+            const int suits = halo_pipe_suits(p, bn, a.device, s);
+            if (suits == 1) ws = 4;
+            if (suits < 0 && a.ci > 64) ws = 4, p.halo_min_fits = halo_min_fits(p);
+          }
           if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
           else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);
           else launch_wgmma<T, 256>(p, ws, rows, nsplit, s);

@@ -89,13 +89,17 @@ struct Params : ConvParams {
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
   // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
   // (tile indices, in no particular order); their count, then the number of its blocks done sorting
-  // out their tiles (handoff_count[0], [1], zeroed before the launch); kernel_conv_wgmma_ws's hand-off
-  // instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
+  // out their tiles (handoff_count[0], [1], zeroed before the launch, as [2]); kernel_conv_wgmma_ws's
+  // hand-off instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
   // (Params stays within 128 bytes: at 136, nvcc reloaded it throughout every kernel taking it, and the
   // conv kernels ran 1.6–3.5% slower on the H200; bench/results/2026-11-30-spconv-handoff.md.)
+  // halo_min_fits > 0: the halo kernel's launch decides on the device whether the rows suit it: a probe
+  // of the map (kernel_halo_probe) counts its fitting sample tiles into handoff_count[2] before it, and
+  // where fewer than halo_min_fits fit, the kernel hands off every tile (see run()).
   int32_t* handoff = nullptr;
   unsigned* handoff_count = nullptr;
   unsigned handoff_blocks = 0;
+  unsigned halo_min_fits = 0;
 };
 static_assert(sizeof(Params) <= 128, "the kernels' parameter block stays within 128 bytes");
 // The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256.
@@ -110,13 +114,15 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
 template <typename T>
 void finish_split(const Params& p, int splits, cudaStream_t s);
 // Whether the rows of launch p suit the pipelined halo kernel (launch_wgmma's ws = 4) with BN output
-// channels a tile: at least 3/4 of a sample of its tiles fit the kernel's halo buffer (whose rows
-// depend on BN). The first question about a map (device, nbr, n, k, the launch's rows and the buffer's
-// rows) enqueues a small probe on s whose count comes back without a wait, and answers no; later
-// questions answer from the count once it is in (the last 64 maps are remembered). No probe while s is
-// being captured into a graph. A stale answer (a map rewritten in place) costs time, never
-// correctness: each kernel's sums run in a fixed order.
-bool halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s);
+// channels a tile: at least 3/4 (halo_min_fits) of a sample of its tiles fit the kernel's halo buffer
+// (whose rows depend on BN): 1 yes, 0 no, −1 not known yet. The first question about a map (device,
+// nbr, n, k, the launch's rows and the buffer's rows) enqueues a small probe on s whose count comes
+// back without a wait, and answers −1; later questions answer from the count once it is in (the last 64
+// maps are remembered). No probe while s is being captured into a graph (−1). A stale answer (a map
+// rewritten in place) costs time, never correctness or repeatability: see run().
+int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s);
+// The fitting sample tiles that make launch p's rows suit the halo kernel (the probe's threshold).
+unsigned halo_min_fits(const Params& p);
 // Launches of the pipelined halo kernel so far (for the tests of the rule).
 int64_t halo_pipe_launches();
 

@@ -582,6 +582,15 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   // template parameter: as a runtime value the one-pass kernel measured 5% slower at C = 64.)
   constexpr int passes = PASSES;
   static_assert(PASSES == 1 || PASSES == 2, "Ci ≤ 128");
+  if (p.halo_min_fits && __ldcg(p.handoff_count + 2) < p.halo_min_fits) {  // the rows do not suit it
+    if (tid == 0) {  // every tile to the hand-off kernel
+      for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x)
+        p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
+      __threadfence();
+      atomicAdd(p.handoff_count + 1, 1u);  // the done count
+    }
+    return;
+  }
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
       mbar_init(full0 + 8 * i, 1);  // + the weight slice's bytes
@@ -1028,6 +1037,16 @@ bool feature_map(const Params& p, CUtensorMap* map, cuuint32_t rows = 8) {
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Up to 256 tiles spread over the launch, at least 3/4 of them fitting: on the H200 the kernel beat
+// the two-block kernel with 88% of the tiles fitting (the R = 1024 shell, map order: 2.75 against
+// 3.35 ms, the rest handed off) and lost 1.2× with none (rows in random order: the prologue sorts
+// out every tile before the two-block kernel runs them all); bench/results/2026-11-30-spconv-handoff.md.
+constexpr int kHaloSamples = 256;
+unsigned halo_samples(const Params& p) {
+  return static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(p.rows, kTileRows), kHaloSamples));
+}
+unsigned halo_min_fits(const Params& p) { return std::max(1u, (3 * halo_samples(p) + 3) / 4); }
+
 template <typename T, int BN>
 void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s) {
   CUtensorMap map;
@@ -1052,7 +1071,11 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
         const int sms = multiprocessor_count(device);
         const int64_t tiles = ceil_div<int64_t>(p.rows, H::BM);
-        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 2 * sizeof(unsigned), s));  // count, done
+        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 3 * sizeof(unsigned), s));  // count, done, fits
+        if (p.halo_min_fits) {  // the rows' suitability decided on the device
+          kernel_halo_probe<<<halo_samples(p), kTileRows, 0, s>>>(p, H::CAP, p.handoff_count + 2);
+          FRUGAL_CUDA_CHECK_LAUNCH();
+        }
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
         const auto kernel = p.ci <= H::BK ? kernel_conv_halo_pipe<T, BN, 1> : kernel_conv_halo_pipe<T, BN, 2>;
         allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(H::SMEM));
@@ -1101,13 +1124,8 @@ int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
 
 int halo_pipe_cap(int bn) { return bn == 64 ? HaloPipe<64>::CAP : HaloPipe<128>::CAP; }
 
-bool halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
-  // Up to 256 tiles spread over the launch, at least 3/4 of them fitting: on the H200 the kernel beat
-  // the two-block kernel with 88% of the tiles fitting (the R = 1024 shell, map order: 2.75 against
-  // 3.35 ms, the rest handed off) and lost 1.2× with none (rows in random order: the prologue sorts
-  // out every tile before the two-block kernel runs them all); bench/results/2026-11-30-spconv-handoff.md.
-  constexpr int kSamples = 256, kMaps = 64;
-  constexpr double kMinShare = 0.75;
+int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
+  constexpr int kMaps = 64;
   struct Probe {
     int device;
     const void* nbr;
@@ -1129,13 +1147,13 @@ bool halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
       continue;
     if (e.answer < 0) {
       const cudaError_t q = cudaEventQuery(e.done);
-      if (q == cudaErrorNotReady) return false;  // the two-block kernel until the count is in
+      if (q == cudaErrorNotReady) return -1;
       FRUGAL_CUDA_CHECK(q);
-      e.answer = counts[e.slot] >= kMinShare * e.samples;
+      e.answer = counts[e.slot] >= halo_min_fits(p);
       FRUGAL_CUDA_CHECK(cudaEventDestroy(e.done));
       e.done = nullptr;
     }
-    return e.answer == 1;
+    return e.answer;
   }
   // A new map: the probe runs behind this launch's work and its count comes back asynchronously; this
   // launch and those before the count is in take the two-block kernel. Not while the stream is being
@@ -1143,9 +1161,9 @@ bool halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(s, &capture) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return -1;
   }
-  if (capture != cudaStreamCaptureStatusNone) return false;
+  if (capture != cudaStreamCaptureStatusNone) return -1;
   if (!counts) FRUGAL_CUDA_CHECK(cudaMallocHost(&counts, kMaps * sizeof(unsigned)));
   int slot = static_cast<int>(probes.size());
   if (probes.size() == kMaps) {  // the oldest makes room (waits for its count only if it is still out)
@@ -1158,7 +1176,7 @@ bool halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
     probes.erase(probes.begin());
   }
   Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap};
-  e.samples = static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(p.rows, kTileRows), kSamples));
+  e.samples = halo_samples(p);
   e.slot = slot;
   Scratch count(sizeof(unsigned), s);
   FRUGAL_CUDA_CHECK(cudaMemsetAsync(count.as<unsigned>(), 0, sizeof(unsigned), s));
@@ -1168,7 +1186,7 @@ bool halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
   FRUGAL_CUDA_CHECK(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming));
   FRUGAL_CUDA_CHECK(cudaEventRecord(e.done, s));
   probes.push_back(e);
-  return false;
+  return -1;
 }
 
 }  // namespace frugal::cuda::spconv_mma
