@@ -510,24 +510,30 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
         if (a.kernel == sb::ConvKernel::wgmma) {
           p.part = part;
           int ws = warp_specialized(a);
+          auto dispatch_bn = [&](int w) {
+            if (bn == 64) launch_wgmma<T, 64>(p, w, rows, nsplit, s);
+            else if (bn == 128) launch_wgmma<T, 128>(p, w, rows, nsplit, s);
+            else launch_wgmma<T, 256>(p, w, rows, nsplit, s);
+          };
           // The pipelined halo kernel where it may run (p.handoff is set exactly there:
           // halo_pipe_may_run) and the launch's rows suit it (H200, R = 1024 shell in the map's order,
           // the tiles that do not fit handed back to the two-block kernel: 2.75 against 3.35 ms; rows
           // in random order: 1.04 against 0.86, so never there), known from the second call on a map on.
-          // While that is not known: at Ci ≤ 64 the kernel the rules pick otherwise (every kernel's
-          // sums run in the same order there); at Ci > 64, where the halo kernel sums pass by pass, the
-          // halo kernel's launch decides on the device (a probe before it; where the rows do not suit
-          // it, it hands every tile to the warp-specialized kernel), so that a map's first call gives
-          // the bits of every later one.
+          // While that is not known, the kernel the rules pick otherwise (at Ci ≤ 64 every kernel's sums
+          // run in the same order). At Ci > 64, where the halo kernel sums pass by pass, which kernel
+          // sums a map must not depend on what the host knows (the first call, a graph capture, a map
+          // rewritten in place): there every call decides on the device — a probe of the map, then the
+          // halo kernel, which returns at once where the rows do not suit it, then the rules' kernel,
+          // which returns at once where they did (~2 µs more a call than one launch).
           p.halo_min_fits = 0;
-          if (a.wgmma_ws < 0 && p.handoff) {
-            const int suits = halo_pipe_suits(p, bn, a.device, s);
-            if (suits == 1) ws = 4;
-            if (suits < 0 && a.ci > 64) ws = 4, p.halo_min_fits = halo_min_fits(p);
+          if (a.wgmma_ws < 0 && p.handoff && a.ci > 64) {
+            p.halo_min_fits = halo_min_fits(p);
+            halo_probe(p, bn, s);
+            dispatch_bn(4);
+          } else if (a.wgmma_ws < 0 && p.handoff && halo_pipe_suits(p, bn, a.device, s) == 1) {
+            ws = 4;
           }
-          if (bn == 64) launch_wgmma<T, 64>(p, ws, rows, nsplit, s);
-          else if (bn == 128) launch_wgmma<T, 128>(p, ws, rows, nsplit, s);
-          else launch_wgmma<T, 256>(p, ws, rows, nsplit, s);
+          dispatch_bn(ws);
           if (part) finish_split<T>(p, nsplit, s);
           return;
         }

@@ -93,9 +93,10 @@ struct Params : ConvParams {
   // hand-off instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
   // (Params stays within 128 bytes: at 136, nvcc reloaded it throughout every kernel taking it, and the
   // conv kernels ran 1.6–3.5% slower on the H200; bench/results/2026-11-30-spconv-handoff.md.)
-  // halo_min_fits > 0: the halo kernel's launch decides on the device whether the rows suit it: a probe
-  // of the map (kernel_halo_probe) counts its fitting sample tiles into handoff_count[2] before it, and
-  // where fewer than halo_min_fits fit, the kernel hands off every tile (see run()).
+  // halo_min_fits > 0: whether the rows suit the halo kernel is decided on the device (see run()): a
+  // probe of the map (halo_probe) counts its fitting sample tiles into handoff_count[2]; where fewer
+  // than halo_min_fits fit, the halo kernel returns at once, else the wgmma kernels launched with it
+  // set (the rules' other kernel, not the hand-off instance) do.
   int32_t* handoff = nullptr;
   unsigned* handoff_count = nullptr;
   unsigned handoff_blocks = 0;
@@ -123,6 +124,8 @@ void finish_split(const Params& p, int splits, cudaStream_t s);
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s);
 // The fitting sample tiles that make launch p's rows suit the halo kernel (the probe's threshold).
 unsigned halo_min_fits(const Params& p);
+// The probe on s: launch p's fitting sample tiles (buffers of BN-wide tiles) into p.handoff_count[2].
+void halo_probe(const Params& p, int bn, cudaStream_t s);
 // Launches of the pipelined halo kernel so far (for the tests of the rule).
 int64_t halo_pipe_launches();
 

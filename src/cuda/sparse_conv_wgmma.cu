@@ -224,6 +224,12 @@ __device__ __forceinline__ void gather_a(unsigned char* dst, const int32_t* nb_k
   }
 }
 
+// Whether the launch's halo kernel took its rows (run(): at Ci > 64 the halo kernel's launch decides on
+// the device, and the kernel the rules pick otherwise follows it and returns at once where it did).
+__device__ __forceinline__ bool halo_took_the_rows(const Params& p) {
+  return p.halo_min_fits && __ldcg(p.handoff_count + 2) >= p.halo_min_fits;
+}
+
 // Only the offsets no row of the tile has are skipped (act_s). Skipping per 64-row warpgroup too was
 // measured slower at every shape (results file tc3: ptxas cannot prove that branch uniform per
 // warpgroup and serializes the wgmmas, warning C7520) and removed.
@@ -247,6 +253,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   const int64_t t0 = static_cast<int64_t>(blockIdx.x / col_tiles) * BM;  // within this launch's rows
   const int co0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
   const int tid = threadIdx.x, wg = tid / 128;
+  if (halo_took_the_rows(p)) return;
 
   tile_prologue<BM, THREADS>(p, t0, nb_s, row_s, group_s, act_s, &act_count);
   const int chunks = (p.ci + BK - 1) / BK;
@@ -374,6 +381,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
   int32_t* nb_s = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
   int64_t tile = blockIdx.x / col_tiles;
+  if constexpr (!kHandoff) {
+    if (halo_took_the_rows(p)) return;
+  }
   if constexpr (kHandoff) {  // the tiles the pipelined halo kernel left, the grid sized for all of them
     __shared__ int64_t handoff_tile;
     if (threadIdx.x == 0) {
@@ -582,13 +592,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   // template parameter: as a runtime value the one-pass kernel measured 5% slower at C = 64.)
   constexpr int passes = PASSES;
   static_assert(PASSES == 1 || PASSES == 2, "Ci ≤ 128");
-  if (p.halo_min_fits && __ldcg(p.handoff_count + 2) < p.halo_min_fits) {  // the rows do not suit it
-    if (tid == 0) {  // every tile to the hand-off kernel
-      for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x)
-        p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
-      __threadfence();
-      atomicAdd(p.handoff_count + 1, 1u);  // the done count
-    }
+  if (p.halo_min_fits && !halo_took_the_rows(p)) {  // the rows do not suit it: the rules' kernel follows
+    if (tid == 0) atomicAdd(p.handoff_count + 1, 1u);  // done (nothing handed off)
     return;
   }
   if (tid == 0) {
@@ -1049,6 +1054,10 @@ unsigned halo_min_fits(const Params& p) { return std::max(1u, (3 * halo_samples(
 
 template <typename T, int BN>
 void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s) {
+  // ws = 4 where the halo kernel cannot run (no tensor maps): another kernel sums every tile here, with
+  // the device-side decision off (q), so that it does not return early.
+  Params q = p;
+  if (ws == 4) q.halo_min_fits = 0;
   CUtensorMap map;
   const bool tma = ws && weight_map<T>(p, &map);
   if constexpr (BN <= 128) {
@@ -1071,11 +1080,7 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
         const int sms = multiprocessor_count(device);
         const int64_t tiles = ceil_div<int64_t>(p.rows, H::BM);
-        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 3 * sizeof(unsigned), s));  // count, done, fits
-        if (p.halo_min_fits) {  // the rows' suitability decided on the device
-          kernel_halo_probe<<<halo_samples(p), kTileRows, 0, s>>>(p, H::CAP, p.handoff_count + 2);
-          FRUGAL_CUDA_CHECK_LAUNCH();
-        }
+        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 2 * sizeof(unsigned), s));  // count, done
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
         const auto kernel = p.ci <= H::BK ? kernel_conv_halo_pipe<T, BN, 1> : kernel_conv_halo_pipe<T, BN, 2>;
         allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(H::SMEM));
@@ -1096,11 +1101,11 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         return launch_tile<Left>(kernel_conv_wgmma_ws<T, Left, true>, left, splits, s, true, map);
       }
       if (BN == 64 && ws >= 2)
-        return launch_tile<WsTile<64, 2>>(kernel_conv_wgmma_ws<T, WsTile<64, 2>>, p, splits, s, false, map);
+        return launch_tile<WsTile<64, 2>>(kernel_conv_wgmma_ws<T, WsTile<64, 2>>, q, splits, s, false, map);
     }
-    return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, p, splits, s, false, map);
+    return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, q, splits, s, false, map);
   }
-  launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>>, p, splits, s, false);
+  launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>>, q, splits, s, false);
 }
 
 template <typename T>
@@ -1123,6 +1128,12 @@ template void launch_wgmma<__nv_bfloat16, 256>(const Params&, int, int, int, cud
 int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
 
 int halo_pipe_cap(int bn) { return bn == 64 ? HaloPipe<64>::CAP : HaloPipe<128>::CAP; }
+
+void halo_probe(const Params& p, int bn, cudaStream_t s) {
+  FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count + 2, 0, sizeof(unsigned), s));
+  kernel_halo_probe<<<halo_samples(p), kTileRows, 0, s>>>(p, halo_pipe_cap(bn), p.handoff_count + 2);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
 
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
   constexpr int kMaps = 64;
