@@ -522,18 +522,23 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
           // While that is not known, the kernel the rules pick otherwise (at Ci ≤ 64 every kernel's sums
           // run in the same order). At Ci > 64, where the halo kernel sums pass by pass, which kernel
           // sums a map must not depend on what the host knows (the first call, a graph capture, a map
-          // rewritten in place): there every call decides on the device — a probe of the map, then the
-          // halo kernel, which returns at once where the rows do not suit it, then the rules' kernel,
-          // which returns at once where they did (~2 µs more a call than one launch).
+          // rewritten in place): there every call decides on the device, from a probe of the map, and
+          // the host's answer only picks the launches that make it cheap — "suits" or not known: the
+          // halo kernel, which hands every tile to its hand-off kernel where the rows do not suit it;
+          // "does not suit": the halo kernel, which returns at once there, then the rules' kernel, which
+          // returns at once where the halo kernel took the rows (a full grid that exits costs ~1 µs a
+          // wave of blocks: 40–200 µs at R = 512–1024, C = 128, so not on the common path).
           p.halo_min_fits = 0;
-          if (a.wgmma_ws < 0 && p.handoff && a.ci > 64) {
-            p.halo_min_fits = halo_min_fits(p);
+          const bool decide_on_device = a.wgmma_ws < 0 && p.handoff && a.ci > 64;
+          const int known = a.wgmma_ws < 0 && p.handoff ? halo_pipe_suits(p, bn, a.device, s) : 0;
+          if (decide_on_device) {
+            p.halo_min_fits = halo_min_fits(p) | (known == 0 ? kHaloOthersFollow : 0u);
             halo_probe(p, bn, s);
             dispatch_bn(4);
-          } else if (a.wgmma_ws < 0 && p.handoff && halo_pipe_suits(p, bn, a.device, s) == 1) {
-            ws = 4;
+            if (known == 0) dispatch_bn(ws);
+          } else {
+            dispatch_bn(known == 1 ? 4 : ws);
           }
-          dispatch_bn(ws);
           if (part) finish_split<T>(p, nsplit, s);
           return;
         }

@@ -95,14 +95,16 @@ struct Params : ConvParams {
   // conv kernels ran 1.6–3.5% slower on the H200; bench/results/2026-11-30-spconv-handoff.md.)
   // halo_min_fits > 0: whether the rows suit the halo kernel is decided on the device (see run()): a
   // probe of the map (halo_probe) counts its fitting sample tiles into handoff_count[2]; where fewer
-  // than halo_min_fits fit, the halo kernel returns at once, else the wgmma kernels launched with it
-  // set (the rules' other kernel, not the hand-off instance) do.
+  // than halo_min_fits & ~kHaloOthersFollow fit, the halo kernel hands every tile to its hand-off
+  // kernel, or, with kHaloOthersFollow set, returns at once; where enough fit, the other wgmma kernels
+  // launched with it set (the rules' kernel, not the hand-off instance) return at once.
   int32_t* handoff = nullptr;
   unsigned* handoff_count = nullptr;
   unsigned handoff_blocks = 0;
   unsigned halo_min_fits = 0;
 };
 static_assert(sizeof(Params) <= 128, "the kernels' parameter block stays within 128 bytes");
+constexpr unsigned kHaloOthersFollow = 1u << 31;  // in Params::halo_min_fits: the rules' kernel follows
 // The wgmma kernel over one launch's rows, T = __half or __nv_bfloat16, BN = 64, 128 or 256.
 // With p.part set, launches `splits` blocks per tile (offsets [k·j/splits, k·(j+1)/splits) each)
 // writing f32 partials without bias; finish_split() then sums them in split order into p.out.

@@ -227,7 +227,7 @@ __device__ __forceinline__ void gather_a(unsigned char* dst, const int32_t* nb_k
 // Whether the launch's halo kernel took its rows (run(): at Ci > 64 the halo kernel's launch decides on
 // the device, and the kernel the rules pick otherwise follows it and returns at once where it did).
 __device__ __forceinline__ bool halo_took_the_rows(const Params& p) {
-  return p.halo_min_fits && __ldcg(p.handoff_count + 2) >= p.halo_min_fits;
+  return p.halo_min_fits && __ldcg(p.handoff_count + 2) >= (p.halo_min_fits & ~kHaloOthersFollow);
 }
 
 // Only the offsets no row of the tile has are skipped (act_s). Skipping per 64-row warpgroup too was
@@ -592,8 +592,14 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   // template parameter: as a runtime value the one-pass kernel measured 5% slower at C = 64.)
   constexpr int passes = PASSES;
   static_assert(PASSES == 1 || PASSES == 2, "Ci ≤ 128");
-  if (p.halo_min_fits && !halo_took_the_rows(p)) {  // the rows do not suit it: the rules' kernel follows
-    if (tid == 0) atomicAdd(p.handoff_count + 1, 1u);  // done (nothing handed off)
+  if (p.halo_min_fits && !halo_took_the_rows(p)) {  // the rows do not suit it (decided on the device)
+    if (tid == 0) {
+      if (!(p.halo_min_fits & kHaloOthersFollow))  // every tile to the hand-off kernel
+        for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x)
+          p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
+      __threadfence();
+      atomicAdd(p.handoff_count + 1, 1u);  // the done count
+    }
     return;
   }
   if (tid == 0) {
