@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 19 check call 3: at Ci > 64 every call decides on the device; the host only picks the launches
-# kernel; each returns at once where the other takes the rows). Tests, sanitizers, the cost per call.
+# (probe, halo kernel; and the rules' kernel only where the host says the rows do not suit). Tests, sanitizers, cost.
 cd "$(dirname "$0")"; H=$(pwd); R0=$(cd ../../../.. && pwd); T0=$(date +%s)
 tar -xJf bundle.tar.xz -C /tmp; X=/tmp/cvar
 timeout 120 $X/N/test_sparse_conv > $OUT/test.txt 2>&1; echo "test_sparse_conv rc=$? $(grep -E "^\[  (PASSED|FAILED)" $OUT/test.txt | tr "\n" " ") t=$(( $(date +%s) - T0 ))s" > $OUT/info.txt
