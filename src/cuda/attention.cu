@@ -1424,31 +1424,25 @@ struct Launch {
   int round = 16;                     // automatic slices: whole multiples (the wide loop: a chunk a warp)
 };
 
-template <int D, int KB, int VB>
+// The register loop (kernel_decode_f16<D, KB, VB>) or, kWide, the wide-table loop
+// (kernel_decode_f16<D, KB, VB, kWideWarps, true>: 2 blocks per SM, each with the 64 KB table; ~69 KB
+// of shared memory a block at D = 128).
+template <int D, int KB, int VB, bool kWide>
 Launch f16_launch() {
-  constexpr int kBytes = F16Smem<D, KB, VB, kWarps>::kBytes;
-  return {kernel_decode_f16<D, KB, VB>, kBytes, kBytes};
+  if constexpr (kWide) {
+    constexpr int kBytes = F16Smem<D, KB, VB, kWideWarps, true>::kBytes;
+    return {kernel_decode_f16<D, KB, VB, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide,
+            kWideWarps * F16Shape<D, KB, VB>::CH};
+  } else {
+    constexpr int kBytes = F16Smem<D, KB, VB, kWarps>::kBytes;
+    return {kernel_decode_f16<D, KB, VB>, kBytes, kBytes};
+  }
 }
 
-template <int D>
+template <int D, bool kWide = false>
 Launch f16_launch_bits(int kb, int vb) {
-  if (kb == 4) return vb == 4 ? f16_launch<D, 4, 4>() : f16_launch<D, 4, 8>();
-  return vb == 4 ? f16_launch<D, 8, 4>() : f16_launch<D, 8, 8>();
-}
-
-// The wide-table register loop (kernel_decode_f16<D, 4, 4, kWideWarps, true>: 2 blocks per SM, each
-// with the 64 KB table; ~69 KB of shared memory a block at D = 128).
-template <int D, int KB = 4, int VB = 4>
-Launch wide_launch() {
-  constexpr int kBytes = F16Smem<D, KB, VB, kWideWarps, true>::kBytes;
-  return {kernel_decode_f16<D, KB, VB, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, F16Loop::wide,
-          kWideWarps * F16Shape<D, KB, VB>::CH};
-}
-
-template <int D>
-Launch wide_launch_bits(int kb, int vb) {
-  if (kb == 4) return vb == 4 ? wide_launch<D, 4, 4>() : wide_launch<D, 4, 8>();
-  return vb == 4 ? wide_launch<D, 8, 4>() : wide_launch<D, 8, 8>();
+  if (kb == 4) return vb == 4 ? f16_launch<D, 4, 4, kWide>() : f16_launch<D, 4, 8, kWide>();
+  return vb == 4 ? f16_launch<D, 8, 4, kWide>() : f16_launch<D, 8, 8, kWide>();
 }
 
 // Which f16 main loop serves a call: FRUGAL_ATTN_KERNEL=registers or wide forces one where it serves
@@ -1481,7 +1475,7 @@ bool wide_serves(const DecodeArgs& a) {
 Launch pick_kernel(const DecodeArgs& a) {
   const F16Loop f = forced_loop();
   if (wide_serves(a) && (f == F16Loop::wide || f == F16Loop::automatic))
-    return a.dim == 64 ? wide_launch_bits<64>(a.k.bits, a.v.bits) : wide_launch_bits<128>(a.k.bits, a.v.bits);
+    return a.dim == 64 ? f16_launch_bits<64, true>(a.k.bits, a.v.bits) : f16_launch_bits<128, true>(a.k.bits, a.v.bits);
   if (a.math == attention::Math::f16) {
     switch (a.dim) {
       case 64:

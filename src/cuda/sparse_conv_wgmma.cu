@@ -590,8 +590,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   // Units: pass h of the j-th tile kept is unit u = j · PASSES + h, in halo buffer u % 2; a tile's own
   // state (its offsets, rows, slots: index j % 2) serves all its passes. (PASSES = ⌈Ci / 64⌉ is a
   // template parameter: as a runtime value the one-pass kernel measured 5% slower at C = 64.)
-  constexpr int passes = PASSES;
-  static_assert(PASSES == 1 || PASSES == 2, "Ci ≤ 128");
+  static_assert(PASSES >= 1 && PASSES <= kHaloPasses, "Ci ≤ 64 · kHaloPasses");
   if (p.halo_min_fits && !halo_took_the_rows(p)) {  // the rows do not suit it (decided on the device)
     if (tid == 0) {
       if (!(p.halo_min_fits & kHaloOthersFollow))  // every tile to the hand-off kernel
@@ -647,7 +646,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     };
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
       const int sb = static_cast<int>(j & 1);  // the tile's state
-      const int64_t u0 = j * passes;           // its first unit
+      const int64_t u0 = j * PASSES;           // its first unit
       wait_free(u0);
       if (pt == 0) {
         any_s[sb] = 0;
@@ -751,7 +750,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       // Pass h's rows (channels 64·h …) into unit u0 + h's buffer by the first prologue warp, a box a
       // lane in turn: range q's boxes[q] / 8 boxes of 64 rows, then the rest in boxes of 8 rows (the same
       // slots). The offsets are listed once, for every pass.
-      for (int h = 0; h < passes; ++h) {
+      for (int h = 0; h < PASSES; ++h) {
         const int64_t u = u0 + h;
         const int b = static_cast<int>(u & 1);
         if (h > 0) {  // the first pass's buffer was waited for and zeroed above
@@ -787,15 +786,15 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       atomicAdd(p.handoff_count + 1, 1u);  // the done count
     }
     // The end: a unit of no tile (act_count −1) in the next buffer.
-    wait_free(j * passes);
+    wait_free(j * PASSES);
     if (pt == 0) act_count[j & 1] = -1;
-    mbar_arrive(meta0 + 8 * static_cast<int>((j * passes) & 1));
+    mbar_arrive(meta0 + 8 * static_cast<int>((j * PASSES) & 1));
   } else if (tid >= CONSUMERS) {  // ---- the weight warp: each step's slice, in tile order
     if (lane == 0) {
       uint32_t g = 0;
       for (int64_t u = 0;; ++u) {
-        const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / passes) & 1);
-        const int c0 = H::BK * static_cast<int>(u % passes);  // the pass's weight rows
+        const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
+        const int c0 = H::BK * static_cast<int>(u % PASSES);  // the pass's weight rows
         mbar_wait(meta0 + 8 * b, static_cast<uint32_t>(u >> 1) & 1);
         const int steps = act_count[sb];
         if (steps < 0) break;
@@ -816,8 +815,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     uint32_t g = 0;  // steps of the earlier units: the weight ring's position
     float acc[BN / 2];
     for (int64_t u = 0;; ++u) {
-      const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / passes) & 1);
-      const int h = static_cast<int>(u % passes);
+      const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
+      const int h = static_cast<int>(u % PASSES);
       const uint32_t parity = static_cast<uint32_t>(u >> 1) & 1;
       mbar_wait(meta0 + 8 * b, parity);
       const int steps = act_count[sb];
@@ -885,7 +884,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       if constexpr (H::A_BUFFERS == 3) fence_regs(a2);
       if (steps > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g + steps - 1) % STAGES));
       g += steps;
-      if (h == passes - 1) {
+      if (h == PASSES - 1) {
         // The epilogue: bias, round, stage (after every consumer has stored the previous tile), store.
         T* cs = reinterpret_cast<T*>(halo);  // this unit's buffer: its rows are read (the barrier below)
         named_barrier_consumers();
@@ -1135,10 +1134,15 @@ int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
 
 int halo_pipe_cap(int bn) { return bn == 64 ? HaloPipe<64>::CAP : HaloPipe<128>::CAP; }
 
-void halo_probe(const Params& p, int bn, cudaStream_t s) {
-  FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count + 2, 0, sizeof(unsigned), s));
-  kernel_halo_probe<<<halo_samples(p), kTileRows, 0, s>>>(p, halo_pipe_cap(bn), p.handoff_count + 2);
+// The probe on s: launch p's fitting sample tiles (halo buffers of cap rows) into *count.
+void launch_halo_probe(const Params& p, int cap, unsigned* count, cudaStream_t s) {
+  FRUGAL_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned), s));
+  kernel_halo_probe<<<halo_samples(p), kTileRows, 0, s>>>(p, cap, count);
   FRUGAL_CUDA_CHECK_LAUNCH();
+}
+
+void halo_probe(const Params& p, int bn, cudaStream_t s) {
+  launch_halo_probe(p, halo_pipe_cap(bn), p.handoff_count + 2, s);
 }
 
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
@@ -1148,7 +1152,6 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
     const void* nbr;
     int64_t n, row_begin, rows;
     int k, cap;
-    unsigned samples;
     int slot;                    // its count's place in `counts`
     cudaEvent_t done = nullptr;  // completes when the count has landed there
     int answer = -1;             // -1 not known yet, else 0 or 1
@@ -1193,12 +1196,9 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
     probes.erase(probes.begin());
   }
   Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap};
-  e.samples = halo_samples(p);
   e.slot = slot;
   Scratch count(sizeof(unsigned), s);
-  FRUGAL_CUDA_CHECK(cudaMemsetAsync(count.as<unsigned>(), 0, sizeof(unsigned), s));
-  kernel_halo_probe<<<e.samples, kTileRows, 0, s>>>(p, cap, count.as<unsigned>());
-  FRUGAL_CUDA_CHECK_LAUNCH();
+  launch_halo_probe(p, cap, count.as<unsigned>(), s);
   FRUGAL_CUDA_CHECK(cudaMemcpyAsync(counts + slot, count.as<unsigned>(), sizeof(unsigned), cudaMemcpyDeviceToHost, s));
   FRUGAL_CUDA_CHECK(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming));
   FRUGAL_CUDA_CHECK(cudaEventRecord(e.done, s));
