@@ -1043,8 +1043,11 @@ std::vector<int32_t> sphere_shell(int res) {
 // order (every tile's input rows fit its shared memory), a hand-made map whose entries are random rows
 // (a tile's ~1,600 distinct rows do not: every tile is handed off to the warp-specialized kernel, so
 // bitwise its output at any Ci), with the neighbors of a third of the rows cleared, and the shell's
-// rows followed by such random rows (both paths in one launch). Co ≤ 64 runs 64-wide column tiles,
-// Co ≤ 128 128-wide ones.
+// rows followed by such random rows (both paths in one launch), and a map whose tiles' neighbours of
+// each third of the offsets lie in two clusters of 64 rows ~1,500 rows apart (their ranges do not fit
+// the halo, the boxes of rows they use do: at Ci > 64 the output must then be the halo kernel's, whose
+// sum order is not the warp-specialized kernel's). Co ≤ 64 runs 64-wide column tiles, Co ≤ 128
+// 128-wide ones.
 TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
   FRUGAL_TRACE_SEED();
@@ -1070,15 +1073,24 @@ TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
     std::memcpy(t.data(), m.data(), m.size() * 4);
     return t;
   };
-  const int64_t n_rand = 3000, n_mixed = n_shell + 1500;
+  const int64_t n_rand = 3000, n_mixed = n_shell + 1500, n_far = 4096;
   const Tensor rand_map = random_rows(nullptr, 0, n_rand), mixed_map = random_rows(&shell_map, n_shell, n_mixed);
+  Tensor far_map = Tensor::empty({27, n_far}, DType::i32);
+  for (int64_t i = 0; i < n_far; ++i)
+    for (int k = 0; k < 27; ++k) {  // third g = k / 9: rows 700 g + 16 (tile % 8) + {0, 1500} + 0 … 63
+      const int64_t t = i / 128, l = i % 128, j = k % 9;
+      static_cast<int32_t*>(far_map.data())[k * n_far + i] =
+          absent(rng) ? static_cast<int32_t>(n_far)
+                      : static_cast<int32_t>(700 * (k / 9) + 16 * (t % 8) + 1500 * (j % 2) + (l + 5 * j) % 64);
+    }
   for (const auto& [name, nbr_h, n] :
        {std::tuple{"shell", shell_map, n_shell}, std::tuple{"random map", rand_map, n_rand},
-        std::tuple{"shell, then random rows", mixed_map, n_mixed}})
+        std::tuple{"shell, then random rows", mixed_map, n_mixed}, std::tuple{"far clusters", far_map, n_far}})
     for (const auto [ci, co] : {std::pair{64, 64}, std::pair{32, 48}, std::pair{8, 64}, std::pair{128, 128},
                                 std::pair{96, 128}, std::pair{128, 64}, std::pair{64, 128}, std::pair{72, 80}})
       for (DType dt : {DType::f16, DType::bf16}) {
-        if (n == n_mixed && ((ci != 64 && ci != 128) || ci != co || dt != DType::f16)) continue;  // the mix: two cases
+        if ((n == n_mixed || n == n_far) && ((ci != 64 && ci != 128) || ci != co || dt != DType::f16))
+          continue;  // the mix and the clusters: two cases each
         if (dt == DType::bf16 && ci > 64 && ci != co) continue;                                   // f16 covers those
         SCOPED_TRACE(std::string(name) + " " + to_string(dt) + " ci=" + std::to_string(ci) +
                      " co=" + std::to_string(co));
@@ -1095,6 +1107,7 @@ TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
           EXPECT_EQ(halo, ws) << "against the warp-specialized kernel";
         else
           EXPECT_EQ(halo, run_mma(fd, nbr_d, wd, &bd, n, {bn, false, 0, kWg, 1, 128, 4})) << "run to run";
+        if (ci > 64 && n == n_far) EXPECT_NE(halo, ws) << "the clusters' tiles kept by the halo kernel";
         const std::vector<double> want = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
         EXPECT_LE(testing::rel_error(to_doubles(halo, dt), want), tolerance(dt));
         EXPECT_LE(testing::rel_error(to_doubles(ws, dt), want), tolerance(dt));

@@ -471,21 +471,24 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // tile (the two-block kernel moves ~18 GB through the L2 at R = 1024, C = 64). Here each tile's input
 // rows are loaded once, as three contiguous row ranges (one for each third of the offsets: for a 3×3×3
 // kernel the three planes of the first coordinate; over the shells they hold ~8% more rows than the
-// tile's distinct rows), into a "halo" in shared memory; each warp then reads its 16 rows' A
+// tile's distinct rows; at Ci > 64 a tile whose ranges do not fit takes only the 8-row boxes of them it
+// uses), into a "halo" in shared memory; each warp then reads its 16 rows' A
 // fragments straight from the halo rows with ldmatrix (one row address a lane) and issues register-A
 // wgmmas against the offset's weight slice. bench/results/2026-11-30-spconv-range.md,
 // -spconv-halo2.md and -spconv-pipe-trace.md have the measurements behind each choice below; the
 // 128-channel form (HaloPipe below: passes of 64 input channels, 128-wide column tiles) is in
 // 2026-12-01-spconv-halo128.md (at Ci = Co = 128 its steps seem bound by the weight slices' 16 KB from
-// L2 a step: ~1,070 cycles a step for 512 of tensor work at R = 1024).
+// L2 a step: ~1,070 cycles a step for 512 of tensor work at R = 1024 — but with no weight bytes at all
+// it was only 6% faster: 2026-12-01-spconv-bounds.md).
 //
 // One persistent block a multiprocessor walks its tiles (blockIdx.x, + gridDim.x, …); the prologue of
 // tile j + 1 runs beside the main loop of tile j, in separate warps, into the other of two halo buffers:
 //   - 4 prologue warps, one thread a tile row: the tile's map slice (fetched into shared memory one
 //     tile ahead by 4-byte cp.async, 27 copies a thread in flight at once), checked without a branch
 //     an entry (K = 27 known at compile time where it is); the offsets the tile has; the three ranges
-//     and each entry's slot; then the first warp copies the ranges' rows with the copy engine (2-D
-//     tensor maps of the features, boxes of 64 rows and then of 8, the 128-byte swizzle: a row's
+//     (by boxes: the boxes used in them, as byte flags, then a bitmap and a scan) and each entry's
+//     slot; then the first warp copies the rows with the copy engine (2-D tensor maps of the features,
+//     copies of 64 rows and then of 8, the 128-byte swizzle: a row's
 //     chunk c lands at chunk c ^ (slot % 8) of its slot, the phase ldmatrix reads with);
 //   - 1 weight warp: the weight slice of each step of each tile, in tile order, through STAGES stages;
 //   - 2 consumer warpgroups: the main loop, then the epilogue, staged in the tile's own halo buffer
@@ -494,9 +497,10 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // requested; act_count −1 ends the walk), halo (the rows' copies complete), free (the 8 consumer warps
 // after their last reads (and the epilogue after a tile's last pass) and the weight warp after its
 // last copy of the unit: the buffer may be refilled). A buffer holds a unit: one pass of a tile.
-// A tile whose ranges exceed CAP rows (BN = 64, CAP 632: 6.9% of the R = 1024 shell's tiles in the map's
-// order, 2.2% at R = 512; BN = 128, CAP 568: 11.8% and 8.8%; by the hand-off session's fit.py, in
-// bench/results/2026-11-30-spconv-handoff/; every tile of a dense block or of rows in random order) is
+// A tile that does not fit CAP rows (by ranges, BN = 64, CAP 632: 6.9% of the R = 1024 shell's tiles in
+// the map's order, 2.2% at R = 512; at Ci > 64 by boxes, BN = 128, CAP 568: 5.0% and 2.0%, by ranges
+// 11.8% and 8.8%; fit3.py in bench/results/2026-12-01-spconv-bounds/; every tile of a dense block or of
+// rows in random order) is
 // handed off: the prologue appends it to p.handoff and goes on to its next tile in the
 // same buffer, and kernel_conv_wgmma_ws (two blocks a multiprocessor at BN = 64, one at 128) runs the
 // listed tiles after this kernel. (Gathering such a tile's rows step by step here, behind a barrier of
@@ -531,15 +535,50 @@ struct HaloPipe {
   static_assert(ZERO + CAP < 65536, "a slot fits 16 bits");
   static_assert(HALO % 1024 == 0 && FIXED % 1024 == 0, "halo buffers start on 1 KB swizzle atoms");
   static_assert(STAGING <= HALO, "the epilogue stages in the tile's halo buffer");
+  static_assert(size_t(CAP) * 128 >= 3 * 256, "a tile's box flags fit a halo buffer");
 };
 constexpr int kHaloPasses = 2;  // Ci ≤ 64 · kHaloPasses
 
 // The third of the offsets offset k belongs to (per = ⌈K / 3⌉): the halo range its neighbors come from.
 __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) + (k >= 2 * per); }
-// Slots (rows) the range [lo, hi] takes in a halo buffer: whole boxes of 8 rows, 0 when empty (hi < lo),
-// capped at 2^15 (past any fit). A tile fits when its three ranges together take at most CAP.
+// Two layouts of a tile's halo, both after the ZERO slots. By ranges: for each third g of the offsets,
+// every row from the third's lowest neighbour row lo to its highest, gaps included (the cheap one). By
+// boxes (at Ci > 64, for a tile that does not fit by ranges): the boxes of 8 rows its neighbours of
+// each third fall in, counted from lo (box i: rows lo + 8i …), each used box once, in order — third
+// 0's, then 1's, then 2's; a third's rows must span fewer than kHaloBoxSpan boxes (a byte flag a box
+// while the tile is laid out). A tile fits when its layout takes at most CAP slots: of the R = 1024
+// shell's tiles 6.9% / 11.8% do not by ranges at BN = 64 / 128, 1.1% / 5.0% by boxes
+// (bench/results/2026-12-01-spconv-bounds.md).
+constexpr int kHaloBoxSpan = 256, kHaloBoxWords = 3 * kHaloBoxSpan / 32;
+// Boxes are taken only at Ci > 64 (two passes: the consumers' tile takes twice as long, and the layout's
+// extra work is hidden). At Ci ≤ 64 it was not: +1 to +3% at R = 256–512, 0 at R = 1024, where at Ci = 128
+// R = 512 / 1024 / 196 gained 5 / 1–2 / 1–3% (R = 256 +2–5%); 2026-12-01-spconv-bounds.md, calls 3–5.
+__host__ __device__ constexpr bool halo_by_boxes(int64_t ci) { return ci > 64; }
+// By ranges (the cheaper layout, taken where it fits): the slots the range [lo, hi] takes, whole boxes
+// of 8 rows, 0 when empty (hi < lo), capped at 2^15 (past any fit); range q's rows at slots base[q] ….
 __device__ __forceinline__ int halo_slots(int lo, int hi) {
   return hi >= lo ? static_cast<int>(min((int64_t{hi} - lo + 8) / 8 * 8, int64_t{1} << 15)) : 0;
+}
+__device__ __forceinline__ bool halo_span_ok(int lo, int hi) { return hi < lo || hi - lo < 8 * kHaloBoxSpan; }
+// Word w of the tile's box bitmap: the byte flags 32w … 32w + 31 (each 0 or 1) as bits 0 … 31.
+__device__ __forceinline__ uint32_t halo_box_bits(const uint8_t* flags, int w) {
+  uint32_t bits = 0;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const uint4 q = reinterpret_cast<const uint4*>(flags + 32 * w)[i];
+    const uint32_t x[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) bits |= ((x[j] | x[j] >> 7 | x[j] >> 14 | x[j] >> 21) & 0xFu) << (16 * i + 4 * j);
+  }
+  return bits;
+}
+// A row's place in the tile's thirds: 8 · kHaloBoxSpan · g + v − lo (third g, whose lowest row is lo);
+// its box is place / 8 over all three thirds.
+__device__ __forceinline__ int halo_place(int g, int v, int lo) { return 8 * kHaloBoxSpan * g + v - lo; }
+// The slot of the row at `place`, from the bitmap's words {bits, boxes before the word}.
+__device__ __forceinline__ int halo_box_slot(const uint2* words, int place, int zero) {
+  const uint2 w = words[place >> 8];
+  return zero + 8 * static_cast<int>(w.y + __popc(w.x & ((1u << ((place >> 3) & 31)) - 1))) + (place & 7);
 }
 
 #ifdef FRUGAL_WGMMA
@@ -572,6 +611,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   __shared__ int8_t act_s[2][kMaxOffsets];
   __shared__ int act_count[2], range_lo[2][3], range_hi[2][3];
   __shared__ uint32_t any_s[2];
+  __shared__ uint2 box_word[kHaloBoxWords];  // the tile being laid out: its box bitmap, {bits, boxes before}
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES], meta_s[2], halo_s[2], free_s[2];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
@@ -591,6 +631,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   // state (its offsets, rows, slots: index j % 2) serves all its passes. (PASSES = ⌈Ci / 64⌉ is a
   // template parameter: as a runtime value the one-pass kernel measured 5% slower at C = 64.)
   static_assert(PASSES >= 1 && PASSES <= kHaloPasses, "Ci ≤ 64 · kHaloPasses");
+  constexpr bool kBoxes = PASSES > 1;  // tiles that do not fit by ranges laid out by boxes (halo_by_boxes)
   if (p.halo_min_fits && !halo_took_the_rows(p)) {  // the rows do not suit it (decided on the device)
     if (tid == 0) {
       if (!(p.halo_min_fits & kHaloOthersFollow))  // every tile to the hand-off kernel
@@ -648,19 +689,67 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       const int sb = static_cast<int>(j & 1);  // the tile's state
       const int64_t u0 = j * PASSES;           // its first unit
       wait_free(u0);
+      // The box flags, in the first unit's halo buffer after its zero slots (free: waited for above; its
+      // rows are requested after the flags are read, behind the proxy fence below).
+      uint8_t* flags = halo0 + (u0 & 1) * H::HALO + ZERO * 128;
       if (pt == 0) {
         any_s[sb] = 0;
         for (int q = 0; q < 3; ++q) range_lo[sb][q] = INT32_MAX, range_hi[sb][q] = -1;
       }
-      named_barrier_prologue();
+      named_barrier_prologue();  // (racecheck reports the flags' zeroing against the buffer's last reads without it)
+      if constexpr (kBoxes)
+        for (int i = pt; i < 3 * kHaloBoxSpan / 4; i += PRO) reinterpret_cast<uint32_t*>(flags)[i] = 0;
       const int64_t t0 = t * BM;
       uint32_t any = 0;
       int lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {-1, -1, -1};
       const int r = pt;  // this thread's row of the tile
       const bool live = t0 + r < p.rows;
       const int64_t row = live ? (p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r) : -1;
-      int base[3], boxes[3];
-      bool in_halo = false;
+      int base[3] = {}, boxes[3] = {};  // by ranges: range q's rows lo[q] … at slots base[q] …, boxes[q] of 8 rows
+      int total = 0;                  // by boxes: the tile's boxes
+      bool in_halo = false, by_boxes = false;
+      // Pass h's rows (channels 64·h …) into unit u0 + h's buffer, by the first prologue warp: by ranges
+      // a copy a lane (64 rows, then 8), by boxes lane w the runs of bitmap word w's boxes (the same slots
+      // for every pass). The offsets are listed once, for every pass. (Requesting the first pass's rows
+      // before the slot entries, as soon as the layout is known, measured no faster: call 5 of
+      // 2026-12-01-spconv-bounds.md.)
+      auto request_rows = [&](int h) {
+        const int b = static_cast<int>((u0 + h) & 1);
+        const uint32_t bar = halo_bar0 + 8 * b;
+        if (pt == 0) {
+          if (h == 0) act_count[sb] = list_offsets(any_s[sb], 0, p.k, act_s[sb]);
+          mbar_arrive_expect_tx(bar, 1024 * (by_boxes ? total : boxes[0] + boxes[1] + boxes[2]));
+        }
+        __syncwarp();
+        if (kBoxes && by_boxes) {
+          if (pt < kHaloBoxWords) {  // lane w: the runs of word w's boxes
+            const uint2 w = box_word[pt];
+            const int g = pt / (kHaloBoxSpan / 32);
+            const int row0 = (g == 0 ? lo[0] : (g == 1 ? lo[1] : lo[2])) + 256 * (pt % (kHaloBoxSpan / 32));
+            for (uint32_t m = w.x; m;) {
+              const int s = __ffs(m) - 1, len = __ffsll(~static_cast<uint64_t>(m >> s)) - 1;  // a run of boxes
+              const int slot = ZERO + 8 * static_cast<int>(w.y + __popc(w.x & ((1u << s) - 1)));
+              for (int x = 0; x < len;) {
+                const bool big = len - x >= 8;
+                tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (slot + 8 * x) * 128,
+                            big ? &fmap64 : &fmap, H::BK * h, row0 + 8 * (s + x), bar);
+                x += big ? 8 : 1;
+              }
+              m = len >= 32 ? 0u : m & ~(((1u << len) - 1) << s);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < 3; ++q) {  // range q: boxes[q] / 8 copies of 64 rows, then the rest of 8, a lane each
+            const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
+            for (int x = pt; x < ops; x += 32) {
+              const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
+              tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
+                          x < big ? &fmap64 : &fmap, H::BK * h, lo[q] + first, bar);
+            }
+          }
+        }
+            };
       // The map phase and the slot entries, with the offsets' groups known at compile time where K is
       // 27 (KC = 27; KC = 0: any K ≤ kMaxOffsets) and no branch per entry.
       auto phase = [&](auto kc) {
@@ -695,45 +784,89 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         }
         named_barrier_prologue();
         if (t + gridDim.x < tiles) fetch_map(t + gridDim.x);  // every thread has read this slice (the barrier above)
-        int slot_end = ZERO;  // range q: rows lo[q] … at slots base[q] …, boxes[q] copies of 8 rows
+        // The layout: by ranges where they fit (most tiles of a shell in the map's order: the cheaper
+        // layout), else (Ci > 64 only) by boxes where those fit.
+        int slot_end = ZERO;
+        bool spans = true;
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
           lo[q] = range_lo[sb][q];
+          spans = spans && halo_span_ok(lo[q], range_hi[sb][q]);
           base[q] = slot_end;
           boxes[q] = halo_slots(lo[q], range_hi[sb][q]) / 8;
           slot_end += 8 * boxes[q];
         }
         in_halo = slot_end <= ZERO + CAP;
-        if (in_halo) {  // the rows; the slot entries: slot of row v in group g = v + (base[g] − lo[g])
+        by_boxes = kBoxes && !in_halo && spans;
+        uint16_t* slot = slots0 + sb * H::SLOTS;
+        if (by_boxes) {
+          // This thread's boxes flagged, and its entries' places (< 6,144; 0xffff: absent) kept as
+          // provisional slot entries, so that no entry is held in a register past here.
+#pragma unroll
+          for (int k = 0; k < KN; ++k) {
+            const int g = offset_third(k, per), lg = g == 0 ? lo[0] : (g == 1 ? lo[1] : lo[2]);
+            if (k < kcount) {
+              const int place = halo_place(g, v[k], lg);
+              if (v[k] >= 0) flags[place >> 3] = 1;
+              slot[k * BM + r] = static_cast<uint16_t>(v[k] >= 0 ? place : 0xffff);
+            }
+          }
+          named_barrier_prologue();
+          if (pt < 32) {  // the bitmap's words and the boxes before each (an exclusive scan of their counts)
+            const uint32_t bits = pt < kHaloBoxWords ? halo_box_bits(flags, pt) : 0u;
+            const int c = __popc(bits);
+            int before = c;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+              const int y = __shfl_up_sync(0xffffffffu, before, o);
+              before += pt >= o ? y : 0;
+            }
+            if (pt < kHaloBoxWords) box_word[pt] = make_uint2(bits, static_cast<uint32_t>(before - c));
+          }
+          named_barrier_prologue();
+          const uint2 last = box_word[kHaloBoxWords - 1];
+          total = static_cast<int>(last.y + __popc(last.x));
+          in_halo = 8 * total <= CAP;
+        }
+        if (in_halo) {  // the rows; the slot entries
           row_s[sb][r] = static_cast<int32_t>(row);
-          uint16_t* slot = slots0 + sb * H::SLOTS;
-          const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};
+          const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};  // by ranges: slot = v + d[g]
           // An absent neighbour reads one of the zero slots 0–7: the one whose swizzle phase (slot % 8)
           // no present row of its group of 8 tile rows has for that offset. The group is what one
           // ldmatrix matrix reads, and two distinct slots of one phase there cost a second wavefront
           // (one zero slot for all: 1.55× the ideal wavefronts of the loop's ldmatrix at R = 512, a free
           // phase: 1.15×, and 2% faster; bench/results/2026-11-30-spconv-zero-phase.md). The 8 lanes of
           // a group are the group's rows; their phases are OR-ed by shuffles, four offsets a word.
+          auto entries = [&](auto slot_of) {
 #pragma unroll
-          for (int k0 = 0; k0 < KN; k0 += 4) {
-            int e[4];
-            uint32_t used = 0;
+            for (int k0 = 0; k0 < KN; k0 += 4) {
+              int e[4];
+              uint32_t used = 0;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int k = k0 + i, kv = k < KN ? k : KN - 1, g = offset_third(k, per);
-              const int dg = g == 0 ? d[0] : (g == 1 ? d[1] : d[2]);
-              e[i] = k < KN && k < kcount && v[kv] >= 0 ? v[kv] + dg : -1;
-              used |= e[i] >= 0 ? 1u << (8 * i + (e[i] & 7)) : 0u;
+              for (int i = 0; i < 4; ++i) {
+                e[i] = k0 + i < KN && k0 + i < kcount ? slot_of(k0 + i) : -1;
+                used |= e[i] >= 0 ? 1u << (8 * i + (e[i] & 7)) : 0u;
+              }
+              used |= __shfl_xor_sync(0xffffffffu, used, 1);
+              used |= __shfl_xor_sync(0xffffffffu, used, 2);
+              used |= __shfl_xor_sync(0xffffffffu, used, 4);
+#pragma unroll
+              for (int i = 0; i < 4; ++i)
+                if (k0 + i < KN && k0 + i < kcount)
+                  slot[(k0 + i) * BM + r] =
+                      static_cast<uint16_t>(e[i] >= 0 ? e[i] : (__ffs(~(used >> 8 * i)) - 1) & (ZERO - 1));
             }
-            used |= __shfl_xor_sync(0xffffffffu, used, 1);
-            used |= __shfl_xor_sync(0xffffffffu, used, 2);
-            used |= __shfl_xor_sync(0xffffffffu, used, 4);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-              if (k0 + i < KN && k0 + i < kcount)
-                slot[(k0 + i) * BM + r] =
-                    static_cast<uint16_t>(e[i] >= 0 ? e[i] : (__ffs(~(used >> 8 * i)) - 1) & (ZERO - 1));
-          }
+          };
+          if (by_boxes)  // from this thread's provisional entries
+            entries([&](int k) {
+              const int x = slot[k * BM + r];
+              return x != 0xffff ? halo_box_slot(box_word, x, ZERO) : -1;
+            });
+          else
+            entries([&](int k) {
+              const int kv = k < KN ? k : KN - 1, g = offset_third(k, per);
+              return v[kv] >= 0 ? v[kv] + (g == 0 ? d[0] : (g == 1 ? d[1] : d[2])) : -1;
+            });
           zero_slots(static_cast<int>(u0 & 1));
         }
       };
@@ -741,16 +874,13 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         phase(std::integral_constant<int, 27>{});
       else
         phase(std::integral_constant<int, 0>{});
-      fence_proxy_async();       // this thread's writes into the buffer (zero slots) before the copies there
+      fence_proxy_async();       // this thread's writes into the buffer (zero slots, flags) before the copies there
       named_barrier_prologue();  // (also: every thread has read this tile's ranges)
       if (!in_halo) {            // handed off to kernel_conv_wgmma_ws, which runs after this kernel
         if (pt == 0) p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
         continue;
       }
-      // Pass h's rows (channels 64·h …) into unit u0 + h's buffer by the first prologue warp, a box a
-      // lane in turn: range q's boxes[q] / 8 boxes of 64 rows, then the rest in boxes of 8 rows (the same
-      // slots). The offsets are listed once, for every pass.
-      for (int h = 0; h < PASSES; ++h) {
+      for (int h = 0; h < PASSES; ++h) {  // the passes' rows and their meta
         const int64_t u = u0 + h;
         const int b = static_cast<int>(u & 1);
         if (h > 0) {  // the first pass's buffer was waited for and zeroed above
@@ -760,23 +890,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           fence_proxy_async();
           named_barrier_prologue();
         }
-        if (pt < 32) {
-          const uint32_t bar = halo_bar0 + 8 * b;
-          if (pt == 0) {
-            if (h == 0) act_count[sb] = list_offsets(any_s[sb], 0, p.k, act_s[sb]);
-            mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
-          }
-          __syncwarp();
-#pragma unroll
-          for (int q = 0; q < 3; ++q) {
-            const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
-            for (int x = pt; x < ops; x += 32) {
-              const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
-              tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
-                          x < big ? &fmap64 : &fmap, H::BK * h, lo[q] + first, bar);
-            }
-          }
-        }
+        if (pt < 32) request_rows(h);
         mbar_arrive(meta0 + 8 * b);
       }
       ++j;
@@ -906,20 +1020,27 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
 // Block b looks at tile ⌊b · tiles / gridDim.x⌋ of the launch's rows (one thread a row) and counts it
 // in *fits when its three row ranges fit a halo buffer of cap rows: the decision the kernel's prologue makes.
 __global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap, unsigned* fits) {
-  __shared__ int lo_s[3], hi_s[3];
+  __shared__ int lo_s[3], hi_s[3], boxes_s;
+  __shared__ alignas(16) uint8_t flags[3 * kHaloBoxSpan];  // as the halo kernel lays a tile out by boxes
   const int r = threadIdx.x, lane = r % 32, per = (p.k + 2) / 3;
   const int64_t tiles = (p.rows + kTileRows - 1) / kTileRows, t0 = blockIdx.x * tiles / gridDim.x * kTileRows;
   if (r < 3) lo_s[r] = INT32_MAX, hi_s[r] = -1;
+  if (r == 0) boxes_s = 0;
+  for (int i = r; i < 3 * kHaloBoxSpan / 4; i += kTileRows) reinterpret_cast<uint32_t*>(flags)[i] = 0;
   __syncthreads();
+  const bool live = t0 + r < p.rows;
+  auto entry = [&](int k) {  // the entry, or −1 where absent (or past the map)
+    const int32_t v = __ldg(&p.nbr[k * p.n + p.row_begin + t0 + r]);
+    return v >= 0 && v < p.n ? v : -1;
+  };
   int lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {-1, -1, -1};
-  if (t0 + r < p.rows)
+  if (live)
     for (int k = 0; k < p.k; ++k) {
-      const int32_t v = __ldg(&p.nbr[k * p.n + p.row_begin + t0 + r]);
-      const bool ok = v >= 0 && v < p.n;
+      const int32_t v = entry(k);
       const int g = offset_third(k, per);
 #pragma unroll
       for (int q = 0; q < 3; ++q)
-        if (ok && g == q) lo[q] = min(lo[q], v), hi[q] = max(hi[q], v);
+        if (v >= 0 && g == q) lo[q] = min(lo[q], v), hi[q] = max(hi[q], v);
     }
 #pragma unroll
   for (int q = 0; q < 3; ++q) {
@@ -928,9 +1049,19 @@ __global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap
     if (lane == 0) atomicMin(&lo_s[q], lo[q]), atomicMax(&hi_s[q], hi[q]);
   }
   __syncthreads();
-  if (r == 0 &&
-      halo_slots(lo_s[0], hi_s[0]) + halo_slots(lo_s[1], hi_s[1]) + halo_slots(lo_s[2], hi_s[2]) <= cap)
-    atomicAdd(fits, 1u);
+  const int ranges = halo_slots(lo_s[0], hi_s[0]) + halo_slots(lo_s[1], hi_s[1]) + halo_slots(lo_s[2], hi_s[2]);
+  const bool boxes = halo_by_boxes(p.ci) && ranges > cap,  // (a tile that fits by ranges fits by boxes)
+      spans = halo_span_ok(lo_s[0], hi_s[0]) && halo_span_ok(lo_s[1], hi_s[1]) && halo_span_ok(lo_s[2], hi_s[2]);
+  if (boxes && spans && live)
+    for (int k = 0; k < p.k; ++k) {
+      const int32_t v = entry(k);
+      const int g = offset_third(k, per);
+      if (v >= 0) flags[halo_place(g, v, lo_s[g]) >> 3] = 1;
+    }
+  __syncthreads();
+  if (boxes && spans && r < kHaloBoxWords) atomicAdd(&boxes_s, __popc(halo_box_bits(flags, r)));
+  __syncthreads();
+  if (r == 0 && (ranges <= cap || (boxes && spans && 8 * boxes_s <= cap))) atomicAdd(fits, 1u);
 }
 
 std::atomic<int64_t> g_halo_pipe_launches{0};
@@ -1152,6 +1283,7 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
     const void* nbr;
     int64_t n, row_begin, rows;
     int k, cap;
+    bool boxes;                  // halo_by_boxes
     int slot;                    // its count's place in `counts`
     cudaEvent_t done = nullptr;  // completes when the count has landed there
     int answer = -1;             // -1 not known yet, else 0 or 1
@@ -1163,7 +1295,7 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
   const int cap = halo_pipe_cap(bn);
   for (Probe& e : probes) {
     if (e.device != device || e.nbr != p.nbr || e.n != p.n || e.row_begin != p.row_begin || e.rows != p.rows ||
-        e.k != p.k || e.cap != cap)
+        e.k != p.k || e.cap != cap || e.boxes != halo_by_boxes(p.ci))
       continue;
     if (e.answer < 0) {
       const cudaError_t q = cudaEventQuery(e.done);
@@ -1195,7 +1327,7 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
     slot = old.slot;
     probes.erase(probes.begin());
   }
-  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap};
+  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap, halo_by_boxes(p.ci)};
   e.slot = slot;
   Scratch count(sizeof(unsigned), s);
   launch_halo_probe(p, cap, count.as<unsigned>(), s);
