@@ -1,11 +1,12 @@
 #!/bin/bash
 # Session 20 call 1: what bounds the halo kernel? H (head f17dae1) against W1 (half the weight bytes at
+# (shells.py: bench/shells.py; the call ran a copy of it placed here)
 # BN = 128), W2 (no weight copies after the first stages), NOH (hand-off kernel not run). W1/W2/NOH give
 # wrong outputs by design: timing only.
 cd "$(dirname "$0")"; H=$(pwd)
 tar -xJf bundle.tar.xz -C /tmp; X=/tmp/cvar
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > $OUT/info.txt
-PYTHONPATH=$H python3 -c "
+PYTHONPATH=$H/../../.. python3 -c "
 import torch, shells
 for R in (512, 1024):
     c = shells.sphere_shell(R, 'cuda'); c = torch.cat([torch.zeros_like(c[:, :1]), c], 1).cpu()

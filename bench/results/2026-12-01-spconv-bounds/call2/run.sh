@@ -1,12 +1,13 @@
 #!/bin/bash
 # Session 20 call 2: B (the halo by boxes of rows) against H (head f17dae1): tests, sanitizers on the
+# (shells.py: bench/shells.py; the call ran a copy of it placed here)
 # halo tests, forced halo kernel and default at C = 64 / 128, R = 196 … 1024.
 cd "$(dirname "$0")"; H=$(pwd)
 tar -xJf bundle.tar.xz -C /tmp; X=/tmp/cvar
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > $OUT/info.txt
 timeout 200 $X/B/test_sparse_conv > $OUT/test_B.txt 2>&1; echo "test B rc=$? $(grep -E "^\[  (PASSED|FAILED)" $OUT/test_B.txt | tr "\n" " ")" >> $OUT/info.txt
 grep -E "FAILED|Failure" -A3 $OUT/test_B.txt | head -30 >> $OUT/info.txt
-PYTHONPATH=$H python3 -c "
+PYTHONPATH=$H/../../.. python3 -c "
 import torch, shells
 for R in (196, 256, 512, 1024):
     c = shells.sphere_shell(R, 'cuda'); c = torch.cat([torch.zeros_like(c[:, :1]), c], 1).cpu()
