@@ -513,6 +513,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // With two passes a tile's sums run pass by pass (all offsets over channels 0–63, then over 64–127):
 // a fixed order, so still bitwise repeatable, but not the other kernels' (offsets, then channels); at
 // Ci ≤ 64 it is theirs.
+// A tile's layout by boxes (below): each third of the offsets spans < kHaloBoxSpan boxes of 8 rows.
+constexpr int kHaloBoxSpan = 256, kHaloBoxWords = 3 * kHaloBoxSpan / 32;
 template <int BN_>
 struct HaloPipe {
   static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
@@ -535,7 +537,7 @@ struct HaloPipe {
   static_assert(ZERO + CAP < 65536, "a slot fits 16 bits");
   static_assert(HALO % 1024 == 0 && FIXED % 1024 == 0, "halo buffers start on 1 KB swizzle atoms");
   static_assert(STAGING <= HALO, "the epilogue stages in the tile's halo buffer");
-  static_assert(size_t(CAP) * 128 >= 3 * 256, "a tile's box flags fit a halo buffer");
+  static_assert(size_t(CAP) * 128 >= 3 * kHaloBoxSpan, "a tile's box flags (a byte a box) fit a halo buffer");
 };
 constexpr int kHaloPasses = 2;  // Ci ≤ 64 · kHaloPasses
 
@@ -549,7 +551,6 @@ __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) 
 // while the tile is laid out). A tile fits when its layout takes at most CAP slots: of the R = 1024
 // shell's tiles 6.9% / 11.8% do not by ranges at BN = 64 / 128, 1.1% / 5.0% by boxes
 // (bench/results/2026-12-01-spconv-bounds.md).
-constexpr int kHaloBoxSpan = 256, kHaloBoxWords = 3 * kHaloBoxSpan / 32;
 // Boxes are taken only at Ci > 64 (two passes: the consumers' tile takes twice as long, and the layout's
 // extra work is hidden). At Ci ≤ 64 it was not: +1 to +3% at R = 256–512, 0 at R = 1024, where at Ci = 128
 // R = 512 / 1024 / 196 gained 5 / 1–2 / 1–3% (R = 256 +2–5%); 2026-12-01-spconv-bounds.md, calls 3–5.
@@ -559,6 +560,7 @@ __host__ __device__ constexpr bool halo_by_boxes(int64_t ci) { return ci > 64; }
 __device__ __forceinline__ int halo_slots(int lo, int hi) {
   return hi >= lo ? static_cast<int>(min((int64_t{hi} - lo + 8) / 8 * 8, int64_t{1} << 15)) : 0;
 }
+// Whether a third's rows [lo, hi] (none: hi < lo) can be laid out by boxes.
 __device__ __forceinline__ bool halo_span_ok(int lo, int hi) { return hi < lo || hi - lo < 8 * kHaloBoxSpan; }
 // Word w of the tile's box bitmap: the byte flags 32w … 32w + 31 (each 0 or 1) as bits 0 … 31.
 __device__ __forceinline__ uint32_t halo_box_bits(const uint8_t* flags, int w) {
