@@ -1091,7 +1091,7 @@ TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
       for (DType dt : {DType::f16, DType::bf16}) {
         if ((n == n_mixed || n == n_far) && ((ci != 64 && ci != 128) || ci != co || dt != DType::f16))
           continue;  // the mix and the clusters: two cases each
-        if (dt == DType::bf16 && ci > 64 && ci != co) continue;                                   // f16 covers those
+        if (dt == DType::bf16 && ci > 64 && ci != co) continue;  // f16 covers those
         SCOPED_TRACE(std::string(name) + " " + to_string(dt) + " ci=" + std::to_string(ci) +
                      " co=" + std::to_string(co));
         const Tensor fh = make(testing::randn(n * ci, rng), {n, ci}, dt);

@@ -529,9 +529,9 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
           // returns at once where the halo kernel took the rows (its full grid of blocks that return at
           // once cost 14–22 µs a call at R = 196, ~40 at 512, ~100 at 1024, C = 128: not the common path).
           p.halo_min_fits = 0;
-          const bool decide_on_device = a.wgmma_ws < 0 && p.handoff && a.ci > 64;
-          const int known = a.wgmma_ws < 0 && p.handoff ? halo_pipe_suits(p, bn, a.device, s) : 0;
-          if (decide_on_device) {
+          const bool by_rule = a.wgmma_ws < 0 && p.handoff;  // (p.handoff: halo_pipe_may_run)
+          const int known = by_rule ? halo_pipe_suits(p, bn, a.device, s) : 0;
+          if (by_rule && a.ci > 64) {  // decided on the device
             p.halo_min_fits = halo_min_fits(p) | (known == 0 ? kHaloOthersFollow : 0u);
             halo_probe(p, bn, s);
             dispatch_bn(4);

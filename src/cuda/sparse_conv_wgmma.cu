@@ -751,7 +751,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
             }
           }
         }
-            };
+      };
       // The map phase and the slot entries, with the offsets' groups known at compile time where K is
       // 27 (KC = 27; KC = 0: any K ≤ kMaxOffsets) and no branch per entry.
       auto phase = [&](auto kc) {
