@@ -929,6 +929,9 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   } else {  // ---- the consumers
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
     uint32_t g = 0;  // steps of the earlier units: the weight ring's position
+    constexpr uint64_t kDesc = smem_desc(0, 8192, 1024);  // the weight stages' descriptor, less the address
+    constexpr uint32_t kDescHi = static_cast<uint32_t>(kDesc >> 32);
+    const uint32_t desc0_lo = static_cast<uint32_t>(kDesc) | ((sbase >> 4) & 0x3fff);
     float acc[BN / 2];
     for (int64_t u = 0;; ++u) {
       const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
@@ -956,22 +959,31 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(f[kk], row + (((kk * 2 + half) ^ phase) << 4));
       };
+      // The weight ring's stage and phase advance a step at a time (no division in the loop), and a
+      // stage's descriptors are the first stage's low word plus whole stages and 2 KB k-slices (the
+      // address field is the low 14 bits, and no stage ends past 256 KB: no carry) with a constant high
+      // word. The consumers' step is a chain of dependent instructions that the tensor pipe waits on
+      // (ncu: 36% / 54% active at C = 64 / 128); building each descriptor from its address took five
+      // of them a wgmma: this form measured 4% faster at C = 64 and 2.5–6% at C = 128
+      // (bench/results/2026-12-01-s21.md, calls 2–4).
+      uint32_t st = g % STAGES, ph = (g / STAGES) & 1;
       auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&spare)[4][4]) {
-        const uint32_t gs = g + s, st = gs % STAGES;
-        mbar_wait(full0 + 8 * st, (gs / STAGES) & 1);
+        mbar_wait(full0 + 8 * st, ph);
         wgmma_fence();
         fence_acc(acc);
         fence_regs(cur);
+        const uint32_t d = desc0_lo + st * (H::B_STAGE >> 4);
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_rs<T, BN>(acc, cur[kk], smem_desc(sbase + st * H::B_STAGE + kk * 2048, 8192, 1024));
+        for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, BN>(acc, cur[kk], make_desc(d + kk * (2048 >> 4), kDescHi));
         fence_acc(acc);
         wgmma_commit();
         wgmma_wait<1>();
         fence_acc(acc);
         fence_regs(spare);
-        if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((gs - 1) % STAGES));
+        if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * (st == 0 ? STAGES - 1 : st - 1));
         if (s + H::A_BUFFERS - 1 < steps) load_a(spare, s + H::A_BUFFERS - 1);
+        st = st + 1 == STAGES ? 0 : st + 1;
+        ph ^= st == 0 ? 1u : 0u;
       };
       // A_BUFFERS = 3 (BN = 64): step s loads step s + 2's fragments into the one step s − 1 used (free
       // after the wait above), so each ldmatrix is issued a whole step before its wgmma and its latency

@@ -18,9 +18,16 @@ namespace frugal::cuda {
 // leading- and stride-dimension byte offsets (each >> 4, 14 bits) and the swizzle mode in bits
 // 62-63 (1: 128-byte swizzle). Every tile it describes starts at a multiple of 1024 bytes, so the
 // base offset (bits 49-51) is 0.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+__host__ __device__ constexpr uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
   return static_cast<uint64_t>((addr >> 4) & 0x3fff) | static_cast<uint64_t>((lbo >> 4) & 0x3fff) << 16 |
          static_cast<uint64_t>((sbo >> 4) & 0x3fff) << 32 | uint64_t{1} << 62;
+}
+
+// A descriptor from its two words (a constant high word can stay a constant in the code).
+__device__ __forceinline__ uint64_t make_desc(uint32_t lo, uint32_t hi) {
+  uint64_t d;
+  asm("mov.b64 %0, {%1, %2};\n" : "=l"(d) : "r"(lo), "r"(hi));
+  return d;
 }
 
 #ifdef FRUGAL_WGMMA
