@@ -1,0 +1,34 @@
+#!/bin/bash
+# Session 21 final call: M (main b47cee2: descriptors / ring stage) and P (M + the offset index read a
+# step earlier, branch exp-act-ahead) against F (aa89c95): tests, sanitizers on the halo and rule tests,
+# C = 64 / 128 at R = 196 … 1024 (forced halo kernel at 512 / 1024, default below), two rounds.
+cd "$(dirname "$0")"; H=$(pwd)
+tar -xJf bundle.tar.xz -C /tmp; X=/tmp/cvar
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > $OUT/info.txt
+for v in M P; do
+timeout 200 $X/$v/test_sparse_conv > $OUT/test_$v.txt 2>&1; echo "test $v rc=$? $(grep -E "^\[  (PASSED|FAILED)" $OUT/test_$v.txt | tr "\n" " ")" >> $OUT/info.txt
+grep -E "FAILED|Failure" -A3 $OUT/test_$v.txt | head -30 >> $OUT/info.txt
+done
+PYTHONPATH=$H/../../.. python3 -c "
+import torch, shells
+for R in (196, 256, 512, 1024):
+    c = shells.sphere_shell(R, 'cuda'); c = torch.cat([torch.zeros_like(c[:, :1]), c], 1).cpu()
+    c.numpy().astype('int32').tofile('/tmp/coords_%d.bin' % R)
+"
+run() { # variant R C CO only
+  timeout 90 $X/$1/spconv --coords /tmp/coords_$2.bin --channels $3 --co $4 --out /tmp/o --mma-only 1 --samples 4096 --reps 10 --only $5 > /tmp/b.json 2>/tmp/b.err || echo "$1 R=$2 C=$3 rc=$? $(tail -2 /tmp/b.err)" >> $OUT/table.txt
+  cat /tmp/b.json >> $OUT/bench.jsonl
+  echo "$1 R=$2 $3->$4 $(grep -o '"conv_ms": [0-9.]*' /tmp/b.json | tail -1) $(grep -o '"wgmma[a-z0-9_]*_ms": [0-9.]*' /tmp/b.json | tr '\n' ' ') $(md5sum /tmp/o.out 2>/dev/null | cut -c1-12)" >> $OUT/table.txt
+}
+for round in 1 2; do
+  for R in 512 1024; do for v in F M P; do run $v $R 64 64 wgmma_halo_pipe; run $v $R 128 128 wgmma_halo_pipe128; done; done
+  for R in 196 256; do for v in F M P; do run $v $R 128 128 none; run $v $R 64 64 none; done; done
+done
+F="SpconvCudaWgmma.HaloKernel*:SpconvCudaWgmma.PipelinedHalo*:SpconvCudaWgmma.*Rule*"
+for v in M P; do
+timeout 150 compute-sanitizer --tool racecheck $X/$v/test_sparse_conv --gtest_filter="SpconvCudaWgmma.HaloKernel*" > /tmp/rc.log 2>&1; echo "racecheck $v rc=$? $(grep 'RACECHECK SUMMARY' /tmp/rc.log | tail -1)" >> $OUT/info.txt
+timeout 100 compute-sanitizer --tool memcheck $X/$v/test_sparse_conv --gtest_filter="$F" > /tmp/mc.log 2>&1; echo "memcheck $v rc=$? $(grep 'ERROR SUMMARY' /tmp/mc.log | tail -1)" >> $OUT/info.txt
+timeout 60 compute-sanitizer --tool synccheck $X/$v/test_sparse_conv --gtest_filter="SpconvCudaWgmma.HaloKernel*" > /tmp/sc.log 2>&1; echo "synccheck $v rc=$? $(grep 'ERROR SUMMARY' /tmp/sc.log | tail -1)" >> $OUT/info.txt
+grep -B2 -A6 "Error: Race\|Invalid" /tmp/rc.log /tmp/mc.log | head -30 >> $OUT/sanitizer_head.log
+done
+cat $OUT/info.txt; sort -s -k2,3 $OUT/table.txt
