@@ -80,12 +80,17 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[MB * Tile::BN / 2], uint
   constexpr int R = Tile::BN / 2;
   wgmma_fence();
   fence_acc(acc);
+  // The descriptors as constant words plus the stage's address >> 4 and offsets (as the halo kernel's:
+  // the stage starts on 1 KB and ends below 256 KB, so the address field takes the sum without carry).
+  constexpr uint64_t kB = smem_desc(0, 8192, 1024), kA = smem_desc(0, 16, 1024);
+  const uint32_t s4 = stage >> 4, a4 = s4 + static_cast<uint32_t>(kA) + wg * MB * (64 * 128 / 16);
 #pragma unroll
   for (int kk = 0; kk < Tile::BK / 16; ++kk) {
-    const uint64_t db = smem_desc(stage + Tile::A_STAGE + kk * 2048, 8192, 1024);
+    const uint64_t db =
+        make_desc(s4 + static_cast<uint32_t>(kB) + (Tile::A_STAGE + kk * 2048) / 16, static_cast<uint32_t>(kB >> 32));
 #pragma unroll
     for (int j = 0; j < MB; ++j) {
-      const uint64_t da = smem_desc(stage + (wg * MB + j) * 64 * 128 + kk * 32, 16, 1024);
+      const uint64_t da = make_desc(a4 + (j * 64 * 128 + kk * 32) / 16, static_cast<uint32_t>(kA >> 32));
       wgmma_ss<T, Tile::BN>(*reinterpret_cast<float(*)[R]>(acc + j * R), da, db);
     }
   }
