@@ -969,8 +969,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       // address field is the low 14 bits, and no stage ends past 256 KB: no carry) with a constant high
       // word. The consumers' step is a chain of dependent instructions that the tensor pipe waits on
       // (ncu: 36% / 54% active at C = 64 / 128); building each descriptor from its address took five
-      // of them a wgmma: this form measured 4% faster at C = 64 and 2.5–6% at C = 128
-      // (bench/results/2026-12-01-s21.md, calls 2–4).
+      // of them a wgmma: this form measured 3–4% faster at C = 64 and at C = 128
+      // (bench/results/2026-12-01-s21.md, calls 2–4 and the final call).
       uint32_t st = g % STAGES, ph = (g / STAGES) & 1;
       auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&spare)[4][4]) {
         mbar_wait(full0 + 8 * st, ph);
