@@ -80,17 +80,15 @@ __device__ __forceinline__ void wgmma_step(float (&acc)[MB * Tile::BN / 2], uint
   constexpr int R = Tile::BN / 2;
   wgmma_fence();
   fence_acc(acc);
-  // The descriptors as constant words plus the stage's address >> 4 and offsets (as the halo kernel's:
-  // the stage starts on 1 KB and ends below 256 KB, so the address field takes the sum without carry).
-  constexpr uint64_t kB = smem_desc(0, 8192, 1024), kA = smem_desc(0, 16, 1024);
-  const uint32_t s4 = stage >> 4, a4 = s4 + static_cast<uint32_t>(kA) + wg * MB * (64 * 128 / 16);
+  using DB = SmemDesc<8192, 1024>;
+  using DA = SmemDesc<16, 1024>;
+  const uint32_t s4 = stage >> 4, a4 = s4 + DA::kLo + wg * MB * (64 * 128 / 16);
 #pragma unroll
   for (int kk = 0; kk < Tile::BK / 16; ++kk) {
-    const uint64_t db =
-        make_desc(s4 + static_cast<uint32_t>(kB) + (Tile::A_STAGE + kk * 2048) / 16, static_cast<uint32_t>(kB >> 32));
+    const uint64_t db = DB::with_lo(s4 + DB::kLo + (Tile::A_STAGE + kk * 2048) / 16);
 #pragma unroll
     for (int j = 0; j < MB; ++j) {
-      const uint64_t da = make_desc(a4 + (j * 64 * 128 + kk * 32) / 16, static_cast<uint32_t>(kA >> 32));
+      const uint64_t da = DA::with_lo(a4 + (j * 64 * 128 + kk * 32) / 16);
       wgmma_ss<T, Tile::BN>(*reinterpret_cast<float(*)[R]>(acc + j * R), da, db);
     }
   }
@@ -934,9 +932,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   } else {  // ---- the consumers
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
     uint32_t g = 0;  // steps of the earlier units: the weight ring's position
-    constexpr uint64_t kDesc = smem_desc(0, 8192, 1024);  // the weight stages' descriptor, less the address
-    constexpr uint32_t kDescHi = static_cast<uint32_t>(kDesc >> 32);
-    const uint32_t desc0_lo = static_cast<uint32_t>(kDesc) | ((sbase >> 4) & 0x3fff);
+    using DW = SmemDesc<8192, 1024>;
+    const uint32_t desc0_lo = DW::kLo | ((sbase >> 4) & 0x3fff);  // the first weight stage's low word
     float acc[BN / 2];
     for (int64_t u = 0;; ++u) {
       const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
@@ -965,12 +962,11 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(f[kk], row + (((kk * 2 + half) ^ phase) << 4));
       };
       // The weight ring's stage and phase advance a step at a time (no division in the loop), and a
-      // stage's descriptors are the first stage's low word plus whole stages and 2 KB k-slices (the
-      // address field is the low 14 bits, and no stage ends past 256 KB: no carry) with a constant high
-      // word. The consumers' step is a chain of dependent instructions that the tensor pipe waits on
-      // (ncu: 36% / 54% active at C = 64 / 128); building each descriptor from its address took five
-      // of them a wgmma: this form measured 3–4% faster at C = 64 and at C = 128
-      // (bench/results/2026-12-01-s21.md, calls 2–4 and the final call).
+      // stage's descriptors are the first stage's low word plus whole stages and 2 KB k-slices
+      // (SmemDesc). The consumers' step is a chain of dependent instructions the tensor pipe waits on
+      // (ncu: 36% / 54% active at C = 64 / 128); with the division and the descriptors built from
+      // addresses off it, 3–4% faster at C = 64 and 128 (bench/results/2026-12-01-s21.md, calls 2–4
+      // and the final call).
       uint32_t st = g % STAGES, ph = (g / STAGES) & 1;
       auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&spare)[4][4]) {
         mbar_wait(full0 + 8 * st, ph);
@@ -979,7 +975,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         fence_regs(cur);
         const uint32_t d = desc0_lo + st * (H::B_STAGE >> 4);
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, BN>(acc, cur[kk], make_desc(d + kk * (2048 >> 4), kDescHi));
+        for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, BN>(acc, cur[kk], DW::with_lo(d + kk * (2048 >> 4)));
         fence_acc(acc);
         wgmma_commit();
         wgmma_wait<1>();

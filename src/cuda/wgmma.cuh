@@ -23,12 +23,21 @@ __host__ __device__ constexpr uint64_t smem_desc(uint32_t addr, uint32_t lbo, ui
          static_cast<uint64_t>((sbo >> 4) & 0x3fff) << 32 | uint64_t{1} << 62;
 }
 
-// A descriptor from its two words (a constant high word can stay a constant in the code).
-__device__ __forceinline__ uint64_t make_desc(uint32_t lo, uint32_t hi) {
-  uint64_t d;
-  asm("mov.b64 %0, {%1, %2};\n" : "=l"(d) : "r"(lo), "r"(hi));
-  return d;
-}
+// smem_desc's two words, for descriptors formed in the hot loops: the low word's address field takes
+// address >> 4 plus offsets (>> 4) added as integers — every tile sits below 256 KB, so the sum stays
+// inside the field's 14 bits — and the high word is a constant (it stays one in the code). In the conv
+// kernels' steps, building each descriptor from its address took five dependent instructions a wgmma;
+// this form measured 3–4% faster (bench/results/2026-12-01-s21.md).
+template <uint32_t LBO, uint32_t SBO>
+struct SmemDesc {
+  static constexpr uint32_t kLo = static_cast<uint32_t>(smem_desc(0, LBO, SBO));  // at address 0
+  static constexpr uint32_t kHi = static_cast<uint32_t>(smem_desc(0, LBO, SBO) >> 32);
+  __device__ static __forceinline__ uint64_t with_lo(uint32_t lo) {
+    uint64_t d;
+    asm("mov.b64 %0, {%1, %2};\n" : "=l"(d) : "r"(lo), "r"(kHi));
+    return d;
+  }
+};
 
 #ifdef FRUGAL_WGMMA
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
