@@ -501,8 +501,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // after their last reads (and the epilogue after a tile's last pass) and the weight warp after its
 // last copy of the unit: the buffer may be refilled). A buffer holds a unit: one pass of a tile.
 // A tile that does not fit CAP rows (by ranges, BN = 64, CAP 632: 6.9% of the R = 1024 shell's tiles in
-// the map's order, 2.2% at R = 512; at Ci > 64 by boxes, BN = 128, CAP 568: 5.0% and 2.0%, by ranges
-// 11.8% and 8.8%; fit3.py in bench/results/2026-12-01-spconv-bounds/; every tile of a dense block or of
+// the map's order, 2.2% at R = 512; at Ci > 64 by boxes, two passes (CAP 632 with the map slice in
+// registers, HaloPipe::MAP): 1.1% and 0.1% (5.0% and 2.0% at the 568 rows one pass leaves); fit3.py in
+// bench/results/2026-12-01-spconv-bounds/; every tile of a dense block or of
 // rows in random order) is
 // handed off: the prologue appends it to p.handoff and goes on to its next tile in the
 // same buffer, and kernel_conv_wgmma_ws (two blocks a multiprocessor at BN = 64, one at 128) runs the
@@ -518,12 +519,12 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // Ci ≤ 64 it is theirs.
 // A tile's layout by boxes (below): each third of the offsets spans < kHaloBoxSpan boxes of 8 rows.
 constexpr int kHaloBoxSpan = 256, kHaloBoxWords = 3 * kHaloBoxSpan / 32;
-template <int BN_>
+template <int BN_, int PASSES_ = 1>
 struct HaloPipe {
   static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
   // STAGES (BN = 64): 5 or 6 measured 5–9% slower (zero-phase.md, call 2), and 6 still 2–6% slower with
   // the ring's index kept as counters instead of divided (call 5): a deeper ring does not help here.
-  // BN = 128: 3 stages of 16 KB, so that the halo buffers keep CAP = 568 rows.
+  // BN = 128: 3 stages of 16 KB, so that the halo buffers keep CAP = 632 rows (two passes; 568 at one).
   static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
   static constexpr int A_BUFFERS = BN == 64 ? 3 : 2;  // register A fragments in flight (the consumers' loop)
   static constexpr int B_STAGE = BK * BN * 2;
@@ -531,7 +532,14 @@ struct HaloPipe {
   static constexpr size_t SLOTS = size_t(kMaxOffsets) * BM;    // 16-bit entries a buffer
   static constexpr int ZERO = 8;                               // slots 0–7: zero rows, one a swizzle phase
   static constexpr size_t BUDGET = 232448 - 2048;              // dynamic shared memory; the static part aside
-  static constexpr size_t MAP = size_t(kMaxOffsets) * BM * 4;  // the prologue's map slice (int32), one tile ahead
+  // The prologue's map slice (int32 entries): in shared memory, fetched a tile ahead by cp.async, for one
+  // pass; for two, in the prologue threads' registers, loaded at the top of the tile's iteration (in
+  // flight while the free buffer is waited for), its 16 KB given to the halo buffers (CAP 568 → 632 at
+  // BN = 128: 1.1% of the R = 1024 shell's tiles handed off instead of 5.0%): at C = 128 4–6% faster at
+  // R = 1024, 2–4% at R = 256–512; the same at one pass (C = 64, CAP 632 → 696) was 3–5% slower — its
+  // tiles are half as long, the loads' latency shows (bench/results/2026-12-01-s22.md, call 4, final).
+  static constexpr bool kMapInRegisters = PASSES_ > 1;
+  static constexpr size_t MAP = kMapInRegisters ? 0 : size_t(kMaxOffsets) * BM * 4;
   static constexpr size_t FIXED = 1024 + size_t(STAGES) * B_STAGE + MAP + 2 * SLOTS * 2;
   static constexpr int CAP = static_cast<int>((BUDGET - FIXED) / 2 / 128 - ZERO) / 8 * 8;
   static constexpr size_t HALO = size_t(ZERO + CAP) * 128;
@@ -552,8 +560,8 @@ __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) 
 // each third fall in, counted from lo (box i: rows lo + 8i …), each used box once, in order — third
 // 0's, then 1's, then 2's; a third's rows must span fewer than kHaloBoxSpan boxes (a byte flag a box
 // while the tile is laid out). A tile fits when its layout takes at most CAP slots: of the R = 1024
-// shell's tiles 6.9% / 11.8% do not by ranges at BN = 64 / 128, 1.1% / 5.0% by boxes
-// (bench/results/2026-12-01-spconv-bounds.md).
+// shell's tiles 6.9% / 11.8% do not by ranges at CAP = 632 / 568, 1.1% / 5.0% by boxes
+// (bench/results/2026-12-01-spconv-bounds.md; two passes have 696 / 632 rows at BN = 64 / 128: MAP).
 // Boxes are taken only at Ci > 64 (two passes: the consumers' tile takes twice as long, and the layout's
 // extra work is hidden). At Ci ≤ 64 it was not: +1 to +3% at R = 256–512, 0 at R = 1024, where at Ci = 128
 // R = 512 / 1024 / 196 gained 5 / 1–2 / 1–3% (R = 256 +2–5%); 2026-12-01-spconv-bounds.md, calls 3–5.
@@ -608,7 +616,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     kernel_conv_halo_pipe(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap fmap,
                           const __grid_constant__ CUtensorMap fmap64, Params p) {
 #ifdef FRUGAL_WGMMA
-  using H = HaloPipe<BN>;
+  using H = HaloPipe<BN, PASSES>;
   constexpr int BM = H::BM, STAGES = H::STAGES, CONSUMERS = H::CONSUMERS, PRO = H::PROLOGUE, CAP = H::CAP,
                 ZERO = H::ZERO;
   extern __shared__ unsigned char smem_raw[];
@@ -626,7 +634,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   const uint32_t meta0 = static_cast<uint32_t>(__cvta_generic_to_shared(meta_s));
   const uint32_t halo_bar0 = static_cast<uint32_t>(__cvta_generic_to_shared(halo_s));
   const uint32_t free0 = static_cast<uint32_t>(__cvta_generic_to_shared(free_s));
-  int32_t* map_s = reinterpret_cast<int32_t*>(smem + STAGES * H::B_STAGE);  // the prologue's map slice
+  int32_t* map_s = reinterpret_cast<int32_t*>(smem + STAGES * H::B_STAGE);  // the prologue's map slice (or none)
   uint16_t* slots0 = reinterpret_cast<uint16_t*>(smem + STAGES * H::B_STAGE + H::MAP);
   unsigned char* halo0 = smem + H::FIXED - 1024;  // buffer b at halo0 + b · HALO; slot s at + 128 s
   const uint32_t halo_addr0 = sbase + static_cast<uint32_t>(H::FIXED - 1024);
@@ -666,17 +674,24 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
 
   if (tid >= CONSUMERS + 32) {  // ---- the prologue warps: tile j's map slice, ranges, slots and rows
     const int pt = tid - CONSUMERS - 32;
-    // Tile t's map slice into map_s: this thread's row, one 4-byte copy an offset (the rows of a warp
-    // are consecutive: 128 bytes a copy instruction), all in flight at once and no register held.
+    // Tile t's map slice, this thread's row: into map_s, one 4-byte copy an offset (the rows of a warp
+    // are consecutive: 128 bytes a copy instruction), all in flight at once and no register held; or
+    // (H::kMapInRegisters) into nx, one load an offset.
+    [[maybe_unused]] int32_t nx[kMaxOffsets];
     auto fetch_map = [&](int64_t t) {
       const int64_t t0 = t * BM;
-      if (t0 + pt < p.rows) {
-        const int64_t row = p.perm ? __ldg(&p.perm[t0 + pt]) : p.row_begin + t0 + pt;
-        for (int k = 0; k < p.k; ++k) cp_async4(map_s + k * BM + pt, p.nbr + k * p.n + row);
+      const bool in = t0 + pt < p.rows;
+      const int64_t row = in ? (p.perm ? __ldg(&p.perm[t0 + pt]) : p.row_begin + t0 + pt) : 0;
+      if constexpr (H::kMapInRegisters) {
+#pragma unroll
+        for (int k = 0; k < kMaxOffsets; ++k) nx[k] = in && k < p.k ? __ldg(p.nbr + k * p.n + row) : 0;
+      } else {
+        if (in)
+          for (int k = 0; k < p.k; ++k) cp_async4(map_s + k * BM + pt, p.nbr + k * p.n + row);
+        cp_async_commit();
       }
-      cp_async_commit();
     };
-    fetch_map(blockIdx.x);
+    if constexpr (!H::kMapInRegisters) fetch_map(blockIdx.x);
     int64_t j = 0;  // the tiles kept so far
     // Unit u's buffer (u % 2) is free: its last unit (u − 2) is done with. Waited for a tile's first unit
     // at the start of every tile, also one that is then handed off (the wait also frees the tile state
@@ -693,6 +708,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
       const int sb = static_cast<int>(j & 1);  // the tile's state
       const int64_t u0 = j * PASSES;           // its first unit
+      if constexpr (H::kMapInRegisters) fetch_map(t);
       wait_free(u0);
       // The box flags, in the first unit's halo buffer after its zero slots (free: waited for above; its
       // rows are requested after the flags are read, behind the proxy fence below).
@@ -762,10 +778,15 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         const int kcount = KC ? KC : p.k, per = KC ? (KC + 2) / 3 : (p.k + 2) / 3;
         const int n32 = static_cast<int>(p.n);  // n < INT32_MAX (checked by the API): the absent mark is an int32
         int32_t v[KN];
-        cp_async_wait<0>();
-        named_barrier_prologue();  // every thread's copies of the slice have landed
+        if constexpr (H::kMapInRegisters) {
 #pragma unroll
-        for (int k = 0; k < KN; ++k) v[k] = live && k < kcount ? map_s[k * BM + r] : n32;
+          for (int k = 0; k < KN; ++k) v[k] = live && k < kcount ? nx[k] : n32;
+        } else {
+          cp_async_wait<0>();
+          named_barrier_prologue();  // every thread's copies of the slice have landed
+#pragma unroll
+          for (int k = 0; k < KN; ++k) v[k] = live && k < kcount ? map_s[k * BM + r] : n32;
+        }
         int badk = kMaxOffsets;
 #pragma unroll
         for (int k = 0; k < KN; ++k) {
@@ -788,7 +809,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           for (int q = 0; q < 3; ++q) atomicMin(&range_lo[sb][q], lo[q]), atomicMax(&range_hi[sb][q], hi[q]);
         }
         named_barrier_prologue();
-        if (t + gridDim.x < tiles) fetch_map(t + gridDim.x);  // every thread has read this slice (the barrier above)
+        if constexpr (!H::kMapInRegisters)
+          if (t + gridDim.x < tiles) fetch_map(t + gridDim.x);  // every thread has read this slice (the barrier above)
         // The layout: by ranges where they fit (most tiles of a shell in the map's order: the cheaper
         // layout), else (Ci > 64 only) by boxes where those fit.
         int slot_end = ZERO;
@@ -1233,9 +1255,11 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         const int64_t tiles = ceil_div<int64_t>(p.rows, H::BM);
         FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 2 * sizeof(unsigned), s));  // count, done
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
-        const auto kernel = p.ci <= H::BK ? kernel_conv_halo_pipe<T, BN, 1> : kernel_conv_halo_pipe<T, BN, 2>;
-        allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(H::SMEM));
-        kernel<<<blocks, H::THREADS, H::SMEM, s>>>(map, fmap, fmap64, p);
+        const bool one = p.ci <= H::BK;
+        const auto kernel = one ? kernel_conv_halo_pipe<T, BN, 1> : kernel_conv_halo_pipe<T, BN, 2>;
+        const size_t smem = one ? HaloPipe<BN, 1>::SMEM : HaloPipe<BN, 2>::SMEM;
+        allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(smem));
+        kernel<<<blocks, H::THREADS, smem, s>>>(map, fmap, fmap64, p);
         FRUGAL_CUDA_CHECK_LAUNCH();
         ++g_halo_pipe_launches;
         // The tiles it left, through the warp-specialized kernel (two blocks a multiprocessor at BN =
@@ -1278,7 +1302,12 @@ template void launch_wgmma<__nv_bfloat16, 256>(const Params&, int, int, int, cud
 
 int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
 
-int halo_pipe_cap(int bn) { return bn == 64 ? HaloPipe<64>::CAP : HaloPipe<128>::CAP; }
+// The rows a halo buffer holds for p's channels (its kernel: BN, passes).
+int halo_pipe_cap(int bn, int64_t ci) {
+  const bool two = ci > HaloPipe<64>::BK;
+  return bn == 64 ? (two ? HaloPipe<64, 2>::CAP : HaloPipe<64, 1>::CAP)
+                  : (two ? HaloPipe<128, 2>::CAP : HaloPipe<128, 1>::CAP);
+}
 
 // The probe on s: launch p's fitting sample tiles (halo buffers of cap rows) into *count.
 void launch_halo_probe(const Params& p, int cap, unsigned* count, cudaStream_t s) {
@@ -1288,7 +1317,7 @@ void launch_halo_probe(const Params& p, int cap, unsigned* count, cudaStream_t s
 }
 
 void halo_probe(const Params& p, int bn, cudaStream_t s) {
-  launch_halo_probe(p, halo_pipe_cap(bn), p.handoff_count + 2, s);
+  launch_halo_probe(p, halo_pipe_cap(bn, p.ci), p.handoff_count + 2, s);
 }
 
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
@@ -1307,7 +1336,7 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
   static std::vector<Probe> probes;   // the last kMaps launches asked about, oldest first
   static unsigned* counts = nullptr;  // pinned host memory, kMaps counts (kept for the process)
   const std::lock_guard<std::mutex> lock(mutex);
-  const int cap = halo_pipe_cap(bn);
+  const int cap = halo_pipe_cap(bn, p.ci);
   for (Probe& e : probes) {
     if (e.device != device || e.nbr != p.nbr || e.n != p.n || e.row_begin != p.row_begin || e.rows != p.rows ||
         e.k != p.k || e.cap != cap || e.boxes != halo_by_boxes(p.ci))
