@@ -501,8 +501,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // after their last reads (and the epilogue after a tile's last pass) and the weight warp after its
 // last copy of the unit: the buffer may be refilled). A buffer holds a unit: one pass of a tile.
 // A tile that does not fit CAP rows (by ranges, BN = 64, CAP 632: 6.9% of the R = 1024 shell's tiles in
-// the map's order, 2.2% at R = 512; at Ci > 64 by boxes, two passes (CAP 632 with the map slice in
-// registers, HaloPipe::MAP): 1.1% and 0.1% (5.0% and 2.0% at the 568 rows one pass leaves); fit3.py in
+// the map's order, 2.2% at R = 512; at Ci > 64 by boxes, BN = 128 (two passes: CAP 632, the map slice
+// in registers, HaloPipe::MAP): 1.1% and 0.1% (5.0% and 2.0% at 568 rows); fit3.py in
 // bench/results/2026-12-01-spconv-bounds/; every tile of a dense block or of
 // rows in random order) is
 // handed off: the prologue appends it to p.handoff and goes on to its next tile in the
