@@ -551,6 +551,8 @@ struct HaloPipe {
   static_assert(size_t(CAP) * 128 >= 3 * kHaloBoxSpan, "a tile's box flags (a byte a box) fit a halo buffer");
 };
 constexpr int kHaloPasses = 2;  // Ci ≤ 64 · kHaloPasses
+// The passes of 64 input channels the halo kernel makes at Ci (its PASSES).
+__host__ __device__ constexpr int halo_passes(int64_t ci) { return ci > 64 ? 2 : 1; }
 
 // The third of the offsets offset k belongs to (per = ⌈K / 3⌉): the halo range its neighbors come from.
 __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) + (k >= 2 * per); }
@@ -565,7 +567,7 @@ __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) 
 // Boxes are taken only at Ci > 64 (two passes: the consumers' tile takes twice as long, and the layout's
 // extra work is hidden). At Ci ≤ 64 it was not: +1 to +3% at R = 256–512, 0 at R = 1024, where at Ci = 128
 // R = 512 / 1024 / 196 gained 5 / 1–2 / 1–3% (R = 256 +2–5%); 2026-12-01-spconv-bounds.md, calls 3–5.
-__host__ __device__ constexpr bool halo_by_boxes(int64_t ci) { return ci > 64; }
+__host__ __device__ constexpr bool halo_by_boxes(int64_t ci) { return halo_passes(ci) > 1; }
 // By ranges (the cheaper layout, taken where it fits): the slots the range [lo, hi] takes, whole boxes
 // of 8 rows, 0 when empty (hi < lo), capped at 2^15 (past any fit); range q's rows at slots base[q] ….
 __device__ __forceinline__ int halo_slots(int lo, int hi) {
@@ -1255,7 +1257,7 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         const int64_t tiles = ceil_div<int64_t>(p.rows, H::BM);
         FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 2 * sizeof(unsigned), s));  // count, done
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
-        const bool one = p.ci <= H::BK;
+        const bool one = halo_passes(p.ci) == 1;
         const auto kernel = one ? kernel_conv_halo_pipe<T, BN, 1> : kernel_conv_halo_pipe<T, BN, 2>;
         const size_t smem = one ? HaloPipe<BN, 1>::SMEM : HaloPipe<BN, 2>::SMEM;
         allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(smem));
@@ -1304,9 +1306,9 @@ int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
 
 // The rows a halo buffer holds for p's channels (its kernel: BN, passes).
 int halo_pipe_cap(int bn, int64_t ci) {
-  const bool two = ci > HaloPipe<64>::BK;
-  return bn == 64 ? (two ? HaloPipe<64, 2>::CAP : HaloPipe<64, 1>::CAP)
-                  : (two ? HaloPipe<128, 2>::CAP : HaloPipe<128, 1>::CAP);
+  const bool one = halo_passes(ci) == 1;
+  return bn == 64 ? (one ? HaloPipe<64, 1>::CAP : HaloPipe<64, 2>::CAP)
+                  : (one ? HaloPipe<128, 1>::CAP : HaloPipe<128, 2>::CAP);
 }
 
 // The probe on s: launch p's fitting sample tiles (halo buffers of cap rows) into *count.
