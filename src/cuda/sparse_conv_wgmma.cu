@@ -525,8 +525,25 @@ struct HaloPipe {
   // STAGES (BN = 64): 5 or 6 measured 5–9% slower (zero-phase.md, call 2), and 6 still 2–6% slower with
   // the ring's index kept as counters instead of divided (call 5): a deeper ring does not help here.
   // BN = 128: 3 stages of 16 KB, so that the halo buffers keep CAP = 632 rows (two passes; 568 at one).
-  static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
-  static constexpr int A_BUFFERS = BN == 64 ? 3 : 2;  // register A fragments in flight (the consumers' loop)
+  // Warpgroups: two of consumers, the prologue's, and the weight warp's (its other three warps leave at
+  // once). Four warpgroups so that setmaxnreg can move registers between them: at launch every thread
+  // has 128 (65,536 / 512); the weight warpgroup gives up all but REG_WEIGHT, the consumers take them.
+  static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
+#ifndef FRUGAL_EXP_RC1
+#define FRUGAL_EXP_RC1 176
+#define FRUGAL_EXP_RP1 128
+#define FRUGAL_EXP_RC2 160
+#define FRUGAL_EXP_RP2 152
+#endif
+  static constexpr int REG_CONSUMER = PASSES_ > 1 ? FRUGAL_EXP_RC2 : FRUGAL_EXP_RC1,
+                       REG_PROLOGUE = PASSES_ > 1 ? FRUGAL_EXP_RP2 : FRUGAL_EXP_RP1,
+                       REG_WEIGHT = 512 - 2 * REG_CONSUMER - REG_PROLOGUE;
+  static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER % 8 == 0, "setmaxnreg's counts");
+#ifndef FRUGAL_EXP_AB64
+#define FRUGAL_EXP_AB64 3
+#define FRUGAL_EXP_AB128 2
+#endif
+  static constexpr int A_BUFFERS = BN == 64 ? FRUGAL_EXP_AB64 : FRUGAL_EXP_AB128;  // register A fragments in flight (the consumers' loop)
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr size_t STAGING = size_t(BM) * LDC * 2;
   static constexpr size_t SLOTS = size_t(kMaxOffsets) * BM;    // 16-bit entries a buffer
@@ -674,8 +691,12 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     *reinterpret_cast<uint4*>(halo0 + (i / (ZERO * 8)) * H::HALO + (i % (ZERO * 8)) * 16) = make_uint4(0, 0, 0, 0);
   __syncthreads();
 
-  if (tid >= CONSUMERS + 32) {  // ---- the prologue warps: tile j's map slice, ranges, slots and rows
-    const int pt = tid - CONSUMERS - 32;
+  if (tid >= CONSUMERS && tid < CONSUMERS + PRO) {  // ---- the prologue warps: tile j's map slice, ranges, slots and rows
+    if constexpr (H::REG_PROLOGUE > 128)
+      setmaxnreg_inc<H::REG_PROLOGUE>();
+    else
+      setmaxnreg_dec<H::REG_PROLOGUE>();
+    const int pt = tid - CONSUMERS;
     // Tile t's map slice, this thread's row: into map_s, one 4-byte copy an offset (the rows of a warp
     // are consecutive: 128 bytes a copy instruction), all in flight at once and no register held; or
     // (H::kMapInRegisters) into nx, one load an offset.
@@ -933,6 +954,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     if (pt == 0) act_count[j & 1] = -1;
     mbar_arrive(meta0 + 8 * static_cast<int>((j * PASSES) & 1));
   } else if (tid >= CONSUMERS) {  // ---- the weight warp: each step's slice, in tile order
+    setmaxnreg_dec<H::REG_WEIGHT>();
+    if (tid >= CONSUMERS + PRO + 32) return;  // the warpgroup's other warps
     if (lane == 0) {
       uint32_t g = 0;
       for (int64_t u = 0;; ++u) {
@@ -954,6 +977,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     }
     __syncwarp();
   } else {  // ---- the consumers
+    setmaxnreg_inc<H::REG_CONSUMER>();
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
     uint32_t g = 0;  // steps of the earlier units: the weight ring's position
     using DW = SmemDesc<8192, 1024>;
@@ -1015,26 +1039,20 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       // (bank conflicts included) is off the path from one step's wgmma to the next; with two, the loop
       // was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3). Two at BN = 128, whose
       // 64 accumulators leave no room for a third under the block's 128 registers a thread.
-      uint32_t a0[4][4], a1[4][4], a2[4][4];  // (a2 unused with two)
-      if (steps > 0) load_a(a0, 0);
-      if constexpr (H::A_BUFFERS == 3) {
-        if (steps > 1) load_a(a1, 1);
-        for (int s = 0; s < steps; s += 3) {
-          step(s, a0, a2);
-          if (s + 1 < steps) step(s + 1, a1, a0);
-          if (s + 2 < steps) step(s + 2, a2, a1);
-        }
-      } else {
-        for (int s = 0; s < steps; s += 2) {
-          step(s, a0, a1);
-          if (s + 1 < steps) step(s + 1, a1, a0);
-        }
+      constexpr int AB = H::A_BUFFERS;
+      uint32_t a[AB][4][4];  // step s's fragments in a[s % AB]
+#pragma unroll
+      for (int i = 0; i + 1 < AB; ++i)
+        if (i < steps) load_a(a[i], i);
+      for (int s = 0; s < steps; s += AB) {
+#pragma unroll
+        for (int i = 0; i < AB; ++i)
+          if (s + i < steps) step(s + i, a[i], a[(i + AB - 1) % AB]);
       }
       wgmma_wait<0>();
       fence_acc(acc);
-      fence_regs(a0);
-      fence_regs(a1);
-      if constexpr (H::A_BUFFERS == 3) fence_regs(a2);
+#pragma unroll
+      for (int i = 0; i < AB; ++i) fence_regs(a[i]);
       if (steps > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g + steps - 1) % STAGES));
       g += steps;
       if (h == PASSES - 1) {
