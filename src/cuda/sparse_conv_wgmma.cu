@@ -493,7 +493,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 //     slot; then the first warp copies the rows with the copy engine (2-D tensor maps of the features,
 //     copies of 64 rows and then of 8, the 128-byte swizzle: a row's
 //     chunk c lands at chunk c ^ (slot % 8) of its slot, the phase ldmatrix reads with);
-//   - 1 weight warp: the weight slice of each step of each tile, in tile order, through STAGES stages;
+//   - 1 weight warp (in a warpgroup of its own, whose other warps leave: HaloPipe's registers): the
+//     weight slice of each step of each tile, in tile order, through STAGES stages;
 //   - 2 consumer warpgroups: the main loop, then the epilogue, staged in the tile's own halo buffer
 //     (its rows are read by then).
 // Per halo buffer b, three mbarriers: meta (the 128 prologue threads arrive: slots, offsets, rows
@@ -525,25 +526,21 @@ struct HaloPipe {
   // STAGES (BN = 64): 5 or 6 measured 5–9% slower (zero-phase.md, call 2), and 6 still 2–6% slower with
   // the ring's index kept as counters instead of divided (call 5): a deeper ring does not help here.
   // BN = 128: 3 stages of 16 KB, so that the halo buffers keep CAP = 632 rows (two passes; 568 at one).
-  // Warpgroups: two of consumers, the prologue's, and the weight warp's (its other three warps leave at
-  // once). Four warpgroups so that setmaxnreg can move registers between them: at launch every thread
-  // has 128 (65,536 / 512); the weight warpgroup gives up all but REG_WEIGHT, the consumers take them.
+  // Four warpgroups: two of consumers, the prologue's 128 threads, and one holding the weight warp (its
+  // other three warps leave at once) — so that setmaxnreg can move registers between roles. At launch
+  // every thread has 128 (65,536 / 512); the weight warpgroup keeps REG_WEIGHT, the prologue REG_PROLOGUE,
+  // the consumers take the rest. ptxas allocates each role's code within its count. At two passes the
+  // prologue (its map slice in registers) needs ~152 and spilled 36–48 bytes at 128; the consumers' loop
+  // compiles with its descriptors on the uniform datapath instead of 14 R2UR moves at BN = 128. (With
+  // 416 threads — 256 + the weight warp + 128 — ptxas gave every thread 128 all the same.) C = 128
+  // R = 1024 3.5% faster, C = 64 unchanged; one more A buffer with the registers for it (4 at BN = 64,
+  // 3 at 128) was 2–4% slower (bench/results/2026-12-01-s23.md, call 1).
   static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
-#ifndef FRUGAL_EXP_RC1
-#define FRUGAL_EXP_RC1 176
-#define FRUGAL_EXP_RP1 128
-#define FRUGAL_EXP_RC2 160
-#define FRUGAL_EXP_RP2 152
-#endif
-  static constexpr int REG_CONSUMER = PASSES_ > 1 ? FRUGAL_EXP_RC2 : FRUGAL_EXP_RC1,
-                       REG_PROLOGUE = PASSES_ > 1 ? FRUGAL_EXP_RP2 : FRUGAL_EXP_RP1,
+  static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : 176, REG_PROLOGUE = PASSES_ > 1 ? 152 : 112,
                        REG_WEIGHT = 512 - 2 * REG_CONSUMER - REG_PROLOGUE;
-  static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER % 8 == 0, "setmaxnreg's counts");
-#ifndef FRUGAL_EXP_AB64
-#define FRUGAL_EXP_AB64 3
-#define FRUGAL_EXP_AB128 2
-#endif
-  static constexpr int A_BUFFERS = BN == 64 ? FRUGAL_EXP_AB64 : FRUGAL_EXP_AB128;  // register A fragments in flight (the consumers' loop)
+  static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER % 8 == 0 && REG_PROLOGUE % 8 == 0,
+                "setmaxnreg's counts: multiples of 8 in [24, 256], within the block's 65,536");
+  static constexpr int A_BUFFERS = BN == 64 ? 3 : 2;  // register A fragments in flight (the consumers' loop)
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr size_t STAGING = size_t(BM) * LDC * 2;
   static constexpr size_t SLOTS = size_t(kMaxOffsets) * BM;    // 16-bit entries a buffer
@@ -1037,8 +1034,9 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       // A_BUFFERS = 3 (BN = 64): step s loads step s + 2's fragments into the one step s − 1 used (free
       // after the wait above), so each ldmatrix is issued a whole step before its wgmma and its latency
       // (bank conflicts included) is off the path from one step's wgmma to the next; with two, the loop
-      // was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3). Two at BN = 128, whose
-      // 64 accumulators leave no room for a third under the block's 128 registers a thread.
+      // was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3). Two at BN = 128: a third
+      // (the consumers have the registers since setmaxnreg) was 2% slower there, a fourth at BN = 64 4%
+      // (bench/results/2026-12-01-s23.md, call 1).
       constexpr int AB = H::A_BUFFERS;
       uint32_t a[AB][4][4];  // step s's fragments in a[s % AB]
 #pragma unroll
