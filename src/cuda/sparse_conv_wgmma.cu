@@ -493,7 +493,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 //     slot; then the first warp copies the rows with the copy engine (2-D tensor maps of the features,
 //     copies of 64 rows and then of 8, the 128-byte swizzle: a row's
 //     chunk c lands at chunk c ^ (slot % 8) of its slot, the phase ldmatrix reads with);
-//   - 1 weight warp: the weight slice of each step of each tile, in tile order, through STAGES stages;
+//   - 1 weight warp (in a warpgroup of its own, whose other warps leave: HaloPipe's registers): the
+//     weight slice of each step of each tile, in tile order, through STAGES stages;
 //   - 2 consumer warpgroups: the main loop, then the epilogue, staged in the tile's own halo buffer
 //     (its rows are read by then).
 // Per halo buffer b, three mbarriers: meta (the 128 prologue threads arrive: slots, offsets, rows
@@ -525,7 +526,20 @@ struct HaloPipe {
   // STAGES (BN = 64): 5 or 6 measured 5–9% slower (zero-phase.md, call 2), and 6 still 2–6% slower with
   // the ring's index kept as counters instead of divided (call 5): a deeper ring does not help here.
   // BN = 128: 3 stages of 16 KB, so that the halo buffers keep CAP = 632 rows (two passes; 568 at one).
-  static constexpr int THREADS = CONSUMERS + 32 + PROLOGUE, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
+  // Four warpgroups: two of consumers, the prologue's 128 threads, and one holding the weight warp (its
+  // other three warps leave at once) — so that setmaxnreg can move registers between roles. At launch
+  // every thread has 128 (65,536 / 512); the weight warpgroup keeps REG_WEIGHT, the prologue REG_PROLOGUE,
+  // the consumers take the rest. ptxas allocates each role's code within its count. At two passes the
+  // prologue (its map slice in registers) needs ~152 and spilled 36–48 bytes at 128; the consumers' loop
+  // compiles with its descriptors on the uniform datapath instead of 14 R2UR moves at BN = 128. (With
+  // 416 threads — 256 + the weight warp + 128 — ptxas gave every thread 128 all the same.) C = 128
+  // R = 1024 3.5% faster, C = 64 unchanged; one more A buffer with the registers for it (4 at BN = 64,
+  // 3 at 128) was 2–4% slower (bench/results/2026-12-01-s23.md, call 1).
+  static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
+  static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : 176, REG_PROLOGUE = PASSES_ > 1 ? 152 : 112,
+                       REG_WEIGHT = 512 - 2 * REG_CONSUMER - REG_PROLOGUE;
+  static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER % 8 == 0 && REG_PROLOGUE % 8 == 0,
+                "setmaxnreg's counts: multiples of 8 in [24, 256], within the block's 65,536");
   static constexpr int A_BUFFERS = BN == 64 ? 3 : 2;  // register A fragments in flight (the consumers' loop)
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr size_t STAGING = size_t(BM) * LDC * 2;
@@ -674,8 +688,12 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     *reinterpret_cast<uint4*>(halo0 + (i / (ZERO * 8)) * H::HALO + (i % (ZERO * 8)) * 16) = make_uint4(0, 0, 0, 0);
   __syncthreads();
 
-  if (tid >= CONSUMERS + 32) {  // ---- the prologue warps: tile j's map slice, ranges, slots and rows
-    const int pt = tid - CONSUMERS - 32;
+  if (tid >= CONSUMERS && tid < CONSUMERS + PRO) {  // ---- the prologue warps: tile j's map slice, ranges, slots and rows
+    if constexpr (H::REG_PROLOGUE > 128)
+      setmaxnreg_inc<H::REG_PROLOGUE>();
+    else
+      setmaxnreg_dec<H::REG_PROLOGUE>();
+    const int pt = tid - CONSUMERS;
     // Tile t's map slice, this thread's row: into map_s, one 4-byte copy an offset (the rows of a warp
     // are consecutive: 128 bytes a copy instruction), all in flight at once and no register held; or
     // (H::kMapInRegisters) into nx, one load an offset.
@@ -933,6 +951,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     if (pt == 0) act_count[j & 1] = -1;
     mbar_arrive(meta0 + 8 * static_cast<int>((j * PASSES) & 1));
   } else if (tid >= CONSUMERS) {  // ---- the weight warp: each step's slice, in tile order
+    setmaxnreg_dec<H::REG_WEIGHT>();
+    if (tid >= CONSUMERS + PRO + 32) return;  // the warpgroup's other warps
     if (lane == 0) {
       uint32_t g = 0;
       for (int64_t u = 0;; ++u) {
@@ -954,6 +974,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     }
     __syncwarp();
   } else {  // ---- the consumers
+    setmaxnreg_inc<H::REG_CONSUMER>();
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
     uint32_t g = 0;  // steps of the earlier units: the weight ring's position
     using DW = SmemDesc<8192, 1024>;
@@ -1013,28 +1034,23 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       // A_BUFFERS = 3 (BN = 64): step s loads step s + 2's fragments into the one step s − 1 used (free
       // after the wait above), so each ldmatrix is issued a whole step before its wgmma and its latency
       // (bank conflicts included) is off the path from one step's wgmma to the next; with two, the loop
-      // was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3). Two at BN = 128, whose
-      // 64 accumulators leave no room for a third under the block's 128 registers a thread.
-      uint32_t a0[4][4], a1[4][4], a2[4][4];  // (a2 unused with two)
-      if (steps > 0) load_a(a0, 0);
-      if constexpr (H::A_BUFFERS == 3) {
-        if (steps > 1) load_a(a1, 1);
-        for (int s = 0; s < steps; s += 3) {
-          step(s, a0, a2);
-          if (s + 1 < steps) step(s + 1, a1, a0);
-          if (s + 2 < steps) step(s + 2, a2, a1);
-        }
-      } else {
-        for (int s = 0; s < steps; s += 2) {
-          step(s, a0, a1);
-          if (s + 1 < steps) step(s + 1, a1, a0);
-        }
+      // was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3). Two at BN = 128: a third
+      // (the consumers have the registers since setmaxnreg) was 2% slower there, a fourth at BN = 64 4%
+      // (bench/results/2026-12-01-s23.md, call 1).
+      constexpr int AB = H::A_BUFFERS;
+      uint32_t a[AB][4][4];  // step s's fragments in a[s % AB]
+#pragma unroll
+      for (int i = 0; i + 1 < AB; ++i)
+        if (i < steps) load_a(a[i], i);
+      for (int s = 0; s < steps; s += AB) {
+#pragma unroll
+        for (int i = 0; i < AB; ++i)
+          if (s + i < steps) step(s + i, a[i], a[(i + AB - 1) % AB]);
       }
       wgmma_wait<0>();
       fence_acc(acc);
-      fence_regs(a0);
-      fence_regs(a1);
-      if constexpr (H::A_BUFFERS == 3) fence_regs(a2);
+#pragma unroll
+      for (int i = 0; i < AB; ++i) fence_regs(a[i]);
       if (steps > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g + steps - 1) % STAGES));
       g += steps;
       if (h == PASSES - 1) {

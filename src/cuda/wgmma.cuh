@@ -46,6 +46,17 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// A warpgroup's registers a thread, moved between warpgroups of a block at run time (every warp of the
+// warpgroup executes it): dec gives registers back to the block's pool, inc waits until it can take them.
+// ptxas allocates the code after each within its count.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
 // Keeps the compiler from moving accumulator registers across an in-flight wgmma.
 template <int R>
 __device__ __forceinline__ void fence_acc(float (&d)[R]) {
