@@ -955,7 +955,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     if (tid >= CONSUMERS + PRO + 32) return;  // the warpgroup's other warps
     if (lane == 0) {
       uint32_t g = 0;
-      uint32_t full_r = full0, empty_r = empty0;  // in registers (the consumers' comment below)
+      uint32_t full_r = full0, empty_r = empty0;  // held in registers (the consumers' comment)
       asm volatile("" : "+r"(full_r), "+r"(empty_r));
       for (int64_t u = 0;; ++u) {
         const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
@@ -979,10 +979,12 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     setmaxnreg_inc<H::REG_CONSUMER>();
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
     uint32_t g = 0;  // steps of the earlier units: the weight ring's position
-    // The ring's barrier addresses, held in registers: left as they are, the compiler rebuilds them
-    // from the static shared window every step (S2UR of the CTA's cluster id, then a dependent ULEA:
-    // ~6% of the loop's stall samples at C = 128; bench/results/2026-12-01-s23.md, peer call's ncu).
-    // (The same for the shared window's base, from which the descriptors and the rows' addresses come.)
+    // The ring's barrier addresses and the shared window's base (the descriptors' and the rows'
+    // addresses come from it), held in registers: left as they are, the compiler rebuilds them every
+    // step (S2UR of the CTA's cluster id, then a dependent ULEA: ~6% of the loop's stall samples at
+    // C = 128 in ncu). With them held, and each step's offset read two steps ahead (load_a), the
+    // one-pass kernel is 3% faster (C = 64 R = 512 and 1024); at BN = 128, two passes, no change — its
+    // four m64n128 wgmmas a step hide the chain (bench/results/2026-12-01-s23.md, peer call, call 5).
     uint32_t full_r = full0, empty_r = empty0, sbase_r = sbase;
     asm volatile("" : "+r"(full_r), "+r"(empty_r), "+r"(sbase_r));
     using DW = SmemDesc<8192, 1024>;
