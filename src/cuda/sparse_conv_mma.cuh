@@ -139,11 +139,13 @@ void run(const spconv::backend::ConvArgs& a, unsigned long long* bad, void* work
 #if defined(__CUDACC__)
 // Four 8 × 8 b16 matrices from shared memory (lanes 8j .. 8j + 7 give the row addresses of matrix j):
 // the A fragment of an m16n8k16 mma (and of a warp's 16 rows of a register-A wgmma).
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
+               : "r"(smem_addr));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  ldmatrix_x4(r, static_cast<uint32_t>(__cvta_generic_to_shared(smem)));
 }
 
 // The offsets k_lo ≤ k < k_hi whose bit is set in mask, ascending, into act; returns their count (the

@@ -955,6 +955,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     if (tid >= CONSUMERS + PRO + 32) return;  // the warpgroup's other warps
     if (lane == 0) {
       uint32_t g = 0;
+      uint32_t full_r = full0, empty_r = empty0;  // held in registers (the consumers' comment)
+      asm volatile("" : "+r"(full_r), "+r"(empty_r));
       for (int64_t u = 0;; ++u) {
         const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
         const int c0 = H::BK * static_cast<int>(u % PASSES);  // the pass's weight rows
@@ -963,11 +965,11 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         if (steps < 0) break;
         for (int s = 0; s < steps; ++s, ++g) {
           const uint32_t st = g % STAGES, dst = sbase + st * H::B_STAGE;
-          if (g >= STAGES) mbar_wait(empty0 + 8 * st, (g / STAGES - 1) & 1);
-          mbar_arrive_expect_tx(full0 + 8 * st, H::B_STAGE);
+          if (g >= STAGES) mbar_wait(empty_r + 8 * st, (g / STAGES - 1) & 1);
+          mbar_arrive_expect_tx(full_r + 8 * st, H::B_STAGE);
 #pragma unroll
           for (int n = 0; n < BN / 64; ++n)
-            tma_load_3d(dst + n * 8192, &wmap, 64 * n, c0, act_s[sb][s], full0 + 8 * st);
+            tma_load_3d(dst + n * 8192, &wmap, 64 * n, c0, act_s[sb][s], full_r + 8 * st);
         }
         mbar_arrive(free0 + 8 * b);
       }
@@ -977,8 +979,16 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     setmaxnreg_inc<H::REG_CONSUMER>();
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
     uint32_t g = 0;  // steps of the earlier units: the weight ring's position
+    // The ring's barrier addresses and the shared window's base (the descriptors' and the rows'
+    // addresses come from it), held in registers: left as they are, the compiler rebuilds them every
+    // step (S2UR of the CTA's cluster id, then a dependent ULEA: ~6% of the loop's stall samples at
+    // C = 128 in ncu). With them held, and each step's offset read two steps ahead (load_a), the
+    // one-pass kernel is 3% faster (C = 64 R = 512 and 1024); at BN = 128, two passes, no change — its
+    // four m64n128 wgmmas a step hide the chain (bench/results/2026-12-01-s23.md, peer call, call 5).
+    uint32_t full_r = full0, empty_r = empty0, sbase_r = sbase;
+    asm volatile("" : "+r"(full_r), "+r"(empty_r), "+r"(sbase_r));
     using DW = SmemDesc<8192, 1024>;
-    const uint32_t desc0_lo = DW::kLo | ((sbase >> 4) & 0x3fff);  // the first weight stage's low word
+    const uint32_t desc0_lo = DW::kLo | ((sbase_r >> 4) & 0x3fff);  // the first weight stage's low word
     float acc[BN / 2];
     for (int64_t u = 0;; ++u) {
       const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
@@ -989,6 +999,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       if (steps < 0) break;
       const int8_t* act = act_s[sb];
       unsigned char* halo = halo0 + b * H::HALO;
+      const uint32_t halo_r = sbase_r + static_cast<uint32_t>(H::FIXED - 1024 + b * H::HALO);  // its shared address
       const uint16_t* slot = slots0 + sb * H::SLOTS;
       mbar_wait(halo_bar0 + 8 * b, parity);
       if (h == 0) {
@@ -996,12 +1007,14 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
       }
       int e_next = steps > 0 ? slot[act[0] * BM + lrow] : 0;
+      int k_next = steps > 1 ? act[1] : 0;  // the offset of the step whose entry is read next
       auto load_a = [&](uint32_t(&f)[4][4], int s) {
-        // The slot entry was read one step earlier (its two dependent shared loads, act[] then the
-        // entry, off the path to this step's ldmatrix); read the next step's now.
+        // The slot entry was read one step earlier, and its offset (act[]) one step before that: the
+        // entry's address does not wait for a shared load, the ldmatrix not for the entry.
         const int e = e_next;
-        if (s + 1 < steps) e_next = slot[act[s + 1] * BM + lrow];
-        const unsigned char* row = halo + e * 128;
+        if (s + 1 < steps) e_next = slot[k_next * BM + lrow];
+        if (s + 2 < steps) k_next = act[s + 2];
+        const uint32_t row = halo_r + e * 128;
         const int phase = e & 7;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) ldmatrix_x4(f[kk], row + (((kk * 2 + half) ^ phase) << 4));
@@ -1014,7 +1027,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       // and the final call).
       uint32_t st = g % STAGES, ph = (g / STAGES) & 1;
       auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&spare)[4][4]) {
-        mbar_wait(full0 + 8 * st, ph);
+        mbar_wait(full_r + 8 * st, ph);
         wgmma_fence();
         fence_acc(acc);
         fence_regs(cur);
@@ -1026,7 +1039,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         wgmma_wait<1>();
         fence_acc(acc);
         fence_regs(spare);
-        if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * (st == 0 ? STAGES - 1 : st - 1));
+        if (s > 0 && lane == 0) mbar_arrive(empty_r + 8 * (st == 0 ? STAGES - 1 : st - 1));
         if (s + H::A_BUFFERS - 1 < steps) load_a(spare, s + H::A_BUFFERS - 1);
         st = st + 1 == STAGES ? 0 : st + 1;
         ph ^= st == 0 ? 1u : 0u;
