@@ -540,7 +540,7 @@ struct HaloPipe {
                        REG_WEIGHT = 512 - 2 * REG_CONSUMER - REG_PROLOGUE;
   static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER % 8 == 0 && REG_PROLOGUE % 8 == 0,
                 "setmaxnreg's counts: multiples of 8 in [24, 256], within the block's 65,536");
-  static constexpr int A_BUFFERS = BN == 64 ? 3 : 2;  // register A fragments in flight (the consumers' loop)
+  static constexpr int A_BUFFERS = BN == 64 ? 4 : 2;  // register A fragments in flight (the consumers' loop)
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr size_t STAGING = size_t(BM) * LDC * 2;
   static constexpr size_t SLOTS = size_t(kMaxOffsets) * BM;    // 16-bit entries a buffer
@@ -1044,12 +1044,13 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         st = st + 1 == STAGES ? 0 : st + 1;
         ph ^= st == 0 ? 1u : 0u;
       };
-      // A_BUFFERS = 3 (BN = 64): step s loads step s + 2's fragments into the one step s − 1 used (free
-      // after the wait above), so each ldmatrix is issued a whole step before its wgmma and its latency
+      // A_BUFFERS = 4 (BN = 64): step s loads step s + 3's fragments into the one step s − 1 used (free
+      // after the wait above), so each ldmatrix is issued two steps before its wgmma and its latency
       // (bank conflicts included) is off the path from one step's wgmma to the next; with two, the loop
-      // was 2–2.5% slower (bench/results/2026-11-30-spconv-zero-phase.md, call 3). Two at BN = 128: a third
-      // (the consumers have the registers since setmaxnreg) was 2% slower there, a fourth at BN = 64 4%
-      // (bench/results/2026-12-01-s23.md, call 1).
+      // was 2–2.5% slower than with three (bench/results/2026-11-30-spconv-zero-phase.md, call 3), and
+      // four are 1–2% faster than three since the step's chain was shortened (before that: 3.5% slower;
+      // bench/results/2026-12-01-s23.md, calls 1 and 6). Two at BN = 128: a third changes nothing there
+      // (call 6; 2% slower before the chain was shortened, call 1).
       constexpr int AB = H::A_BUFFERS;
       uint32_t a[AB][4][4];  // step s's fragments in a[s % AB]
 #pragma unroll
