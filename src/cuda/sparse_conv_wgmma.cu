@@ -533,8 +533,7 @@ struct HaloPipe {
   // prologue (its map slice in registers) needs ~152 and spilled 36–48 bytes at 128; the consumers' loop
   // compiles with its descriptors on the uniform datapath instead of 14 R2UR moves at BN = 128. (With
   // 416 threads — 256 + the weight warp + 128 — ptxas gave every thread 128 all the same.) C = 128
-  // R = 1024 3.5% faster, C = 64 unchanged; one more A buffer with the registers for it (4 at BN = 64,
-  // 3 at 128) was 2–4% slower (bench/results/2026-12-01-s23.md, call 1).
+  // R = 1024 3.5% faster, C = 64 unchanged (bench/results/2026-12-01-s23.md, call 1; A_BUFFERS below).
   static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
   static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : 176, REG_PROLOGUE = PASSES_ > 1 ? 152 : 112,
                        REG_WEIGHT = 512 - 2 * REG_CONSUMER - REG_PROLOGUE;
