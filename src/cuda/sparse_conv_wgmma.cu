@@ -537,7 +537,8 @@ struct HaloPipe {
   static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
   static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : 176, REG_PROLOGUE = PASSES_ > 1 ? 152 : 112,
                        REG_WEIGHT = 512 - 2 * REG_CONSUMER - REG_PROLOGUE;
-  static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER % 8 == 0 && REG_PROLOGUE % 8 == 0,
+  static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER <= 256 && REG_PROLOGUE <= 256 &&
+                    REG_CONSUMER % 8 == 0 && REG_PROLOGUE % 8 == 0,
                 "setmaxnreg's counts: multiples of 8 in [24, 256], within the block's 65,536");
   static constexpr int A_BUFFERS = BN == 64 ? 4 : 2;  // register A fragments in flight (the consumers' loop)
   static constexpr int B_STAGE = BK * BN * 2;
@@ -651,8 +652,9 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   const uint32_t free0 = static_cast<uint32_t>(__cvta_generic_to_shared(free_s));
   int32_t* map_s = reinterpret_cast<int32_t*>(smem + STAGES * H::B_STAGE);  // the prologue's map slice (or none)
   uint16_t* slots0 = reinterpret_cast<uint16_t*>(smem + STAGES * H::B_STAGE + H::MAP);
-  unsigned char* halo0 = smem + H::FIXED - 1024;  // buffer b at halo0 + b · HALO; slot s at + 128 s
-  const uint32_t halo_addr0 = sbase + static_cast<uint32_t>(H::FIXED - 1024);
+  constexpr uint32_t kHalo0 = H::FIXED - 1024;  // the halo buffers' offset from smem
+  unsigned char* halo0 = smem + kHalo0;  // buffer b at halo0 + b · HALO; slot s at + 128 s
+  const uint32_t halo_addr0 = sbase + kHalo0;
   const int64_t tiles = (p.rows + BM - 1) / BM;
   const int tid = threadIdx.x, lane = tid % 32;
   // Units: pass h of the j-th tile kept is unit u = j · PASSES + h, in halo buffer u % 2; a tile's own
@@ -998,7 +1000,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       if (steps < 0) break;
       const int8_t* act = act_s[sb];
       unsigned char* halo = halo0 + b * H::HALO;
-      const uint32_t halo_r = sbase_r + static_cast<uint32_t>(H::FIXED - 1024 + b * H::HALO);  // its shared address
+      const uint32_t halo_r = sbase_r + kHalo0 + b * static_cast<uint32_t>(H::HALO);  // its shared address
       const uint16_t* slot = slots0 + sb * H::SLOTS;
       mbar_wait(halo_bar0 + 8 * b, parity);
       if (h == 0) {
