@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 template <typename F>
@@ -34,4 +36,30 @@ double median_event_ms(int reps, F&& f) {
   cudaEventDestroy(b);
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// f() `calls` times back to back after `rest_s` seconds of rest (the board cools, its clocks recover),
+// an event recorded after each call and no wait between them: the per-call milliseconds in order, so
+// that a tensor-heavy kernel's time can be read against the time it has run for (its clock falls once
+// the board reaches its power limit).
+template <typename F>
+std::vector<double> burst_event_ms(int calls, double rest_s, F&& f) {
+  cudaDeviceSynchronize();
+  std::this_thread::sleep_for(std::chrono::duration<double>(rest_s));
+  std::vector<cudaEvent_t> ev(calls + 1);
+  for (auto& e : ev) cudaEventCreate(&e);
+  cudaEventRecord(ev[0]);
+  for (int i = 0; i < calls; ++i) {
+    f();
+    cudaEventRecord(ev[i + 1]);
+  }
+  cudaEventSynchronize(ev[calls]);
+  std::vector<double> t(calls);
+  for (int i = 0; i < calls; ++i) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, ev[i], ev[i + 1]);
+    t[i] = ms;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  return t;
 }

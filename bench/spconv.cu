@@ -1,6 +1,7 @@
 // Benchmark of the sparse conv on one voxel set (driven by bench/spconv_torch.py, which measures
 // the PyTorch peers on the same inputs and compares the outputs):
 //   spconv --coords FILE.bin --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1]
+//          [--only NAME,NAME] [--burst N]
 // Reads coords [N, 4] int32 (raw), generates fp16 feats [N, C] and weights [27, C, CO] (CO = C by
 // default) with the deterministic generator the python script shares (gen below), then times
 //   * build_kernel_map into a preallocated map (and the allocating form),
@@ -11,7 +12,9 @@
 //     default in bf16),
 //   * the share of useful products of the mma kernel (its row order replicated on the host),
 // and writes PREFIX.nbr (nbr[:, samples] int32) and PREFIX.out (out[samples, :] fp16) for the
-// sampled rows r_i = i·(N−1)/(S−1), and one JSON line on stdout.
+// sampled rows r_i = i·(N−1)/(S−1), and one JSON line on stdout (with --burst N, first a line of the
+// per-call times of N unchecked calls back to back after a rest: how the time moves as the board
+// reaches its power limit).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -176,7 +179,7 @@ void pool_reset_high() {
 
 int main(int argc, char** argv) {
   std::string coords_path, out_prefix;
-  int channels = 64, co_arg = 0, reps = 20, samples = 2048;
+  int channels = 64, co_arg = 0, reps = 20, samples = 2048, burst = 0;
   bool mma_only = false;
   std::string only;  // --only: the variants to time (comma-separated names; empty: all)  // skip the WMMA and SIMT variants (quick A/B runs of the mma kernel)
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -197,9 +200,11 @@ int main(int argc, char** argv) {
       mma_only = std::stoi(v) != 0;
     else if (k == "--only")
       only = v;
+    else if (k == "--burst")
+      burst = std::stoi(v);
   }
   if (coords_path.empty() || out_prefix.empty()) {
-    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1] [--only NAME,NAME]\n",
+    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1] [--only NAME,NAME] [--burst N]\n",
                  argv[0]);
     return 2;
   }
@@ -234,6 +239,13 @@ int main(int argc, char** argv) {
     const size_t conv_workspace = pool_reserved_high();
     const double conv_ms = median_event_ms(
         reps, [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked); });
+    if (burst > 0) {  // --burst N: N unchecked calls back to back after 3 s of rest, each call's time (one line)
+      const std::vector<double> t = burst_event_ms(
+          burst, 3.0, [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked); });
+      std::printf("{\"burst_ms\": [");
+      for (size_t i = 0; i < t.size(); ++i) std::printf("%s%.4f", i ? ", " : "", t[i]);
+      std::printf("]}\n");
+    }
     // Variants through the backend (same output buffer; the default output is re-made below).
     using K = spconv::backend::ConvKernel;
     spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
