@@ -53,7 +53,10 @@ std::vector<double> burst_event_ms(int calls, double rest_s, F&& f) {
     f();
     cudaEventRecord(ev[i + 1]);
   }
-  cudaEventSynchronize(ev[calls]);
+  if (const cudaError_t e = cudaEventSynchronize(ev[calls]); e != cudaSuccess) {
+    std::fprintf(stderr, "burst: %s\n", cudaGetErrorString(e));
+    std::exit(1);
+  }
   std::vector<double> t(calls);
   for (int i = 0; i < calls; ++i) {
     float ms = 0;
