@@ -955,7 +955,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     setmaxnreg_dec<H::REG_WEIGHT>();
     if (tid >= CONSUMERS + PRO + 32) return;  // the warpgroup's other warps
     if (lane == 0) {
-      uint32_t g = 0;
+      uint32_t g = 0, st = 0, ph = 0;  // steps issued; the ring's stage and phase (BN = 128, below)
       uint32_t full_r = full0, empty_r = empty0;  // held in registers (the consumers' comment)
       asm volatile("" : "+r"(full_r), "+r"(empty_r));
       for (int64_t u = 0;; ++u) {
@@ -965,12 +965,18 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         const int steps = act_count[sb];
         if (steps < 0) break;
         for (int s = 0; s < steps; ++s, ++g) {
-          const uint32_t st = g % STAGES, dst = sbase + st * H::B_STAGE;
-          if (g >= STAGES) mbar_wait(empty_r + 8 * st, (g / STAGES - 1) & 1);
-          mbar_arrive_expect_tx(full_r + 8 * st, H::B_STAGE);
+          // The stage and phase as counters advanced a step at a time at BN = 128 (16 KB slices: the
+          // lane's latency from a freed stage to its next copy is on the step's path; 2–4% faster than
+          // dividing the step count), from the step count at BN = 64 (the counters measured 1% slower
+          // there; bench/results/2026-12-01-s25.md, calls 1–2).
+          const uint32_t stage = BN == 128 ? st : g % STAGES, phase = BN == 128 ? ph : (g / STAGES) & 1;
+          const uint32_t dst = sbase + stage * H::B_STAGE;
+          if (g >= STAGES) mbar_wait(empty_r + 8 * stage, phase ^ 1u);
+          mbar_arrive_expect_tx(full_r + 8 * stage, H::B_STAGE);
 #pragma unroll
           for (int n = 0; n < BN / 64; ++n)
-            tma_load_3d(dst + n * 8192, &wmap, 64 * n, c0, act_s[sb][s], full_r + 8 * st);
+            tma_load_3d(dst + n * 8192, &wmap, 64 * n, c0, act_s[sb][s], full_r + 8 * stage);
+          if (++st == STAGES) st = 0, ph ^= 1u;
         }
         mbar_arrive(free0 + 8 * b);
       }
@@ -979,7 +985,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   } else {  // ---- the consumers
     setmaxnreg_inc<H::REG_CONSUMER>();
     const int warp = tid / 32, lrow = (warp / 4) * 64 + (warp % 4) * 16 + lane % 16, half = lane / 16;
-    uint32_t g = 0;  // steps of the earlier units: the weight ring's position
+    uint32_t st = 0, ph = 0;  // the weight ring's stage and phase, carried from unit to unit
     // The ring's barrier addresses and the shared window's base (the descriptors' and the rows'
     // addresses come from it), held in registers: left as they are, the compiler rebuilds them every
     // step (S2UR of the CTA's cluster id, then a dependent ULEA: ~6% of the loop's stall samples at
@@ -1026,7 +1032,6 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       // (ncu: 36% / 54% active at C = 64 / 128); with the division and the descriptors built from
       // addresses off it, 3–4% faster at C = 64 and 128 (bench/results/2026-12-01-s21.md, calls 2–4
       // and the final call).
-      uint32_t st = g % STAGES, ph = (g / STAGES) & 1;
       auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&spare)[4][4]) {
         mbar_wait(full_r + 8 * st, ph);
         wgmma_fence();
@@ -1066,8 +1071,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       fence_acc(acc);
 #pragma unroll
       for (int i = 0; i < AB; ++i) fence_regs(a[i]);
-      if (steps > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g + steps - 1) % STAGES));
-      g += steps;
+      // The last step's stage (st has moved past it), released once its group is complete.
+      if (steps > 0 && lane == 0) mbar_arrive(empty_r + 8 * (st == 0 ? STAGES - 1 : st - 1));
       if (h == PASSES - 1) {
         // The epilogue: bias, round, stage (after every consumer has stored the previous tile), store.
         T* cs = reinterpret_cast<T*>(halo);  // this unit's buffer: its rows are read (the barrier below)
