@@ -524,7 +524,8 @@ template <int BN_, int PASSES_ = 1>
 struct HaloPipe {
   static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
   // STAGES (BN = 64): 5 or 6 measured 5–9% slower (zero-phase.md, call 2), and 6 still 2–6% slower with
-  // the ring's index kept as counters instead of divided (call 5): a deeper ring does not help here.
+  // the ring's index kept as counters instead of divided (call 5): a deeper ring does not help here;
+  // nor a shallower one: 3 measured 2–5% slower (2026-12-01-s25.md, call 4).
   // BN = 128: 3 stages of 16 KB, so that the halo buffers keep CAP = 632 rows (two passes; 568 at one).
   // Four warpgroups: two of consumers, the prologue's 128 threads, and one holding the weight warp (its
   // other three warps leave at once) — so that setmaxnreg can move registers between roles. At launch
