@@ -4,9 +4,8 @@
 #
 #   bench/conv_ab.sh BUNDLE [--test V,V] [--sanitize V] [--rounds N] [--rows "R:C:CO:ONLY ..."] V [V ...]
 #
-# BUNDLE: a folder or a .tar.xz of cvar/V/{spconv,test_sparse_conv}, the two programs of each variant's
-# build (`ninja -C BUILD spconv test_sparse_conv` in a build tree of that variant's source, sm_90a;
-# static cudart, so that they run on the GPU machine as they are). Each round times every
+# BUNDLE: a folder or a .tar.xz of cvar/V/{spconv,test_sparse_conv}, each variant's programs as
+# bench/build_variant.sh builds them (sm_90a, static CUDA runtime). Each round times every
 # variant on a row before the next row, so that the variants meet the same clocks. A row R:C:CO:ONLY
 # is the sphere shell of resolution R (bench/shells.py), C input and CO output channels, and the
 # bench's --only (the kernel forced beside the default dispatch; `none`: the default alone).

@@ -2,8 +2,10 @@
 # Session 25 call 6: call 5 again with the probe's second layout (8-byte pieces, a half-warp's loads one line)
 # reading V from 16-token read-tiled, token-paired blocks (the bench converts its random cache), against
 # main's kernel (A0) on the unconverted cache; outputs compared, `--quick` twice each, alternating.
+# Bundle: bench/build_variant.sh A0; bench/build_variant.sh VP <exp-vpair tree> -- -DFRUGAL_VPAIR_PROBE=1;
+# tar -C .gpu -cJf bench/results/2026-12-01-s25/call6/bundle.tar.xz cvar/A0 cvar/VP
 cd "$(dirname "$0")"; H=$(pwd)
-tar -xJf bundle.tar.xz -C /tmp; X=/tmp/avar
+tar -xJf bundle.tar.xz -C /tmp; X=/tmp/cvar
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > $OUT/info.txt
 for r in 1 2; do for v in A0 VP; do
   timeout 120 $X/$v/decode_attention --quick --dump /tmp/out_$v > /tmp/q.txt 2>&1; echo "$v round $r rc=$?" >> $OUT/info.txt
