@@ -956,7 +956,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     setmaxnreg_dec<H::REG_WEIGHT>();
     if (tid >= CONSUMERS + PRO + 32) return;  // the warpgroup's other warps
     if (lane == 0) {
-      uint32_t g = 0, st = 0, ph = 0;  // steps issued; the ring's stage and phase (BN = 128, below)
+      uint32_t g = 0, st = 0, ph = 0;  // steps issued; the ring's stage and phase (3 stages, below)
       uint32_t full_r = full0, empty_r = empty0;  // held in registers (the consumers' comment)
       asm volatile("" : "+r"(full_r), "+r"(empty_r));
       for (int64_t u = 0;; ++u) {
@@ -966,11 +966,13 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         const int steps = act_count[sb];
         if (steps < 0) break;
         for (int s = 0; s < steps; ++s, ++g) {
-          // The stage and phase as counters advanced a step at a time at BN = 128 (16 KB slices: the
-          // lane's latency from a freed stage to its next copy is on the step's path; 2–4% faster than
-          // dividing the step count), from the step count at BN = 64 (the counters measured 1% slower
-          // there; bench/results/2026-12-01-s25.md, calls 1–2).
-          const uint32_t stage = BN == 128 ? st : g % STAGES, phase = BN == 128 ? ph : (g / STAGES) & 1;
+          // The stage and phase from the step count where STAGES is a power of two (BN = 64: a mask and a
+          // shift, and ptxas unrolls the loop by the ring's stages), else as counters advanced a step at a
+          // time (BN = 128, 3 stages: the division is a multiply-high chain on the path from a freed stage
+          // to the next 16 KB copy). Each measured the faster there: counters 2–4% faster at BN = 128, ~1%
+          // slower at BN = 64 (bench/results/2026-12-01-s25.md, calls 1–2).
+          constexpr bool kCounters = (STAGES & (STAGES - 1)) != 0;
+          const uint32_t stage = kCounters ? st : g % STAGES, phase = kCounters ? ph : (g / STAGES) & 1;
           const uint32_t dst = sbase + stage * H::B_STAGE;
           if (g >= STAGES) mbar_wait(empty_r + 8 * stage, phase ^ 1u);
           mbar_arrive_expect_tx(full_r + 8 * stage, H::B_STAGE);
