@@ -33,12 +33,7 @@ if [ -f "$bundle" ]; then mkdir -p /tmp/conv_ab_bundle && tar -xJf "$bundle" -C 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/info.txt"
 
 shells=$(for r in $rows; do echo "${r%%:*}"; done | sort -un | tr '\n' ' ')
-PYTHONPATH=$HERE python3 -c "
-import sys, torch, shells
-for R in map(int, sys.argv[1:]):
-    c = shells.sphere_shell(R, 'cuda'); c = torch.cat([torch.zeros_like(c[:, :1]), c], 1).cpu()
-    c.numpy().astype('int32').tofile('/tmp/coords_%d.bin' % R)
-" $shells
+python3 "$HERE/shells.py" $shells  # /tmp/coords_R.bin
 
 for v in $tests; do
   timeout 150 "$X/$v/test_sparse_conv" > /tmp/test_$v.txt 2>&1

@@ -44,10 +44,9 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     args = ap.parse_args()
 
-    coords = f"/tmp/coords_{args.res}.bin"
+    coords = shells.coords_path(args.res)
     if not os.path.exists(coords):
-        c = shells.sphere_shell(args.res, "cuda")
-        torch.cat([torch.zeros_like(c[:, :1]), c], 1).cpu().numpy().astype("int32").tofile(coords)
+        shells.write_coords(args.res, coords)
     a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
     a @ b  # cuBLAS's first call (its set-up) outside every burst
