@@ -89,12 +89,13 @@ struct Params : ConvParams {
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
   // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
   // (tile indices, in no particular order); their count, then the number of its blocks done sorting
-  // out their tiles (handoff_count[0], [1], zeroed before the launch, as [2]); kernel_conv_wgmma_ws's
+  // out their tiles (handoff_count[0], [1], zeroed before the launch, as [2], the halo kernel's tile
+  // counter); kernel_conv_wgmma_ws's
   // hand-off instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
   // (Params stays within 128 bytes: at 136, nvcc reloaded it throughout every kernel taking it, and the
   // conv kernels ran 1.6–3.5% slower on the H200; bench/results/2026-11-30-spconv-handoff.md.)
   // halo_min_fits > 0: whether the rows suit the halo kernel is decided on the device (see run()): a
-  // probe of the map (halo_probe) counts its fitting sample tiles into handoff_count[2]; where fewer
+  // probe of the map (halo_probe) counts its fitting sample tiles into handoff_count[3]; where fewer
   // than halo_min_fits & ~kHaloOthersFollow fit, the halo kernel hands every tile to its hand-off
   // kernel, or, with kHaloOthersFollow set, returns at once; where enough fit, the other wgmma kernels
   // launched with it set (the rules' kernel, not the hand-off instance) return at once.
@@ -126,7 +127,7 @@ void finish_split(const Params& p, int splits, cudaStream_t s);
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s);
 // The fitting sample tiles that make launch p's rows suit the halo kernel (the probe's threshold).
 unsigned halo_min_fits(const Params& p);
-// The probe on s: launch p's fitting sample tiles (buffers of BN-wide tiles) into p.handoff_count[2].
+// The probe on s: launch p's fitting sample tiles (buffers of BN-wide tiles) into p.handoff_count[3].
 void halo_probe(const Params& p, int bn, cudaStream_t s);
 // Launches of the pipelined halo kernel so far (for the tests of the rule).
 int64_t halo_pipe_launches();

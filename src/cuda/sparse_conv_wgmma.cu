@@ -230,7 +230,7 @@ __device__ __forceinline__ void gather_a(unsigned char* dst, const int32_t* nb_k
 // Whether the launch's halo kernel took its rows (run(): at Ci > 64 the halo kernel's launch decides on
 // the device, and the kernel the rules pick otherwise follows it and returns at once where it did).
 __device__ __forceinline__ bool halo_took_the_rows(const Params& p) {
-  return p.halo_min_fits && __ldcg(p.handoff_count + 2) >= (p.halo_min_fits & ~kHaloOthersFollow);
+  return p.halo_min_fits && __ldcg(p.handoff_count + 3) >= (p.halo_min_fits & ~kHaloOthersFollow);
 }
 
 // Only the offsets no row of the tile has are skipped (act_s). Skipping per 64-row warpgroup too was
@@ -484,7 +484,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // L2 a step: ~1,070 cycles a step for 512 of tensor work at R = 1024 — but with no weight bytes at all
 // it was only 6% faster: 2026-12-01-spconv-bounds.md).
 //
-// One persistent block a multiprocessor walks its tiles (blockIdx.x, + gridDim.x, …); the prologue of
+// One persistent block a multiprocessor walks tiles (blockIdx.x, then each claimed from a counter of the
+// launch, so that the blocks end within about a tile of each other: 0.5–2% faster than a fixed stride of
+// gridDim.x at R = 512–1024, bench/results/2026-12-01-s26.md, call 4); the prologue of
 // tile j + 1 runs beside the main loop of tile j, in separate warps, into the other of two halo buffers:
 //   - 4 prologue warps, one thread a tile row: the tile's map slice (fetched into shared memory one
 //     tile ahead by 4-byte cp.async, 27 copies a thread in flight at once), checked without a branch
@@ -641,6 +643,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   __shared__ int8_t act_s[2][kMaxOffsets];
   __shared__ int act_count[2], range_lo[2][3], range_hi[2][3];
   __shared__ uint32_t any_s[2];
+  __shared__ int64_t next_s;  // the prologue's next tile, claimed from the launch's tile counter
   __shared__ uint2 box_word[kHaloBoxWords];  // the tile being laid out: its box bitmap, {bits, boxes before}
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES], meta_s[2], halo_s[2], free_s[2];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -727,7 +730,13 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     auto zero_slots = [&](int b) {
       if (pt < ZERO * 8) *reinterpret_cast<uint4*>(halo0 + b * H::HALO + 16 * pt) = make_uint4(0, 0, 0, 0);
     };
-    for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    // The walk: tile blockIdx.x first, then the tiles claimed one at a time from the launch's counter
+    // (handoff_count[2]: gridDim.x + the claims so far), each claimed at the top of the tile before it,
+    // so that its map slice can be fetched a tile ahead; the blocks finish within about a tile of each
+    // other. (A tile's sums do not depend on the block that runs it: the same output bits.)
+    int64_t next = tiles;
+    for (int64_t t = blockIdx.x; t < tiles; t = next) {
+      const unsigned claim = pt == 0 ? atomicAdd(p.handoff_count + 2, 1u) : 0u;  // (its value used in phase)
       const int sb = static_cast<int>(j & 1);  // the tile's state
       const int64_t u0 = j * PASSES;           // its first unit
       if constexpr (H::kMapInRegisters) fetch_map(t);
@@ -830,9 +839,11 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           atomicOr(&any_s[sb], any);
           for (int q = 0; q < 3; ++q) atomicMin(&range_lo[sb][q], lo[q]), atomicMax(&range_hi[sb][q], hi[q]);
         }
+        if (pt == 0) next_s = gridDim.x + static_cast<int64_t>(claim);
         named_barrier_prologue();
+        next = next_s;  // (read before the tile's later barriers: thread 0 writes it again only after them)
         if constexpr (!H::kMapInRegisters)
-          if (t + gridDim.x < tiles) fetch_map(t + gridDim.x);  // every thread has read this slice (the barrier above)
+          if (next < tiles) fetch_map(next);  // every thread has read this slice (the barrier above)
         // The layout: by ranges where they fit (most tiles of a shell in the map's order: the cheaper
         // layout), else (Ci > 64 only) by boxes where those fit.
         int slot_end = ZERO;
@@ -1294,7 +1305,7 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
         const int sms = multiprocessor_count(device);
         const int64_t tiles = ceil_div<int64_t>(p.rows, H::BM);
-        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 2 * sizeof(unsigned), s));  // count, done
+        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 3 * sizeof(unsigned), s));  // count, done, tiles
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
         const bool one = halo_passes(p.ci) == 1;
         const auto kernel = one ? kernel_conv_halo_pipe<T, BN, 1> : kernel_conv_halo_pipe<T, BN, 2>;
@@ -1358,7 +1369,7 @@ void launch_halo_probe(const Params& p, int cap, unsigned* count, cudaStream_t s
 }
 
 void halo_probe(const Params& p, int bn, cudaStream_t s) {
-  launch_halo_probe(p, halo_pipe_cap(bn, p.ci), p.handoff_count + 2, s);
+  launch_halo_probe(p, halo_pipe_cap(bn, p.ci), p.handoff_count + 3, s);
 }
 
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
