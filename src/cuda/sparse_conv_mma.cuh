@@ -89,9 +89,9 @@ struct Params : ConvParams {
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
   // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
   // (tile indices, in no particular order); their count, then the number of its blocks done sorting
-  // out their tiles (handoff_count[0], [1], zeroed before the launch, as [2], the halo kernel's tile
-  // counter); kernel_conv_wgmma_ws's
-  // hand-off instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
+  // out their tiles (handoff_count[0], [1], zeroed before the launch, as [2], the counter its blocks
+  // claim their tiles from); kernel_conv_wgmma_ws's hand-off instance, launched after it, runs exactly
+  // those tiles once all handoff_blocks are done.
   // (Params stays within 128 bytes: at 136, nvcc reloaded it throughout every kernel taking it, and the
   // conv kernels ran 1.6–3.5% slower on the H200; bench/results/2026-11-30-spconv-handoff.md.)
   // halo_min_fits > 0: whether the rows suit the halo kernel is decided on the device (see run()): a

@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // it was only 6% faster: 2026-12-01-spconv-bounds.md).
 //
 // One persistent block a multiprocessor walks tiles (blockIdx.x, then each claimed from a counter of the
-// launch, so that the blocks end within about a tile of each other: 0.5–2% faster than a fixed stride of
+// launch, so that the blocks end within about a tile of each other: 0.2–2% faster than a fixed stride of
 // gridDim.x at R = 512–1024, bench/results/2026-12-01-s26.md, call 4); the prologue of
 // tile j + 1 runs beside the main loop of tile j, in separate warps, into the other of two halo buffers:
 //   - 4 prologue warps, one thread a tile row: the tile's map slice (fetched into shared memory one
