@@ -471,7 +471,7 @@ bool halo_pipe_may_run(const sb::ConvArgs& a) {
 // tile of a launch.
 size_t handoff_bytes(const sb::ConvArgs& a) {
   if (!halo_pipe_may_run(a)) return 0;
-  return 16 + (static_cast<size_t>(ceil_div<int64_t>(chunk_rows(a), kTileRows)) * sizeof(int32_t) + 15) / 16 * 16;
+  return kHandoffHeader + (static_cast<size_t>(ceil_div<int64_t>(chunk_rows(a), kTileRows)) * sizeof(int32_t) + 15) / 16 * 16;
 }
 
 size_t workspace_bytes(const sb::ConvArgs& a) { return order_bytes(a) + part_bytes(a) + handoff_bytes(a); }
@@ -494,7 +494,7 @@ void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaSt
   if (handoff_bytes(a)) {
     char* h = static_cast<char*>(workspace) + order_bytes(a) + part_bytes(a);
     p.handoff_count = reinterpret_cast<unsigned*>(h);
-    p.handoff = reinterpret_cast<int32_t*>(h + 16);
+    p.handoff = reinterpret_cast<int32_t*>(h + kHandoffHeader);
   }
   for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
     p.row_begin = r0;

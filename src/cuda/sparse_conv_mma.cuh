@@ -82,20 +82,26 @@ size_t workspace_bytes(const spconv::backend::ConvArgs& a);
 // for it was compiled for sm_90a (a one-time probe per device; false on builds without sm_90a).
 bool wgmma_available(int device);
 
+// The words of Params::handoff_count, the hand-off list's header (kHandoffHeader bytes before the list):
+// the tiles listed; the halo kernel's blocks done listing; the tiles its blocks have claimed; the map
+// probe's fitting sample tiles. The first three are zeroed before each halo launch.
+enum HandoffWord : int { kListed = 0, kListersDone = 1, kTilesClaimed = 2, kProbeFits = 3, kHandoffWords = 4 };
+constexpr size_t kHandoffHeader = 16;
+static_assert(kHandoffHeader >= kHandoffWords * sizeof(unsigned) && kHandoffHeader % 16 == 0,
+              "the header holds the words and keeps the list 16-byte aligned");
+
 // One launch's arguments (both tensor-core kernels): the conv's, plus the row order of the launch.
 struct Params : ConvParams {
   const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
   int64_t row_begin, rows;  // this launch's rows
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
   // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
-  // (tile indices, in no particular order); their count, then the number of its blocks done sorting
-  // out their tiles (handoff_count[0], [1], zeroed before the launch, as [2], the counter its blocks
-  // claim their tiles from); kernel_conv_wgmma_ws's hand-off instance, launched after it, runs exactly
-  // those tiles once all handoff_blocks are done.
+  // (tile indices, in no particular order), behind the counts of HandoffWord; kernel_conv_wgmma_ws's
+  // hand-off instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
   // (Params stays within 128 bytes: at 136, nvcc reloaded it throughout every kernel taking it, and the
   // conv kernels ran 1.6–3.5% slower on the H200; bench/results/2026-11-30-spconv-handoff.md.)
   // halo_min_fits > 0: whether the rows suit the halo kernel is decided on the device (see run()): a
-  // probe of the map (halo_probe) counts its fitting sample tiles into handoff_count[3]; where fewer
+  // probe of the map (halo_probe) counts its fitting sample tiles into handoff_count[kProbeFits]; where fewer
   // than halo_min_fits & ~kHaloOthersFollow fit, the halo kernel hands every tile to its hand-off
   // kernel, or, with kHaloOthersFollow set, returns at once; where enough fit, the other wgmma kernels
   // launched with it set (the rules' kernel, not the hand-off instance) return at once.
@@ -127,7 +133,7 @@ void finish_split(const Params& p, int splits, cudaStream_t s);
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s);
 // The fitting sample tiles that make launch p's rows suit the halo kernel (the probe's threshold).
 unsigned halo_min_fits(const Params& p);
-// The probe on s: launch p's fitting sample tiles (buffers of BN-wide tiles) into p.handoff_count[3].
+// The probe on s: launch p's fitting sample tiles (buffers of BN-wide tiles) into p.handoff_count[kProbeFits].
 void halo_probe(const Params& p, int bn, cudaStream_t s);
 // Launches of the pipelined halo kernel so far (for the tests of the rule).
 int64_t halo_pipe_launches();

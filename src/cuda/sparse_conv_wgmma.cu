@@ -230,7 +230,7 @@ __device__ __forceinline__ void gather_a(unsigned char* dst, const int32_t* nb_k
 // Whether the launch's halo kernel took its rows (run(): at Ci > 64 the halo kernel's launch decides on
 // the device, and the kernel the rules pick otherwise follows it and returns at once where it did).
 __device__ __forceinline__ bool halo_took_the_rows(const Params& p) {
-  return p.halo_min_fits && __ldcg(p.handoff_count + 3) >= (p.halo_min_fits & ~kHaloOthersFollow);
+  return p.halo_min_fits && __ldcg(p.handoff_count + kProbeFits) >= (p.halo_min_fits & ~kHaloOthersFollow);
 }
 
 // Only the offsets no row of the tile has are skipped (act_s). Skipping per 64-row warpgroup too was
@@ -393,8 +393,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
       // Launched as its programmatic dependent, this block may start while that kernel runs (its
       // blocks are all resident by then): wait until each of them has sorted out its tiles. Then take
       // tile blockIdx.x of the list, if there is one.
-      while (load_acquire(p.handoff_count + 1) < p.handoff_blocks) __nanosleep(256);
-      handoff_tile = tile < __ldcg(p.handoff_count) ? __ldcg(p.handoff + tile) : -1;
+      while (load_acquire(p.handoff_count + kListersDone) < p.handoff_blocks) __nanosleep(256);
+      handoff_tile = tile < __ldcg(p.handoff_count + kListed) ? __ldcg(p.handoff + tile) : -1;
     }
     __syncthreads();
     tile = handoff_tile;
@@ -670,9 +670,9 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     if (tid == 0) {
       if (!(p.halo_min_fits & kHaloOthersFollow))  // every tile to the hand-off kernel
         for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x)
-          p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
+          p.handoff[atomicAdd(p.handoff_count + kListed, 1u)] = static_cast<int32_t>(t);
       __threadfence();
-      atomicAdd(p.handoff_count + 1, 1u);  // the done count
+      atomicAdd(p.handoff_count + kListersDone, 1u);
     }
     return;
   }
@@ -731,12 +731,12 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       if (pt < ZERO * 8) *reinterpret_cast<uint4*>(halo0 + b * H::HALO + 16 * pt) = make_uint4(0, 0, 0, 0);
     };
     // The walk: tile blockIdx.x first, then the tiles claimed one at a time from the launch's counter
-    // (handoff_count[2]: gridDim.x + the claims so far), each claimed at the top of the tile before it,
+    // (gridDim.x + handoff_count[kTilesClaimed], the claims so far), each claimed at the top of the tile before it,
     // so that its map slice can be fetched a tile ahead; the blocks finish within about a tile of each
     // other. (A tile's sums do not depend on the block that runs it: the same output bits.)
     int64_t next = tiles;
     for (int64_t t = blockIdx.x; t < tiles; t = next) {
-      const unsigned claim = pt == 0 ? atomicAdd(p.handoff_count + 2, 1u) : 0u;  // (its value used in phase)
+      const unsigned claim = pt == 0 ? atomicAdd(p.handoff_count + kTilesClaimed, 1u) : 0u;  // (its value used in phase)
       const int sb = static_cast<int>(j & 1);  // the tile's state
       const int64_t u0 = j * PASSES;           // its first unit
       if constexpr (H::kMapInRegisters) fetch_map(t);
@@ -937,7 +937,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       fence_proxy_async();       // this thread's writes into the buffer (zero slots, flags) before the copies there
       named_barrier_prologue();  // (also: every thread has read this tile's ranges)
       if (!in_halo) {            // handed off to kernel_conv_wgmma_ws, which runs after this kernel
-        if (pt == 0) p.handoff[atomicAdd(p.handoff_count, 1u)] = static_cast<int32_t>(t);
+        if (pt == 0) p.handoff[atomicAdd(p.handoff_count + kListed, 1u)] = static_cast<int32_t>(t);
         continue;
       }
       for (int h = 0; h < PASSES; ++h) {  // the passes' rows and their meta
@@ -957,7 +957,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     }
     if (pt == 0) {  // this block's hand-offs are all listed
       __threadfence();
-      atomicAdd(p.handoff_count + 1, 1u);  // the done count
+      atomicAdd(p.handoff_count + kListersDone, 1u);
     }
     // The end: a unit of no tile (act_count −1) in the next buffer.
     wait_free(j * PASSES);
@@ -1305,7 +1305,7 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
         const int sms = multiprocessor_count(device);
         const int64_t tiles = ceil_div<int64_t>(p.rows, H::BM);
-        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, 3 * sizeof(unsigned), s));  // count, done, tiles
+        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, kProbeFits * sizeof(unsigned), s));  // all but the probe's
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
         const bool one = halo_passes(p.ci) == 1;
         const auto kernel = one ? kernel_conv_halo_pipe<T, BN, 1> : kernel_conv_halo_pipe<T, BN, 2>;
@@ -1369,7 +1369,7 @@ void launch_halo_probe(const Params& p, int cap, unsigned* count, cudaStream_t s
 }
 
 void halo_probe(const Params& p, int bn, cudaStream_t s) {
-  launch_halo_probe(p, halo_pipe_cap(bn, p.ci), p.handoff_count + 3, s);
+  launch_halo_probe(p, halo_pipe_cap(bn, p.ci), p.handoff_count + kProbeFits, s);
 }
 
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
