@@ -376,7 +376,7 @@ bool medium_on_a_large_grid(const sb::ConvArgs& a) {
 // Ci ≤ 128 (one or two passes of 64 channels).
 bool halo_pipe_serves(const sb::ConvArgs& a) {
   const int bn = tile_co(a);
-  return (bn == 64 || bn == 128) && a.co <= bn && a.ci <= 128;
+  return (bn == 64 || bn == 128) && a.co <= bn && a.ci <= 128 && a.k <= halo_max_offsets(bn, a.ci);
 }
 }  // namespace
 

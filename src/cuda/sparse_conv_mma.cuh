@@ -42,6 +42,10 @@ constexpr int64_t kChunkRows = int64_t{1} << 22;
 constexpr int kTileRows = 128;   // output rows per block
 constexpr int kGroupRows = 16;   // rows per m16 tensor-core fragment: the granularity of skipping
 constexpr int kMaxOffsets = 32;  // the neighbor mask is one 32-bit word
+// The offsets the pipelined halo kernel serves (its map slice and slot areas are sized for them): 27 (a
+// 3×3×3 kernel) where it keeps three tile states (Ci ≤ 64 in, BN = 64: every byte of those areas is a
+// halo row less), kMaxOffsets elsewhere.
+__host__ __device__ constexpr int halo_max_offsets(int bn, int64_t ci) { return bn == 64 && ci <= 64 ? 27 : kMaxOffsets; }
 
 // Whether the kernel can take these arguments: f16/bf16, K ≤ 32, Ci and Co multiples of 8 and
 // 16-byte aligned feats, weight and out (16-byte cp.async copies and stores).

@@ -503,6 +503,19 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // requested; act_count −1 ends the walk), halo (the rows' copies complete), free (the 8 consumer warps
 // after their last reads (and the epilogue after a tile's last pass) and the weight warp after its
 // last copy of the unit: the buffer may be refilled). A buffer holds a unit: one pass of a tile.
+// At one pass and BN = 64 (HaloPipe::kCopyWarp: Ci ≤ 64 → Co ≤ 64) the prologue is taken off the
+// buffers' path. There it had been the bound: its chain (map slice, ranges, slot entries, then ~5.5 K
+// cycles for its first warp to issue the copies while the other three waited at the next tile's
+// barrier) was ~15 K cycles a tile, the whole block period, and the consumers waited 1.7–2.7 K cycles a
+// tile for it (a clock64 trace, bench/results/2026-12-01-s27.md, calls 1 and 3). So there: three tile
+// states (slot entries, offsets, rows) instead of two, each with a ready barrier (the prologue's 128
+// threads arrive) and a state-free one (the consumer warps and the weight warp); the prologue lays a
+// tile out as soon as its state is free — while the consumers still run the tile before last — and a
+// copy warp (the weight warp's warpgroup's second warp) waits for the state and then for the buffer,
+// zeroes the zero slots and issues the copies; the weight warp and the consumers wait on the ready
+// barrier instead of meta (the weight warp starts a tile's slices as soon as its offsets are known).
+// R = 1024 6.4% faster, R = 512 7% (call 6); the third state's slot area costs 16 halo rows (CAP 616,
+// 7.6% of the R = 1024 tiles handed off instead of 6.4%).
 // A tile that does not fit CAP rows (by ranges, BN = 64, CAP 632: 6.9% of the R = 1024 shell's tiles in
 // the map's order, 2.2% at R = 512; at Ci > 64 by boxes, BN = 128 (two passes: CAP 632, the map slice
 // in registers, HaloPipe::MAP): 1.1% and 0.1% (5.0% and 2.0% at 568 rows); fit3.py in
@@ -537,8 +550,14 @@ struct HaloPipe {
   // compiles with its descriptors on the uniform datapath instead of 14 R2UR moves at BN = 128. (With
   // 416 threads — 256 + the weight warp + 128 — ptxas gave every thread 128 all the same.) C = 128
   // R = 1024 3.5% faster, C = 64 unchanged (bench/results/2026-12-01-s23.md, call 1; A_BUFFERS below).
+  // kCopyWarp (one pass, BN = 64): the copy warp (below) takes the row copies off the prologue; its
+  // warpgroup (the copy and weight warps) 56 registers, the prologue 120, the consumers 168. With 40 for
+  // that warpgroup (consumers 176) it was 4% slower at R = 1024 and 48 (prologue 112, 12 bytes of its
+  // spills) 1% slower (bench/results/2026-12-01-s27.md, call 6).
+  static constexpr bool kCopyWarp = PASSES_ == 1 && BN_ == 64;
   static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
-  static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : 176, REG_PROLOGUE = PASSES_ > 1 ? 152 : 112,
+  static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : (kCopyWarp ? 168 : 176),
+                       REG_PROLOGUE = PASSES_ > 1 ? 152 : (kCopyWarp ? 120 : 112),
                        REG_WEIGHT = 512 - 2 * REG_CONSUMER - REG_PROLOGUE;
   static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER <= 256 && REG_PROLOGUE <= 256 &&
                     REG_CONSUMER % 8 == 0 && REG_PROLOGUE % 8 == 0,
@@ -546,9 +565,16 @@ struct HaloPipe {
   static constexpr int A_BUFFERS = BN == 64 ? 4 : 2;  // register A fragments in flight (the consumers' loop)
   static constexpr int B_STAGE = BK * BN * 2;
   static constexpr size_t STAGING = size_t(BM) * LDC * 2;
-  static constexpr size_t SLOTS = size_t(kMaxOffsets) * BM;    // 16-bit entries a buffer
-  static constexpr int ZERO = 8;                               // slots 0–7: zero rows, one a swizzle phase
-  static constexpr size_t BUDGET = 232448 - 2048;              // dynamic shared memory; the static part aside
+  // The offsets a map slice and a slot area hold: 27 where the kernel serves only those (halo_max_offsets:
+  // at one pass, BN = 64, 6.3 KB more for the halo buffers).
+  static constexpr int KMAX = halo_max_offsets(BN_, 64 * PASSES_);
+  static constexpr size_t SLOTS = size_t(KMAX) * BM;  // 16-bit entries a tile state
+  static constexpr int ZERO = 8;                      // slots 0–7: zero rows, one a swizzle phase
+  // Tile states (a tile's offsets, rows and slot entries): with the copy warp three, so that the prologue
+  // lays tile j + 1 out while the consumers run tile j − 1 and tile j waits for its buffer; else two (the
+  // prologue waits for the buffer before it lays a tile out). The third costs 7 KB of halo rows (CAP 616).
+  static constexpr int STATES = kCopyWarp ? 3 : 2;
+  static constexpr size_t BUDGET = 232448 - (STATES > 2 ? 3072 : 2048);  // dynamic shared memory; the static part aside
   // The prologue's map slice (int32 entries): in shared memory, fetched a tile ahead by cp.async, for one
   // pass; for two, in the prologue threads' registers, loaded at the top of the tile's iteration (in
   // flight while the free buffer is waited for), its 16 KB given to the halo buffers (CAP 568 → 632 at
@@ -556,8 +582,8 @@ struct HaloPipe {
   // R = 1024, 2–4% at R = 256–512; the same at one pass (C = 64, CAP 632 → 696) was 3–5% slower — its
   // tiles are half as long, the loads' latency shows (bench/results/2026-12-01-s22.md, call 4, final).
   static constexpr bool kMapInRegisters = PASSES_ > 1;
-  static constexpr size_t MAP = kMapInRegisters ? 0 : size_t(kMaxOffsets) * BM * 4;
-  static constexpr size_t FIXED = 1024 + size_t(STAGES) * B_STAGE + MAP + 2 * SLOTS * 2;
+  static constexpr size_t MAP = kMapInRegisters ? 0 : size_t(KMAX) * BM * 4;
+  static constexpr size_t FIXED = (1024 + size_t(STAGES) * B_STAGE + size_t(STATES) * SLOTS * 2 + MAP + 1023) / 1024 * 1024;
   static constexpr int CAP = static_cast<int>((BUDGET - FIXED) / 2 / 128 - ZERO) / 8 * 8;
   static constexpr size_t HALO = size_t(ZERO + CAP) * 128;
   static constexpr size_t SMEM = FIXED + 2 * HALO;
@@ -639,13 +665,18 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   constexpr int BM = H::BM, STAGES = H::STAGES, CONSUMERS = H::CONSUMERS, PRO = H::PROLOGUE, CAP = H::CAP,
                 ZERO = H::ZERO;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ int32_t row_s[2][BM];
-  __shared__ int8_t act_s[2][kMaxOffsets];
-  __shared__ int act_count[2], range_lo[2][3], range_hi[2][3];
-  __shared__ uint32_t any_s[2];
+  constexpr int STATES = H::STATES;
+  constexpr bool kCopy = H::kCopyWarp;
+  __shared__ int32_t row_s[STATES][BM];
+  __shared__ int8_t act_s[STATES][kMaxOffsets];
+  __shared__ int act_count[STATES], range_lo[STATES][3], range_hi[STATES][3];
+  __shared__ uint32_t any_s[STATES];
   __shared__ int64_t next_s;  // the prologue's next tile, claimed from the launch's tile counter
   __shared__ uint2 box_word[kHaloBoxWords];  // the tile being laid out: its box bitmap, {bits, boxes before}
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES], meta_s[2], halo_s[2], free_s[2];
+  // kCopy, a barrier pair a tile state: ready (every prologue thread has laid the state out: its offsets,
+  // slots and rows, or the end) and state-free (the 8 consumer warps and the weight warp are done with it).
+  __shared__ alignas(8) uint64_t ready_s[STATES], sfree_s[STATES];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
   const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -654,8 +685,13 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   const uint32_t meta0 = static_cast<uint32_t>(__cvta_generic_to_shared(meta_s));
   const uint32_t halo_bar0 = static_cast<uint32_t>(__cvta_generic_to_shared(halo_s));
   const uint32_t free0 = static_cast<uint32_t>(__cvta_generic_to_shared(free_s));
-  int32_t* map_s = reinterpret_cast<int32_t*>(smem + STAGES * H::B_STAGE);  // the prologue's map slice (or none)
-  uint16_t* slots0 = reinterpret_cast<uint16_t*>(smem + STAGES * H::B_STAGE + H::MAP);
+  const uint32_t ready0 = static_cast<uint32_t>(__cvta_generic_to_shared(ready_s));
+  const uint32_t sfree0 = static_cast<uint32_t>(__cvta_generic_to_shared(sfree_s));
+  // The tile states' slot areas first, then the prologue's map slice (or none): with the slot areas after
+  // a 27-offset map slice, the consumers' loop compiled with its control off the uniform datapath (12
+  // branches in it) and ran 9% slower (bench/results/2026-12-01-s27.md, call 4).
+  uint16_t* slots0 = reinterpret_cast<uint16_t*>(smem + STAGES * H::B_STAGE);
+  int32_t* map_s = reinterpret_cast<int32_t*>(smem + STAGES * H::B_STAGE + STATES * H::SLOTS * 2);
   constexpr uint32_t kHalo0 = H::FIXED - 1024;  // the halo buffers' offset from smem
   unsigned char* halo0 = smem + kHalo0;  // buffer b at halo0 + b · HALO; slot s at + 128 s
   const uint32_t halo_addr0 = sbase + kHalo0;
@@ -683,8 +719,12 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     }
     for (int b = 0; b < 2; ++b) {
       mbar_init(meta0 + 8 * b, PRO);
-      mbar_init(halo_bar0 + 8 * b, 1);  // + the rows' bytes
-      mbar_init(free0 + 8 * b, CONSUMERS / 32 + 1);
+      mbar_init(halo_bar0 + 8 * b, kCopy ? 32 : 1);  // + the rows' bytes (kCopy: every lane of the copy warp)
+      mbar_init(free0 + 8 * b, kCopy ? CONSUMERS : CONSUMERS / 32 + 1);  // kCopy: every consumer thread
+    }
+    for (int i = 0; i < STATES; ++i) {
+      mbar_init(ready0 + 8 * i, PRO);  // every prologue thread, after its slot entries
+      mbar_init(sfree0 + 8 * i, CONSUMERS / 32 + 1);
     }
     fence_mbarrier_init();
   }
@@ -735,12 +775,21 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     // so that its map slice can be fetched a tile ahead; the blocks finish within about a tile of each
     // other. (A tile's sums do not depend on the block that runs it: the same output bits.)
     int64_t next = tiles;
+    int sj = 0;           // the kept tile's state, j % STATES
+    uint32_t sj_par = 0;  // the parity of its use of that state, (j / STATES) & 1
+    // kCopy: tile j's state is free once its last tile (j − STATES) is done with.
+    auto wait_state = [&]() {
+      if (j >= STATES) mbar_wait(sfree0 + 8 * sj, sj_par ^ 1u);
+    };
     for (int64_t t = blockIdx.x; t < tiles; t = next) {
       const unsigned claim = pt == 0 ? atomicAdd(p.handoff_count + kTilesClaimed, 1u) : 0u;  // (its value used in phase)
-      const int sb = static_cast<int>(j & 1);  // the tile's state
-      const int64_t u0 = j * PASSES;           // its first unit
+      const int sb = kCopy ? sj : static_cast<int>(j & 1);  // the tile's state
+      const int64_t u0 = j * PASSES;                        // its first unit
       if constexpr (H::kMapInRegisters) fetch_map(t);
-      wait_free(u0);
+      if constexpr (kCopy)
+        wait_state();
+      else
+        wait_free(u0);
       // The box flags, in the first unit's halo buffer after its zero slots (free: waited for above; its
       // rows are requested after the flags are read, behind the proxy fence below).
       uint8_t* flags = halo0 + (u0 & 1) * H::HALO + ZERO * 128;
@@ -927,7 +976,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
               const int kv = k < KN ? k : KN - 1, g = offset_third(k, per);
               return v[kv] >= 0 ? v[kv] + (g == 0 ? d[0] : (g == 1 ? d[1] : d[2])) : -1;
             });
-          zero_slots(static_cast<int>(u0 & 1));
+          if constexpr (!kCopy) zero_slots(static_cast<int>(u0 & 1));
         }
       };
       if (p.k == 27)
@@ -940,18 +989,25 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         if (pt == 0) p.handoff[atomicAdd(p.handoff_count + kListed, 1u)] = static_cast<int32_t>(t);
         continue;
       }
-      for (int h = 0; h < PASSES; ++h) {  // the passes' rows and their meta
-        const int64_t u = u0 + h;
-        const int b = static_cast<int>(u & 1);
-        if (h > 0) {  // the first pass's buffer was waited for and zeroed above
-          wait_free(u);
-          named_barrier_prologue();  // (without it racecheck reports the zero slots' stores against the reads)
-          zero_slots(b);
-          fence_proxy_async();
-          named_barrier_prologue();
+      if constexpr (kCopy) {  // the state is ready (every thread arrives after its entries); the copy warp
+        // zeroes the buffer's zero slots and copies the rows once the buffer is free
+        if (pt == 0) act_count[sb] = list_offsets(any_s[sb], 0, p.k, act_s[sb]);
+        mbar_arrive(ready0 + 8 * sb);
+        if (++sj == STATES) sj = 0, sj_par ^= 1u;
+      } else {
+        for (int h = 0; h < PASSES; ++h) {  // the passes' rows and their meta
+          const int64_t u = u0 + h;
+          const int b = static_cast<int>(u & 1);
+          if (h > 0) {  // the first pass's buffer was waited for and zeroed above
+            wait_free(u);
+            named_barrier_prologue();  // (without it racecheck reports the zero slots' stores against the reads)
+            zero_slots(b);
+            fence_proxy_async();
+            named_barrier_prologue();
+          }
+          if (pt < 32) request_rows(h);
+          mbar_arrive(meta0 + 8 * b);
         }
-        if (pt < 32) request_rows(h);
-        mbar_arrive(meta0 + 8 * b);
       }
       ++j;
     }
@@ -959,21 +1015,75 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       __threadfence();
       atomicAdd(p.handoff_count + kListersDone, 1u);
     }
-    // The end: a unit of no tile (act_count −1) in the next buffer.
-    wait_free(j * PASSES);
-    if (pt == 0) act_count[j & 1] = -1;
-    mbar_arrive(meta0 + 8 * static_cast<int>((j * PASSES) & 1));
+    // The end: a unit of no tile (act_count −1) in the next buffer (kCopy: the next tile state).
+    if constexpr (kCopy) {
+      wait_state();
+      if (pt == 0) act_count[sj] = -1;
+      mbar_arrive(ready0 + 8 * sj);
+    } else {
+      wait_free(j * PASSES);
+      if (pt == 0) act_count[j & 1] = -1;
+      mbar_arrive(meta0 + 8 * static_cast<int>((j * PASSES) & 1));
+    }
   } else if (tid >= CONSUMERS) {  // ---- the weight warp: each step's slice, in tile order
     setmaxnreg_dec<H::REG_WEIGHT>();
+    if (kCopy && tid >= CONSUMERS + PRO + 32 && tid < CONSUMERS + PRO + 64) {
+      // ---- the copy warp (kCopy): for each kept tile, once its state is ready and its buffer free, the
+      // zero slots and the rows' copies (the layout by ranges, from the state's ranges). Every lane arrives
+      // on the halo barrier, lane 0 with the bytes (each writer its own arrival: racecheck follows no
+      // other edge; the consumers all arrive on free for the same reason).
+      int s = 0;
+      uint32_t s_par = 0;
+      for (int64_t u = 0;; ++u) {
+        const int b = static_cast<int>(u & 1);
+        mbar_wait(ready0 + 8 * s, s_par);
+        if (act_count[s] < 0) break;
+        if (u >= 2) mbar_wait(free0 + 8 * b, static_cast<uint32_t>((u >> 1) - 1) & 1);
+        for (int i = lane; i < ZERO * 8; i += 32)
+          *reinterpret_cast<uint4*>(halo0 + b * H::HALO + 16 * i) = make_uint4(0, 0, 0, 0);
+        int lo[3], base[3], boxes[3], slot_end = ZERO;
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {
+          lo[q] = range_lo[s][q];
+          base[q] = slot_end;
+          boxes[q] = halo_slots(lo[q], range_hi[s][q]) / 8;
+          slot_end += 8 * boxes[q];
+        }
+        fence_proxy_async();
+        __syncwarp();
+        const uint32_t bar = halo_bar0 + 8 * b;
+        if (lane == 0)
+          mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
+        else
+          mbar_arrive(bar);
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < 3; ++q) {  // range q: boxes[q] / 8 copies of 64 rows, then the rest of 8, a lane each
+          const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
+          for (int x = lane; x < ops; x += 32) {
+            const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
+            tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
+                        x < big ? &fmap64 : &fmap, 0, lo[q] + first, bar);
+          }
+        }
+        if (++s == STATES) s = 0, s_par ^= 1u;
+      }
+      return;
+    }
     if (tid >= CONSUMERS + PRO + 32) return;  // the warpgroup's other warps
     if (lane == 0) {
       uint32_t g = 0, st = 0, ph = 0;  // steps issued; the ring's stage and phase (3 stages, below)
       uint32_t full_r = full0, empty_r = empty0;  // held in registers (the consumers' comment)
       asm volatile("" : "+r"(full_r), "+r"(empty_r));
+      int s3 = 0;
+      uint32_t s3_par = 0;
       for (int64_t u = 0;; ++u) {
-        const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
+        const int b = static_cast<int>(u & 1), sb = kCopy ? s3 : static_cast<int>((u / PASSES) & 1);
         const int c0 = H::BK * static_cast<int>(u % PASSES);  // the pass's weight rows
-        mbar_wait(meta0 + 8 * b, static_cast<uint32_t>(u >> 1) & 1);
+        if constexpr (kCopy)
+          mbar_wait(ready0 + 8 * sb, s3_par);
+        else
+          mbar_wait(meta0 + 8 * b, static_cast<uint32_t>(u >> 1) & 1);
         const int steps = act_count[sb];
         if (steps < 0) break;
         for (int s = 0; s < steps; ++s, ++g) {
@@ -992,7 +1102,12 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
             tma_load_3d(dst + n * 8192, &wmap, 64 * n, c0, act_s[sb][s], full_r + 8 * stage);
           if (++st == STAGES) st = 0, ph ^= 1u;
         }
-        mbar_arrive(free0 + 8 * b);
+        if constexpr (kCopy) {  // (one pass: the tile's last unit)
+          mbar_arrive(sfree0 + 8 * sb);
+          if (++s3 == STATES) s3 = 0, s3_par ^= 1u;
+        } else {
+          mbar_arrive(free0 + 8 * b);
+        }
       }
     }
     __syncwarp();
@@ -1011,11 +1126,16 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     using DW = SmemDesc<8192, 1024>;
     const uint32_t desc0_lo = DW::kLo | ((sbase_r >> 4) & 0x3fff);  // the first weight stage's low word
     float acc[BN / 2];
+    int s3 = 0;
+    uint32_t s3_par = 0;
     for (int64_t u = 0;; ++u) {
-      const int b = static_cast<int>(u & 1), sb = static_cast<int>((u / PASSES) & 1);
+      const int b = static_cast<int>(u & 1), sb = kCopy ? s3 : static_cast<int>((u / PASSES) & 1);
       const int h = static_cast<int>(u % PASSES);
       const uint32_t parity = static_cast<uint32_t>(u >> 1) & 1;
-      mbar_wait(meta0 + 8 * b, parity);
+      if constexpr (kCopy)
+        mbar_wait(ready0 + 8 * sb, s3_par);
+      else
+        mbar_wait(meta0 + 8 * b, parity);
       const int steps = act_count[sb];
       if (steps < 0) break;
       const int8_t* act = act_s[sb];
@@ -1097,7 +1217,11 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         fence_proxy_async();  // this thread's stores into the buffer (the staging) before later copies there
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(free0 + 8 * b);
+      if (kCopy || lane == 0) mbar_arrive(free0 + 8 * b);
+      if constexpr (kCopy) {  // (one pass: the tile's last unit)
+        if (lane == 0) mbar_arrive(sfree0 + 8 * sb);
+        if (++s3 == STATES) s3 = 0, s3_par ^= 1u;
+      }
     }
   }
 #else
