@@ -654,6 +654,22 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
       : "memory");
 }
+
+// A tile's rows laid out by ranges into the halo buffer at shared address dst, channels x0 … x0 + 63:
+// range q's boxes[q] boxes of 8 rows, from row lo[q], at slots base[q] …, as boxes[q] / 8 copies of 64
+// rows (map64) and then the rest of 8 (map8), a copy a lane of the calling warp (lane), completing on bar.
+__device__ __forceinline__ void copy_ranges(uint32_t dst, const CUtensorMap* map8, const CUtensorMap* map64, int x0,
+                                            const int (&lo)[3], const int (&base)[3], const int (&boxes)[3],
+                                            uint32_t bar, int lane) {
+#pragma unroll
+  for (int q = 0; q < 3; ++q) {
+    const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
+    for (int x = lane; x < ops; x += 32) {
+      const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
+      tma_load_2d(dst + (base[q] + first) * 128, x < big ? map64 : map8, x0, lo[q] + first, bar);
+    }
+  }
+}
 #endif  // FRUGAL_WGMMA
 
 template <typename T, int BN, int PASSES>
@@ -840,15 +856,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
             }
           }
         } else {
-#pragma unroll
-          for (int q = 0; q < 3; ++q) {  // range q: boxes[q] / 8 copies of 64 rows, then the rest of 8, a lane each
-            const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
-            for (int x = pt; x < ops; x += 32) {
-              const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
-              tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
-                          x < big ? &fmap64 : &fmap, H::BK * h, lo[q] + first, bar);
-            }
-          }
+          copy_ranges(halo_addr0 + b * static_cast<uint32_t>(H::HALO), &fmap, &fmap64, H::BK * h, lo, base, boxes, bar,
+                      pt);
         }
       };
       // The map phase and the slot entries, with the offsets' groups known at compile time where K is
@@ -1057,15 +1066,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         else
           mbar_arrive(bar);
         __syncwarp();
-#pragma unroll
-        for (int q = 0; q < 3; ++q) {  // range q: boxes[q] / 8 copies of 64 rows, then the rest of 8, a lane each
-          const int big = boxes[q] / 8, ops = big + boxes[q] % 8;
-          for (int x = lane; x < ops; x += 32) {
-            const int first = x < big ? 64 * x : 64 * big + 8 * (x - big);
-            tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (base[q] + first) * 128,
-                        x < big ? &fmap64 : &fmap, 0, lo[q] + first, bar);
-          }
-        }
+        copy_ranges(halo_addr0 + b * static_cast<uint32_t>(H::HALO), &fmap, &fmap64, 0, lo, base, boxes, bar, lane);
         if (++s == STATES) s = 0, s_par ^= 1u;
       }
       return;
