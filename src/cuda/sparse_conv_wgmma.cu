@@ -618,6 +618,22 @@ __device__ __forceinline__ int halo_slots(int lo, int hi) {
 }
 // Whether a third's rows [lo, hi] (none: hi < lo) can be laid out by boxes.
 __device__ __forceinline__ bool halo_span_ok(int lo, int hi) { return hi < lo || hi - lo < 8 * kHaloBoxSpan; }
+// A tile's layout by ranges from its thirds' lowest and highest rows (lo_s, hi_s): range q from row lo[q]
+// at slots base[q] …, boxes[q] boxes of 8 rows, the first at slot zero. Returns the slots taken up to its
+// end; with spans, also whether every third could be laid out by boxes (halo_span_ok).
+__device__ __forceinline__ int range_layout(const int* lo_s, const int* hi_s, int zero, int (&lo)[3], int (&base)[3],
+                                            int (&boxes)[3], bool* spans = nullptr) {
+  int slot_end = zero;
+#pragma unroll
+  for (int q = 0; q < 3; ++q) {
+    lo[q] = lo_s[q];
+    if (spans) *spans = *spans && halo_span_ok(lo[q], hi_s[q]);
+    base[q] = slot_end;
+    boxes[q] = halo_slots(lo[q], hi_s[q]) / 8;
+    slot_end += 8 * boxes[q];
+  }
+  return slot_end;
+}
 // Word w of the tile's box bitmap: the byte flags 32w … 32w + 31 (each 0 or 1) as bits 0 … 31.
 __device__ __forceinline__ uint32_t halo_box_bits(const uint8_t* flags, int w) {
   uint32_t bits = 0;
@@ -904,16 +920,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           if (next < tiles) fetch_map(next);  // every thread has read this slice (the barrier above)
         // The layout: by ranges where they fit (most tiles of a shell in the map's order: the cheaper
         // layout), else (Ci > 64 only) by boxes where those fit.
-        int slot_end = ZERO;
         bool spans = true;
-#pragma unroll
-        for (int q = 0; q < 3; ++q) {
-          lo[q] = range_lo[sb][q];
-          spans = spans && halo_span_ok(lo[q], range_hi[sb][q]);
-          base[q] = slot_end;
-          boxes[q] = halo_slots(lo[q], range_hi[sb][q]) / 8;
-          slot_end += 8 * boxes[q];
-        }
+        const int slot_end = range_layout(range_lo[sb], range_hi[sb], ZERO, lo, base, boxes, &spans);
         in_halo = slot_end <= ZERO + CAP;
         by_boxes = kBoxes && !in_halo && spans;
         uint16_t* slot = slots0 + sb * H::SLOTS;
@@ -1050,14 +1058,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         if (u >= 2) mbar_wait(free0 + 8 * b, static_cast<uint32_t>((u >> 1) - 1) & 1);
         for (int i = lane; i < ZERO * 8; i += 32)
           *reinterpret_cast<uint4*>(halo0 + b * H::HALO + 16 * i) = make_uint4(0, 0, 0, 0);
-        int lo[3], base[3], boxes[3], slot_end = ZERO;
-#pragma unroll
-        for (int q = 0; q < 3; ++q) {
-          lo[q] = range_lo[s][q];
-          base[q] = slot_end;
-          boxes[q] = halo_slots(lo[q], range_hi[s][q]) / 8;
-          slot_end += 8 * boxes[q];
-        }
+        int lo[3], base[3], boxes[3];  // the prologue's layout of the tile, again from its ranges
+        range_layout(range_lo[s], range_hi[s], ZERO, lo, base, boxes);
         fence_proxy_async();
         __syncwarp();
         const uint32_t bar = halo_bar0 + 8 * b;
