@@ -556,8 +556,8 @@ struct HaloPipe {
   // spills) 1% slower (bench/results/2026-12-01-s27.md, call 6).
   static constexpr bool kCopyWarp = PASSES_ == 1 && BN_ == 64;
   static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
-  static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : (kCopyWarp ? 168 : 176),
-                       REG_PROLOGUE = PASSES_ > 1 ? 152 : (kCopyWarp ? 120 : 112),
+  static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : (kCopyWarp ? 160 : 176),
+                       REG_PROLOGUE = PASSES_ > 1 ? 152 : (kCopyWarp ? 136 : 112),
                        REG_WEIGHT = 512 - 2 * REG_CONSUMER - REG_PROLOGUE;
   static_assert(REG_WEIGHT >= 24 && REG_CONSUMER >= 128 && REG_CONSUMER <= 256 && REG_PROLOGUE <= 256 &&
                     REG_CONSUMER % 8 == 0 && REG_PROLOGUE % 8 == 0,
@@ -574,7 +574,7 @@ struct HaloPipe {
   // lays tile j + 1 out while the consumers run tile j − 1 and tile j waits for its buffer; else two (the
   // prologue waits for the buffer before it lays a tile out). The third costs 7 KB of halo rows (CAP 616).
   static constexpr int STATES = kCopyWarp ? 3 : 2;
-  static constexpr size_t BUDGET = 232448 - (STATES > 2 ? 3072 : 2048);  // dynamic shared memory; the static part aside
+  static constexpr size_t BUDGET = 232448 - (STATES > 2 ? 4096 : 2048);  // dynamic shared memory; the static part aside
   // The prologue's map slice (int32 entries): in shared memory, fetched a tile ahead by cp.async, for one
   // pass; for two, in the prologue threads' registers, loaded at the top of the tile's iteration (in
   // flight while the free buffer is waited for), its 16 KB given to the halo buffers (CAP 568 → 632 at
@@ -610,7 +610,7 @@ __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) 
 // Boxes are taken only at Ci > 64 (two passes: the consumers' tile takes twice as long, and the layout's
 // extra work is hidden). At Ci ≤ 64 it was not: +1 to +3% at R = 256–512, 0 at R = 1024, where at Ci = 128
 // R = 512 / 1024 / 196 gained 5 / 1–2 / 1–3% (R = 256 +2–5%); 2026-12-01-spconv-bounds.md, calls 3–5.
-__host__ __device__ constexpr bool halo_by_boxes(int64_t ci) { return halo_passes(ci) > 1; }
+__host__ __device__ constexpr bool halo_by_boxes(int64_t ci, int bn) { return halo_passes(ci) > 1 || bn == 64; }
 // By ranges (the cheaper layout, taken where it fits): the slots the range [lo, hi] takes, whole boxes
 // of 8 rows, 0 when empty (hi < lo), capped at 2^15 (past any fit); range q's rows at slots base[q] ….
 __device__ __forceinline__ int halo_slots(int lo, int hi) {
@@ -686,6 +686,22 @@ __device__ __forceinline__ void copy_ranges(uint32_t dst, const CUtensorMap* map
     }
   }
 }
+// A tile's rows laid out by boxes, bitmap word w = {bits, boxes before} of its third's rows from row0: each
+// run of its boxes as copies of 64 rows (map64) while 8 boxes are left, then of 8 (map8), into the halo
+// buffer at shared address dst, channels x0 … x0 + 63, completing on bar.
+__device__ __forceinline__ void copy_boxes(uint32_t dst, const CUtensorMap* map8, const CUtensorMap* map64, int x0,
+                                           uint2 w, int row0, int zero, uint32_t bar) {
+  for (uint32_t m = w.x; m;) {
+    const int s = __ffs(m) - 1, len = __ffsll(~static_cast<uint64_t>(m >> s)) - 1;  // a run of boxes
+    const int slot = zero + 8 * static_cast<int>(w.y + __popc(w.x & ((1u << s) - 1)));
+    for (int x = 0; x < len;) {
+      const bool big = len - x >= 8;
+      tma_load_2d(dst + (slot + 8 * x) * 128, big ? map64 : map8, x0, row0 + 8 * (s + x), bar);
+      x += big ? 8 : 1;
+    }
+    m = len >= 32 ? 0u : m & ~(((1u << len) - 1) << s);
+  }
+}
 #endif  // FRUGAL_WGMMA
 
 template <typename T, int BN, int PASSES>
@@ -704,7 +720,11 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   __shared__ int act_count[STATES], range_lo[STATES][3], range_hi[STATES][3];
   __shared__ uint32_t any_s[STATES];
   __shared__ int64_t next_s;  // the prologue's next tile, claimed from the launch's tile counter
-  __shared__ uint2 box_word[kHaloBoxWords];  // the tile being laid out: its box bitmap, {bits, boxes before}
+  // A tile's box bitmap, {bits, boxes before} a word: the tile being laid out (and, kCopy, a state's, for
+  // the copy warp), and its byte flags while it is laid out (kCopy: not in the buffer, which is not free yet).
+  __shared__ uint2 box_words[kCopy ? STATES : 1][kHaloBoxWords];
+  __shared__ alignas(16) uint8_t flags_s[kCopy ? 3 * kHaloBoxSpan : 16];
+  __shared__ int8_t by_boxes_s[STATES];
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES], meta_s[2], halo_s[2], free_s[2];
   // kCopy, a barrier pair a tile state: ready (every prologue thread has laid the state out: its offsets,
   // slots and rows, or the end) and state-free (the 8 consumer warps and the weight warp are done with it).
@@ -733,7 +753,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   // state (its offsets, rows, slots: index j % 2) serves all its passes. (PASSES = ⌈Ci / 64⌉ is a
   // template parameter: as a runtime value the one-pass kernel measured 5% slower at C = 64.)
   static_assert(PASSES >= 1 && PASSES <= kHaloPasses, "Ci ≤ 64 · kHaloPasses");
-  constexpr bool kBoxes = PASSES > 1;  // tiles that do not fit by ranges laid out by boxes (halo_by_boxes)
+  constexpr bool kBoxes = halo_by_boxes(64 * PASSES, BN);  // tiles that do not fit by ranges, by boxes
   if (p.halo_min_fits && !halo_took_the_rows(p)) {  // the rows do not suit it (decided on the device)
     if (tid == 0) {
       if (!(p.halo_min_fits & kHaloOthersFollow))  // every tile to the hand-off kernel
@@ -824,7 +844,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         wait_free(u0);
       // The box flags, in the first unit's halo buffer after its zero slots (free: waited for above; its
       // rows are requested after the flags are read, behind the proxy fence below).
-      uint8_t* flags = halo0 + (u0 & 1) * H::HALO + ZERO * 128;
+      uint8_t* flags = kCopy ? flags_s : halo0 + (u0 & 1) * H::HALO + ZERO * 128;
+      uint2* box_word = box_words[kCopy ? sb : 0];
       if (pt == 0) {
         any_s[sb] = 0;
         for (int q = 0; q < 3; ++q) range_lo[sb][q] = INT32_MAX, range_hi[sb][q] = -1;
@@ -856,20 +877,10 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         __syncwarp();
         if (kBoxes && by_boxes) {
           if (pt < kHaloBoxWords) {  // lane w: the runs of word w's boxes
-            const uint2 w = box_word[pt];
             const int g = pt / (kHaloBoxSpan / 32);
             const int row0 = (g == 0 ? lo[0] : (g == 1 ? lo[1] : lo[2])) + 256 * (pt % (kHaloBoxSpan / 32));
-            for (uint32_t m = w.x; m;) {
-              const int s = __ffs(m) - 1, len = __ffsll(~static_cast<uint64_t>(m >> s)) - 1;  // a run of boxes
-              const int slot = ZERO + 8 * static_cast<int>(w.y + __popc(w.x & ((1u << s) - 1)));
-              for (int x = 0; x < len;) {
-                const bool big = len - x >= 8;
-                tma_load_2d(halo_addr0 + b * static_cast<uint32_t>(H::HALO) + (slot + 8 * x) * 128,
-                            big ? &fmap64 : &fmap, H::BK * h, row0 + 8 * (s + x), bar);
-                x += big ? 8 : 1;
-              }
-              m = len >= 32 ? 0u : m & ~(((1u << len) - 1) << s);
-            }
+            copy_boxes(halo_addr0 + b * static_cast<uint32_t>(H::HALO), &fmap, &fmap64, H::BK * h, box_word[pt], row0,
+                       ZERO, bar);
           }
         } else {
           copy_ranges(halo_addr0 + b * static_cast<uint32_t>(H::HALO), &fmap, &fmap64, H::BK * h, lo, base, boxes, bar,
@@ -1008,7 +1019,10 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       }
       if constexpr (kCopy) {  // the state is ready (every thread arrives after its entries); the copy warp
         // zeroes the buffer's zero slots and copies the rows once the buffer is free
-        if (pt == 0) act_count[sb] = list_offsets(any_s[sb], 0, p.k, act_s[sb]);
+        if (pt == 0) {
+          act_count[sb] = list_offsets(any_s[sb], 0, p.k, act_s[sb]);
+          by_boxes_s[sb] = by_boxes;
+        }
         mbar_arrive(ready0 + 8 * sb);
         if (++sj == STATES) sj = 0, sj_par ^= 1u;
       } else {
@@ -1060,15 +1074,24 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           *reinterpret_cast<uint4*>(halo0 + b * H::HALO + 16 * i) = make_uint4(0, 0, 0, 0);
         int lo[3], base[3], boxes[3];  // the prologue's layout of the tile, again from its ranges
         range_layout(range_lo[s], range_hi[s], ZERO, lo, base, boxes);
+        const bool by_boxes = by_boxes_s[s];
+        const uint2 last = box_words[kCopy ? s : 0][kHaloBoxWords - 1];
+        const int total = by_boxes ? static_cast<int>(last.y + __popc(last.x)) : boxes[0] + boxes[1] + boxes[2];
         fence_proxy_async();
         __syncwarp();
-        const uint32_t bar = halo_bar0 + 8 * b;
+        const uint32_t bar = halo_bar0 + 8 * b, dst = halo_addr0 + b * static_cast<uint32_t>(H::HALO);
         if (lane == 0)
-          mbar_arrive_expect_tx(bar, 1024 * (boxes[0] + boxes[1] + boxes[2]));
+          mbar_arrive_expect_tx(bar, 1024 * total);
         else
           mbar_arrive(bar);
         __syncwarp();
-        copy_ranges(halo_addr0 + b * static_cast<uint32_t>(H::HALO), &fmap, &fmap64, 0, lo, base, boxes, bar, lane);
+        if (!by_boxes) {
+          copy_ranges(dst, &fmap, &fmap64, 0, lo, base, boxes, bar, lane);
+        } else if (lane < kHaloBoxWords) {  // lane w: the runs of word w's boxes
+          const int g = lane / (kHaloBoxSpan / 32);
+          const int row0 = (g == 0 ? lo[0] : (g == 1 ? lo[1] : lo[2])) + 256 * (lane % (kHaloBoxSpan / 32));
+          copy_boxes(dst, &fmap, &fmap64, 0, box_words[kCopy ? s : 0][lane], row0, ZERO, bar);
+        }
         if (++s == STATES) s = 0, s_par ^= 1u;
       }
       return;
@@ -1235,7 +1258,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
 // ---- which rows suit the pipelined halo kernel ----------------------------------------------------
 // Block b looks at tile ⌊b · tiles / gridDim.x⌋ of the launch's rows (one thread a row) and counts it
 // in *fits when its three row ranges fit a halo buffer of cap rows: the decision the kernel's prologue makes.
-__global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap, unsigned* fits) {
+__global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap, bool by_boxes, unsigned* fits) {
   __shared__ int lo_s[3], hi_s[3], boxes_s;
   __shared__ alignas(16) uint8_t flags[3 * kHaloBoxSpan];  // as the halo kernel lays a tile out by boxes
   const int r = threadIdx.x, lane = r % 32, per = (p.k + 2) / 3;
@@ -1266,7 +1289,7 @@ __global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap
   }
   __syncthreads();
   const int ranges = halo_slots(lo_s[0], hi_s[0]) + halo_slots(lo_s[1], hi_s[1]) + halo_slots(lo_s[2], hi_s[2]);
-  const bool boxes = halo_by_boxes(p.ci) && ranges > cap,  // (a tile that fits by ranges fits by boxes)
+  const bool boxes = by_boxes && ranges > cap,  // (a tile that fits by ranges fits by boxes)
       spans = halo_span_ok(lo_s[0], hi_s[0]) && halo_span_ok(lo_s[1], hi_s[1]) && halo_span_ok(lo_s[2], hi_s[2]);
   if (boxes && spans && live)
     for (int k = 0; k < p.k; ++k) {
@@ -1489,14 +1512,14 @@ int halo_pipe_cap(int bn, int64_t ci) {
 }
 
 // The probe on s: launch p's fitting sample tiles (halo buffers of cap rows) into *count.
-void launch_halo_probe(const Params& p, int cap, unsigned* count, cudaStream_t s) {
+void launch_halo_probe(const Params& p, int cap, bool by_boxes, unsigned* count, cudaStream_t s) {
   FRUGAL_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned), s));
-  kernel_halo_probe<<<halo_samples(p), kTileRows, 0, s>>>(p, cap, count);
+  kernel_halo_probe<<<halo_samples(p), kTileRows, 0, s>>>(p, cap, by_boxes, count);
   FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
 void halo_probe(const Params& p, int bn, cudaStream_t s) {
-  launch_halo_probe(p, halo_pipe_cap(bn, p.ci), p.handoff_count + kProbeFits, s);
+  launch_halo_probe(p, halo_pipe_cap(bn, p.ci), halo_by_boxes(p.ci, bn), p.handoff_count + kProbeFits, s);
 }
 
 int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
@@ -1518,7 +1541,7 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
   const int cap = halo_pipe_cap(bn, p.ci);
   for (Probe& e : probes) {
     if (e.device != device || e.nbr != p.nbr || e.n != p.n || e.row_begin != p.row_begin || e.rows != p.rows ||
-        e.k != p.k || e.cap != cap || e.boxes != halo_by_boxes(p.ci))
+        e.k != p.k || e.cap != cap || e.boxes != halo_by_boxes(p.ci, bn))
       continue;
     if (e.answer < 0) {
       const cudaError_t q = cudaEventQuery(e.done);
@@ -1550,10 +1573,10 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
     slot = old.slot;
     probes.erase(probes.begin());
   }
-  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap, halo_by_boxes(p.ci)};
+  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap, halo_by_boxes(p.ci, bn)};
   e.slot = slot;
   Scratch count(sizeof(unsigned), s);
-  launch_halo_probe(p, cap, count.as<unsigned>(), s);
+  launch_halo_probe(p, cap, halo_by_boxes(p.ci, bn), count.as<unsigned>(), s);
   FRUGAL_CUDA_CHECK(cudaMemcpyAsync(counts + slot, count.as<unsigned>(), sizeof(unsigned), cudaMemcpyDeviceToHost, s));
   FRUGAL_CUDA_CHECK(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming));
   FRUGAL_CUDA_CHECK(cudaEventRecord(e.done, s));
