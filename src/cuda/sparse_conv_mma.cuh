@@ -35,9 +35,11 @@ namespace frugal::cuda::spconv_mma {
 // 16-row groups of the sorted order compute are useful (89% counting the busier warp), against 62%
 // in the map's order (bench/results/2026-11-29-spconv-tc.md).
 constexpr int kWindow = 8192;
-// Rows per launch: the row order of one chunk lives in the workspace (4 bytes a row), so 2^22 rows
-// keep it at 16 MiB whatever N is. Windows and tiles start afresh at each chunk (2^22 is a multiple
-// of both, so by default they fall where one launch over all rows would put them).
+// Rows per launch where the rows are sorted: the row order of one chunk lives in the workspace (4 bytes
+// a row), so 2^22 rows keep it at 16 MiB whatever N is. Windows and tiles start afresh at each chunk
+// (2^22 is a multiple of both, so by default they fall where one launch over all rows would put them).
+// Unsorted calls take all their rows in one launch: one pipeline fill and drain, one hand-off launch (the
+// C = 64 R = 1024 shell, 4.6 M rows: 1.6% faster than two launches; bench/results/2026-12-01-s28.md).
 constexpr int64_t kChunkRows = int64_t{1} << 22;
 constexpr int kTileRows = 128;   // output rows per block
 constexpr int kGroupRows = 16;   // rows per m16 tensor-core fragment: the granularity of skipping
@@ -52,8 +54,8 @@ __host__ __device__ constexpr int halo_max_offsets(int bn, int64_t ci) { return 
 bool supports(const spconv::backend::ConvArgs& a);
 // The output-channel tile: a.tile_co when set (64, 128 or 256), else chosen from Co.
 int tile_co(const spconv::backend::ConvArgs& a);
-// Rows per launch (≤ kChunkRows, or a.chunk_rows when set; smaller when Co needs many column tiles,
-// so that one launch's grid fits 2^31 - 1 blocks).
+// Rows per launch (a.chunk_rows when set, else kChunkRows where the rows are sorted and all of them
+// where not; smaller when Co needs many column tiles, so that one launch's grid fits 2^31 - 1 blocks).
 int64_t chunk_rows(const spconv::backend::ConvArgs& a);
 // The wgmma kernel's split over offsets: a.splits when set, else, when one launch's grid would
 // cover fewer blocks than the device has multiprocessors, enough splits to cover them (at most 8,

@@ -474,8 +474,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // tile (the two-block kernel moves ~18 GB through the L2 at R = 1024, C = 64). Here each tile's input
 // rows are loaded once, as three contiguous row ranges (one for each third of the offsets: for a 3×3×3
 // kernel the three planes of the first coordinate; over the shells they hold ~8% more rows than the
-// tile's distinct rows; at Ci > 64 a tile whose ranges do not fit takes only the 8-row boxes of them it
-// uses), into a "halo" in shared memory; each warp then reads its 16 rows' A
+// tile's distinct rows; a tile whose ranges do not fit takes only the 8-row boxes of them it uses, at
+// Ci > 64 and at one pass with BN = 64), into a "halo" in shared memory; each warp then reads its 16 rows' A
 // fragments straight from the halo rows with ldmatrix (one row address a lane) and issues register-A
 // wgmmas against the offset's weight slice. bench/results/2026-11-30-spconv-range.md,
 // -spconv-halo2.md and -spconv-pipe-trace.md have the measurements behind each choice below; the
@@ -515,7 +515,8 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // zeroes the zero slots and issues the copies; the weight warp and the consumers wait on the ready
 // barrier instead of meta (the weight warp starts a tile's slices as soon as its offsets are known).
 // R = 1024 6.4% faster, R = 512 7% (call 6); the third state's slot area costs 16 halo rows (CAP 616,
-// 7.6% of the R = 1024 tiles handed off instead of 6.4%).
+// 7.6% of the R = 1024 tiles handed off instead of 6.4%) — and with the prologue off the path, the tiles
+// that do not fit by ranges are laid out by boxes there too (CAP 608: 1.7% handed off; below).
 // A tile that does not fit CAP rows (by ranges, BN = 64, CAP 632: 6.9% of the R = 1024 shell's tiles in
 // the map's order, 2.2% at R = 512; at Ci > 64 by boxes, BN = 128 (two passes: CAP 632, the map slice
 // in registers, HaloPipe::MAP): 1.1% and 0.1% (5.0% and 2.0% at 568 rows); fit3.py in
@@ -553,7 +554,8 @@ struct HaloPipe {
   // kCopyWarp (one pass, BN = 64): the copy warp (below) takes the row copies off the prologue; its
   // warpgroup (the copy and weight warps) 56 registers, the prologue 120, the consumers 168. With 40 for
   // that warpgroup (consumers 176) it was 4% slower at R = 1024 and 48 (prologue 112, 12 bytes of its
-  // spills) 1% slower (bench/results/2026-12-01-s27.md, call 6).
+  // spills) 1% slower (bench/results/2026-12-01-s27.md, call 6). With the layout by boxes there the
+  // prologue takes 136 and the consumers 160 (168 / 120 spilled 144 bytes in the prologue; 0 at 160 / 136).
   static constexpr bool kCopyWarp = PASSES_ == 1 && BN_ == 64;
   static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
   static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : (kCopyWarp ? 160 : 176),
@@ -572,7 +574,8 @@ struct HaloPipe {
   static constexpr int ZERO = 8;                      // slots 0–7: zero rows, one a swizzle phase
   // Tile states (a tile's offsets, rows and slot entries): with the copy warp three, so that the prologue
   // lays tile j + 1 out while the consumers run tile j − 1 and tile j waits for its buffer; else two (the
-  // prologue waits for the buffer before it lays a tile out). The third costs 7 KB of halo rows (CAP 616).
+  // prologue waits for the buffer before it lays a tile out). The third costs 7 KB of halo rows, and the
+  // states' box words (static shared memory) 1 KB more: CAP 608.
   static constexpr int STATES = kCopyWarp ? 3 : 2;
   static constexpr size_t BUDGET = 232448 - (STATES > 2 ? 4096 : 2048);  // dynamic shared memory; the static part aside
   // The prologue's map slice (int32 entries): in shared memory, fetched a tile ahead by cp.async, for one
@@ -601,15 +604,19 @@ __host__ __device__ constexpr int halo_passes(int64_t ci) { return ci > 64 ? 2 :
 __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) + (k >= 2 * per); }
 // Two layouts of a tile's halo, both after the ZERO slots. By ranges: for each third g of the offsets,
 // every row from the third's lowest neighbour row lo to its highest, gaps included (the cheap one). By
-// boxes (at Ci > 64, for a tile that does not fit by ranges): the boxes of 8 rows its neighbours of
+// boxes (halo_by_boxes, for a tile that does not fit by ranges): the boxes of 8 rows its neighbours of
 // each third fall in, counted from lo (box i: rows lo + 8i …), each used box once, in order — third
 // 0's, then 1's, then 2's; a third's rows must span fewer than kHaloBoxSpan boxes (a byte flag a box
 // while the tile is laid out). A tile fits when its layout takes at most CAP slots: of the R = 1024
 // shell's tiles 6.9% / 11.8% do not by ranges at CAP = 632 / 568, 1.1% / 5.0% by boxes
 // (bench/results/2026-12-01-spconv-bounds.md; two passes have 696 / 632 rows at BN = 64 / 128: MAP).
-// Boxes are taken only at Ci > 64 (two passes: the consumers' tile takes twice as long, and the layout's
-// extra work is hidden). At Ci ≤ 64 it was not: +1 to +3% at R = 256–512, 0 at R = 1024, where at Ci = 128
-// R = 512 / 1024 / 196 gained 5 / 1–2 / 1–3% (R = 256 +2–5%); 2026-12-01-spconv-bounds.md, calls 3–5.
+// Boxes are taken where the layout's extra work is off the consumers' path: at Ci > 64 (two passes: the
+// consumers' tile takes twice as long) and at one pass with BN = 64, where the copy warp took the row
+// copies off the prologue (kCopyWarp). At Ci ≤ 64 before that it was not: +1 to +3% at R = 256–512, 0 at
+// R = 1024, where at Ci = 128 R = 512 / 1024 / 196 gained 5 / 1–2 / 1–3% (R = 256 +2–5%);
+// 2026-12-01-spconv-bounds.md, calls 3–5. With the copy warp, C = 64 R = 1024: 7.6% → 1.7% of the tiles
+// handed off, 1.3–1.6% faster, R = 256–512 unchanged (2026-12-01-s28.md, calls 1 and 3). At one pass and
+// BN = 128 (64 → 128: no copy warp) still not.
 __host__ __device__ constexpr bool halo_by_boxes(int64_t ci, int bn) { return halo_passes(ci) > 1 || bn == 64; }
 // By ranges (the cheaper layout, taken where it fits): the slots the range [lo, hi] takes, whole boxes
 // of 8 rows, 0 when empty (hi < lo), capped at 2^15 (past any fit); range q's rows at slots base[q] ….
@@ -843,7 +850,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       else
         wait_free(u0);
       // The box flags, in the first unit's halo buffer after its zero slots (free: waited for above; its
-      // rows are requested after the flags are read, behind the proxy fence below).
+      // rows are requested after the flags are read, behind the proxy fence below); kCopy: in static
+      // shared memory (the buffer is not free yet).
       uint8_t* flags = kCopy ? flags_s : halo0 + (u0 & 1) * H::HALO + ZERO * 128;
       uint2* box_word = box_words[kCopy ? sb : 0];
       if (pt == 0) {
@@ -930,7 +938,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         if constexpr (!H::kMapInRegisters)
           if (next < tiles) fetch_map(next);  // every thread has read this slice (the barrier above)
         // The layout: by ranges where they fit (most tiles of a shell in the map's order: the cheaper
-        // layout), else (Ci > 64 only) by boxes where those fit.
+        // layout), else (kBoxes) by boxes where those fit.
         bool spans = true;
         const int slot_end = range_layout(range_lo[sb], range_hi[sb], ZERO, lo, base, boxes, &spans);
         in_halo = slot_end <= ZERO + CAP;
