@@ -693,11 +693,14 @@ __device__ __forceinline__ void copy_ranges(uint32_t dst, const CUtensorMap* map
     }
   }
 }
-// A tile's rows laid out by boxes, bitmap word w = {bits, boxes before} of its third's rows from row0: each
-// run of its boxes as copies of 64 rows (map64) while 8 boxes are left, then of 8 (map8), into the halo
-// buffer at shared address dst, channels x0 … x0 + 63, completing on bar.
+// A tile's rows laid out by boxes, the part of bitmap word i (w = {bits, boxes before}; the word covers
+// 256 rows of its third g, from row lo[g] + 256 · (i % (kHaloBoxSpan / 32))): each run of its boxes as
+// copies of 64 rows (map64) while 8 boxes are left, then of 8 (map8), into the halo buffer at shared
+// address dst, channels x0 … x0 + 63, completing on bar.
 __device__ __forceinline__ void copy_boxes(uint32_t dst, const CUtensorMap* map8, const CUtensorMap* map64, int x0,
-                                           uint2 w, int row0, int zero, uint32_t bar) {
+                                           uint2 w, int i, const int (&lo)[3], int zero, uint32_t bar) {
+  const int g = i / (kHaloBoxSpan / 32);
+  const int row0 = (g == 0 ? lo[0] : (g == 1 ? lo[1] : lo[2])) + 256 * (i % (kHaloBoxSpan / 32));
   for (uint32_t m = w.x; m;) {
     const int s = __ffs(m) - 1, len = __ffsll(~static_cast<uint64_t>(m >> s)) - 1;  // a run of boxes
     const int slot = zero + 8 * static_cast<int>(w.y + __popc(w.x & ((1u << s) - 1)));
@@ -884,12 +887,9 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         }
         __syncwarp();
         if (kBoxes && by_boxes) {
-          if (pt < kHaloBoxWords) {  // lane w: the runs of word w's boxes
-            const int g = pt / (kHaloBoxSpan / 32);
-            const int row0 = (g == 0 ? lo[0] : (g == 1 ? lo[1] : lo[2])) + 256 * (pt % (kHaloBoxSpan / 32));
-            copy_boxes(halo_addr0 + b * static_cast<uint32_t>(H::HALO), &fmap, &fmap64, H::BK * h, box_word[pt], row0,
+          if (pt < kHaloBoxWords)  // lane w: the runs of word w's boxes
+            copy_boxes(halo_addr0 + b * static_cast<uint32_t>(H::HALO), &fmap, &fmap64, H::BK * h, box_word[pt], pt, lo,
                        ZERO, bar);
-          }
         } else {
           copy_ranges(halo_addr0 + b * static_cast<uint32_t>(H::HALO), &fmap, &fmap64, H::BK * h, lo, base, boxes, bar,
                       pt);
@@ -1096,9 +1096,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         if (!by_boxes) {
           copy_ranges(dst, &fmap, &fmap64, 0, lo, base, boxes, bar, lane);
         } else if (lane < kHaloBoxWords) {  // lane w: the runs of word w's boxes
-          const int g = lane / (kHaloBoxSpan / 32);
-          const int row0 = (g == 0 ? lo[0] : (g == 1 ? lo[1] : lo[2])) + 256 * (lane % (kHaloBoxSpan / 32));
-          copy_boxes(dst, &fmap, &fmap64, 0, box_words[kCopy ? s : 0][lane], row0, ZERO, bar);
+          copy_boxes(dst, &fmap, &fmap64, 0, box_words[kCopy ? s : 0][lane], lane, lo, ZERO, bar);
         }
         if (++s == STATES) s = 0, s_par ^= 1u;
       }
