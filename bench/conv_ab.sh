@@ -5,7 +5,8 @@
 #   bench/conv_ab.sh BUNDLE [--test V,V] [--sanitize V] [--rounds N] [--rows "R:C:CO:ONLY ..."] V [V ...]
 #
 # BUNDLE: a folder or a .tar.xz of cvar/V/{spconv,test_sparse_conv}, each variant's programs as
-# bench/build_variant.sh builds them (sm_90a, static CUDA runtime). Each round times every
+# bench/build_variant.sh builds them (sm_90a, static CUDA runtime); git ignores bench/results/**/bundle.tar.xz,
+# so a call's bundle reaches the GPU machine only when the device tool's `carry` names it. Each round times every
 # variant on a row before the next row, so that the variants meet the same clocks. A row R:C:CO:ONLY
 # is the sphere shell of resolution R (bench/shells.py), C input and CO output channels, and the
 # bench's --only (the kernel forced beside the default dispatch; `none`: the default alone).
