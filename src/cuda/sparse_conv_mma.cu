@@ -414,7 +414,7 @@ int tile_rows(const sb::ConvArgs& a) {
 }
 
 int64_t chunk_rows(const sb::ConvArgs& a) {
-  // (the header, kChunkRows: only the sorted order lives in the workspace by chunk)
+  // Sorted rows keep their order in the workspace a chunk at a time; unsorted ones go in one launch.
   int64_t rows = a.chunk_rows > 0 ? a.chunk_rows : (sorts(a) ? kChunkRows : a.n);
   const int64_t col_tiles = ceil_div<int64_t>(a.co, tile_co(a));
   rows = std::min<int64_t>(rows, INT32_MAX / col_tiles * kTileRows);  // one launch's grid ≤ 2^31 - 1

@@ -536,6 +536,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 // Ci ≤ 64 it is theirs.
 // A tile's layout by boxes (below): each third of the offsets spans < kHaloBoxSpan boxes of 8 rows.
 constexpr int kHaloBoxSpan = 256, kHaloBoxWords = 3 * kHaloBoxSpan / 32;
+// Whether the halo kernel of this column tile and pass count has the copy warp (HaloPipe::kCopyWarp): one
+// pass at BN = 64 (Ci ≤ 64 → Co ≤ 64).
+__host__ __device__ constexpr bool halo_copy_warp(int bn, int passes) { return passes == 1 && bn == 64; }
 template <int BN_, int PASSES_ = 1>
 struct HaloPipe {
   static constexpr int BM = kTileRows, BN = BN_, BK = 64, CONSUMERS = 256, PROLOGUE = BM;  // a prologue thread a row
@@ -556,7 +559,7 @@ struct HaloPipe {
   // that warpgroup (consumers 176) it was 4% slower at R = 1024 and 48 (prologue 112, 12 bytes of its
   // spills) 1% slower (bench/results/2026-12-01-s27.md, call 6). With the layout by boxes there the
   // prologue takes 136 and the consumers 160 (168 / 120 spilled 144 bytes in the prologue; 0 at 160 / 136).
-  static constexpr bool kCopyWarp = PASSES_ == 1 && BN_ == 64;
+  static constexpr bool kCopyWarp = halo_copy_warp(BN_, PASSES_);
   static constexpr int THREADS = CONSUMERS + PROLOGUE + 128, STAGES = BN == 64 ? 4 : 3, LDC = BN + 8;
   static constexpr int REG_CONSUMER = PASSES_ > 1 ? 160 : (kCopyWarp ? 160 : 176),
                        REG_PROLOGUE = PASSES_ > 1 ? 152 : (kCopyWarp ? 136 : 112),
@@ -617,7 +620,9 @@ __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) 
 // 2026-12-01-spconv-bounds.md, calls 3–5. With the copy warp, C = 64 R = 1024: 7.6% → 1.7% of the tiles
 // handed off, 1.3–1.6% faster, R = 256–512 unchanged (2026-12-01-s28.md, calls 1 and 3). At one pass and
 // BN = 128 (64 → 128: no copy warp) still not.
-__host__ __device__ constexpr bool halo_by_boxes(int64_t ci, int bn) { return halo_passes(ci) > 1 || bn == 64; }
+__host__ __device__ constexpr bool halo_by_boxes(int64_t ci, int bn) {
+  return halo_passes(ci) > 1 || halo_copy_warp(bn, halo_passes(ci));
+}
 // By ranges (the cheaper layout, taken where it fits): the slots the range [lo, hi] takes, whole boxes
 // of 8 rows, 0 when empty (hi < lo), capped at 2^15 (past any fit); range q's rows at slots base[q] ….
 __device__ __forceinline__ int halo_slots(int lo, int hi) {
@@ -1083,7 +1088,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         int lo[3], base[3], boxes[3];  // the prologue's layout of the tile, again from its ranges
         range_layout(range_lo[s], range_hi[s], ZERO, lo, base, boxes);
         const bool by_boxes = by_boxes_s[s];
-        const uint2 last = box_words[kCopy ? s : 0][kHaloBoxWords - 1];
+        const uint2* words = box_words[kCopy ? s : 0];  // (kCopy: this code runs only there)
+        const uint2 last = words[kHaloBoxWords - 1];
         const int total = by_boxes ? static_cast<int>(last.y + __popc(last.x)) : boxes[0] + boxes[1] + boxes[2];
         fence_proxy_async();
         __syncwarp();
@@ -1096,7 +1102,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         if (!by_boxes) {
           copy_ranges(dst, &fmap, &fmap64, 0, lo, base, boxes, bar, lane);
         } else if (lane < kHaloBoxWords) {  // lane w: the runs of word w's boxes
-          copy_boxes(dst, &fmap, &fmap64, 0, box_words[kCopy ? s : 0][lane], lane, lo, ZERO, bar);
+          copy_boxes(dst, &fmap, &fmap64, 0, words[lane], lane, lo, ZERO, bar);
         }
         if (++s == STATES) s = 0, s_par ^= 1u;
       }
@@ -1545,9 +1551,10 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
   static unsigned* counts = nullptr;  // pinned host memory, kMaps counts (kept for the process)
   const std::lock_guard<std::mutex> lock(mutex);
   const int cap = halo_pipe_cap(bn, p.ci);
+  const bool boxes = halo_by_boxes(p.ci, bn);
   for (Probe& e : probes) {
     if (e.device != device || e.nbr != p.nbr || e.n != p.n || e.row_begin != p.row_begin || e.rows != p.rows ||
-        e.k != p.k || e.cap != cap || e.boxes != halo_by_boxes(p.ci, bn))
+        e.k != p.k || e.cap != cap || e.boxes != boxes)
       continue;
     if (e.answer < 0) {
       const cudaError_t q = cudaEventQuery(e.done);
@@ -1579,10 +1586,10 @@ int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
     slot = old.slot;
     probes.erase(probes.begin());
   }
-  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap, halo_by_boxes(p.ci, bn)};
+  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap, boxes};
   e.slot = slot;
   Scratch count(sizeof(unsigned), s);
-  launch_halo_probe(p, cap, halo_by_boxes(p.ci, bn), count.as<unsigned>(), s);
+  launch_halo_probe(p, cap, boxes, count.as<unsigned>(), s);
   FRUGAL_CUDA_CHECK(cudaMemcpyAsync(counts + slot, count.as<unsigned>(), sizeof(unsigned), cudaMemcpyDeviceToHost, s));
   FRUGAL_CUDA_CHECK(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming));
   FRUGAL_CUDA_CHECK(cudaEventRecord(e.done, s));
