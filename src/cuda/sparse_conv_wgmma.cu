@@ -660,6 +660,16 @@ __device__ __forceinline__ uint32_t halo_box_bits(const uint8_t* flags, int w) {
 }
 // A row's place in the tile's thirds: 8 · kHaloBoxSpan · g + v − lo (third g, whose lowest row is lo);
 // its box is place / 8 over all three thirds.
+// A position in a ring of N slots used round after round (the tile states, a barrier each): the slot and
+// the parity of the round, the phase its barrier is waited for in.
+template <int N>
+struct RingPos {
+  int i = 0;
+  uint32_t parity = 0;
+  __device__ __forceinline__ void next() {
+    if (++i == N) i = 0, parity ^= 1u;
+  }
+};
 __device__ __forceinline__ int halo_place(int g, int v, int lo) { return 8 * kHaloBoxSpan * g + v - lo; }
 // The slot of the row at `place`, from the bitmap's words {bits, boxes before the word}.
 __device__ __forceinline__ int halo_box_slot(const uint2* words, int place, int zero) {
@@ -743,7 +753,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES], meta_s[2], halo_s[2], free_s[2];
   // kCopy, a barrier pair a tile state: ready (every prologue thread has laid the state out: its offsets,
   // slots and rows, or the end) and state-free (the 8 consumer warps and the weight warp are done with it).
-  __shared__ alignas(8) uint64_t ready_s[STATES], sfree_s[STATES];
+  __shared__ alignas(8) uint64_t ready_s[kCopy ? STATES : 1], sfree_s[kCopy ? STATES : 1];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
   const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -789,10 +799,11 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       mbar_init(halo_bar0 + 8 * b, kCopy ? 32 : 1);  // + the rows' bytes (kCopy: every lane of the copy warp)
       mbar_init(free0 + 8 * b, kCopy ? CONSUMERS : CONSUMERS / 32 + 1);  // kCopy: every consumer thread
     }
-    for (int i = 0; i < STATES; ++i) {
-      mbar_init(ready0 + 8 * i, PRO);  // every prologue thread, after its slot entries
-      mbar_init(sfree0 + 8 * i, CONSUMERS / 32 + 1);
-    }
+    if constexpr (kCopy)
+      for (int i = 0; i < STATES; ++i) {
+        mbar_init(ready0 + 8 * i, PRO);  // every prologue thread, after its slot entries
+        mbar_init(sfree0 + 8 * i, CONSUMERS / 32 + 1);
+      }
     fence_mbarrier_init();
   }
   grid_launch_dependents();  // the hand-off kernel may take each multiprocessor this kernel leaves
@@ -842,15 +853,14 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     // so that its map slice can be fetched a tile ahead; the blocks finish within about a tile of each
     // other. (A tile's sums do not depend on the block that runs it: the same output bits.)
     int64_t next = tiles;
-    int sj = 0;           // the kept tile's state, j % STATES
-    uint32_t sj_par = 0;  // the parity of its use of that state, (j / STATES) & 1
+    RingPos<STATES> sj;  // the kept tile's state, j % STATES, and the parity of its use, (j / STATES) & 1
     // kCopy: tile j's state is free once its last tile (j − STATES) is done with.
     auto wait_state = [&]() {
-      if (j >= STATES) mbar_wait(sfree0 + 8 * sj, sj_par ^ 1u);
+      if (j >= STATES) mbar_wait(sfree0 + 8 * sj.i, sj.parity ^ 1u);
     };
     for (int64_t t = blockIdx.x; t < tiles; t = next) {
       const unsigned claim = pt == 0 ? atomicAdd(p.handoff_count + kTilesClaimed, 1u) : 0u;  // (its value used in phase)
-      const int sb = kCopy ? sj : static_cast<int>(j & 1);  // the tile's state
+      const int sb = kCopy ? sj.i : static_cast<int>(j & 1);  // the tile's state
       const int64_t u0 = j * PASSES;                        // its first unit
       if constexpr (H::kMapInRegisters) fetch_map(t);
       if constexpr (kCopy)
@@ -1037,7 +1047,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           by_boxes_s[sb] = by_boxes;
         }
         mbar_arrive(ready0 + 8 * sb);
-        if (++sj == STATES) sj = 0, sj_par ^= 1u;
+        sj.next();
       } else {
         for (int h = 0; h < PASSES; ++h) {  // the passes' rows and their meta
           const int64_t u = u0 + h;
@@ -1062,8 +1072,8 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     // The end: a unit of no tile (act_count −1) in the next buffer (kCopy: the next tile state).
     if constexpr (kCopy) {
       wait_state();
-      if (pt == 0) act_count[sj] = -1;
-      mbar_arrive(ready0 + 8 * sj);
+      if (pt == 0) act_count[sj.i] = -1;
+      mbar_arrive(ready0 + 8 * sj.i);
     } else {
       wait_free(j * PASSES);
       if (pt == 0) act_count[j & 1] = -1;
@@ -1076,11 +1086,10 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       // zero slots and the rows' copies (the layout by ranges, from the state's ranges). Every lane arrives
       // on the halo barrier, lane 0 with the bytes (each writer its own arrival: racecheck follows no
       // other edge; the consumers all arrive on free for the same reason).
-      int s = 0;
-      uint32_t s_par = 0;
+      RingPos<STATES> rs;  // the tile's state
       for (int64_t u = 0;; ++u) {
-        const int b = static_cast<int>(u & 1);
-        mbar_wait(ready0 + 8 * s, s_par);
+        const int b = static_cast<int>(u & 1), s = rs.i;
+        mbar_wait(ready0 + 8 * s, rs.parity);
         if (act_count[s] < 0) break;
         if (u >= 2) mbar_wait(free0 + 8 * b, static_cast<uint32_t>((u >> 1) - 1) & 1);
         for (int i = lane; i < ZERO * 8; i += 32)
@@ -1104,7 +1113,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         } else if (lane < kHaloBoxWords) {  // lane w: the runs of word w's boxes
           copy_boxes(dst, &fmap, &fmap64, 0, words[lane], lane, lo, ZERO, bar);
         }
-        if (++s == STATES) s = 0, s_par ^= 1u;
+        rs.next();
       }
       return;
     }
@@ -1113,13 +1122,12 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       uint32_t g = 0, st = 0, ph = 0;  // steps issued; the ring's stage and phase (3 stages, below)
       uint32_t full_r = full0, empty_r = empty0;  // held in registers (the consumers' comment)
       asm volatile("" : "+r"(full_r), "+r"(empty_r));
-      int s3 = 0;
-      uint32_t s3_par = 0;
+      RingPos<STATES> rs;  // kCopy: the tile's state
       for (int64_t u = 0;; ++u) {
-        const int b = static_cast<int>(u & 1), sb = kCopy ? s3 : static_cast<int>((u / PASSES) & 1);
+        const int b = static_cast<int>(u & 1), sb = kCopy ? rs.i : static_cast<int>((u / PASSES) & 1);
         const int c0 = H::BK * static_cast<int>(u % PASSES);  // the pass's weight rows
         if constexpr (kCopy)
-          mbar_wait(ready0 + 8 * sb, s3_par);
+          mbar_wait(ready0 + 8 * sb, rs.parity);
         else
           mbar_wait(meta0 + 8 * b, static_cast<uint32_t>(u >> 1) & 1);
         const int steps = act_count[sb];
@@ -1142,7 +1150,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         }
         if constexpr (kCopy) {  // (one pass: the tile's last unit)
           mbar_arrive(sfree0 + 8 * sb);
-          if (++s3 == STATES) s3 = 0, s3_par ^= 1u;
+          rs.next();
         } else {
           mbar_arrive(free0 + 8 * b);
         }
@@ -1164,14 +1172,13 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     using DW = SmemDesc<8192, 1024>;
     const uint32_t desc0_lo = DW::kLo | ((sbase_r >> 4) & 0x3fff);  // the first weight stage's low word
     float acc[BN / 2];
-    int s3 = 0;
-    uint32_t s3_par = 0;
+    RingPos<STATES> rs;  // kCopy: the tile's state
     for (int64_t u = 0;; ++u) {
-      const int b = static_cast<int>(u & 1), sb = kCopy ? s3 : static_cast<int>((u / PASSES) & 1);
+      const int b = static_cast<int>(u & 1), sb = kCopy ? rs.i : static_cast<int>((u / PASSES) & 1);
       const int h = static_cast<int>(u % PASSES);
       const uint32_t parity = static_cast<uint32_t>(u >> 1) & 1;
       if constexpr (kCopy)
-        mbar_wait(ready0 + 8 * sb, s3_par);
+        mbar_wait(ready0 + 8 * sb, rs.parity);
       else
         mbar_wait(meta0 + 8 * b, parity);
       const int steps = act_count[sb];
@@ -1258,7 +1265,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       if (kCopy || lane == 0) mbar_arrive(free0 + 8 * b);
       if constexpr (kCopy) {  // (one pass: the tile's last unit)
         if (lane == 0) mbar_arrive(sfree0 + 8 * sb);
-        if (++s3 == STATES) s3 = 0, s3_par ^= 1u;
+        rs.next();
       }
     }
   }
