@@ -21,6 +21,25 @@ def sphere_shell(res_, dev):
     return torch.cat(out).int()
 
 
+def neighbour_masks(res_):
+    """The shell on the CPU in map order (x, y, z slowest to fastest) and each voxel's 27-bit mask of the
+    3×3×3 neighbours present (bit k = 9 (dx + 1) + 3 (dy + 1) + dz + 1), as numpy int64."""
+    import numpy as np
+    c = sphere_shell(res_, "cpu").numpy().astype(np.int64)
+    key = (c[:, 0] * res_ + c[:, 1]) * res_ + c[:, 2]
+    ks = np.sort(key)
+    mask = np.zeros(len(c), np.int64)
+    k = 0
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            for dz in (-1, 0, 1):
+                q = ((c[:, 0] + dx) * res_ + (c[:, 1] + dy)) * res_ + (c[:, 2] + dz)
+                i = np.minimum(np.searchsorted(ks, q), len(c) - 1)
+                mask |= (ks[i] == q).astype(np.int64) << k
+                k += 1
+    return c, mask
+
+
 def coords_path(res_):
     return f"/tmp/coords_{res_}.bin"
 

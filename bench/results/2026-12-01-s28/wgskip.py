@@ -5,20 +5,8 @@ import os, sys, numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))  # bench/
 import shells
 R = int(sys.argv[1])
-c = shells.sphere_shell(R, 'cpu').numpy().astype(np.int64)
+c, mask = shells.neighbour_masks(R)
 n = len(c)
-key = (c[:, 0] * R + c[:, 1]) * R + c[:, 2]
-order = np.argsort(key); ks = key[order]
-mask = np.zeros(n, np.int64)
-k = 0
-for dx in (-1, 0, 1):
-    for dy in (-1, 0, 1):
-        for dz in (-1, 0, 1):
-            q = ((c[:, 0] + dx) * R + (c[:, 1] + dy)) * R + (c[:, 2] + dz)
-            i = np.searchsorted(ks, q); i = np.minimum(i, n - 1)
-            hit = ks[i] == q
-            mask |= hit.astype(np.int64) << k
-            k += 1
 pairs = sum(int(((mask >> j) & 1).sum()) for j in range(27))
 T = n // 128
 m = mask[:T * 128].reshape(T, 128)

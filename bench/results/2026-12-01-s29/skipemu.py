@@ -17,19 +17,38 @@ class Bar:
         if self.pending == 0 and self.tx == 0: self.phase += 1; self.pending = self.count
     def passes(self, parity): return (self.phase & 1) != parity
 
+def schedule(actors, full, inflight, rng):
+    """Runs the actors (generators yielding the condition they wait for) in a random order, landing the
+    in-flight fills' bytes (stages, oldest first) at random: 'ok', or 'deadlock' when none can move."""
+    cond = {k: (lambda: True) for k in actors}
+    while actors:
+        if inflight and rng.random() < 0.3:
+            st = inflight.pop(0); full[st].tx -= 1; full[st].settle()
+        ready = [k for k in actors if cond[k]()]
+        if not ready:
+            if inflight: continue
+            return 'deadlock'
+        k = rng.choice(ready)
+        try: cond[k] = next(actors[k])
+        except StopIteration: del actors[k]
+    return 'ok'
+
+def weight(units, full, empty, inflight, proxies):
+    """The weight warp: each step's fill in order, once the stage's last use is released; with proxies, an
+    arrival of 4 on the stage's empty barrier for each warpgroup that skips the step."""
+    g = 0
+    for (n, u0, u1) in units:
+        for s in range(n):
+            st, ph = g % S, (g // S) & 1
+            if g >= S: yield lambda st=st, ph=ph: empty[st].passes(ph ^ 1)
+            full[st].tx += 1; full[st].arrive(1); inflight.append(st)
+            for use in (u0, u1) if proxies else ():
+                if not (use >> s) & 1: empty[st].arrive(4)
+            g += 1
+
 def emulate(units, rng, gap_rule=True, inorder=True):
     full = [Bar(1) for _ in range(S)]; empty = [Bar(8) for _ in range(S)]
     inflight, stale, epi = [], [], [0, 0]
-    def weight():
-        g = 0
-        for (n, u0, u1) in units:
-            for s in range(n):
-                st, ph = g % S, (g // S) & 1
-                if g >= S: yield lambda st=st, ph=ph: empty[st].passes(ph ^ 1)
-                full[st].tx += 1; full[st].arrive(1); inflight.append(st)
-                for use in (u0, u1):
-                    if not (use >> s) & 1: empty[st].arrive(4)
-                g += 1
     def consumer(w):
         g0, g_last, st_prev = 0, -1, None
         for ui, (n, u0, u1) in enumerate(units):
@@ -52,19 +71,7 @@ def emulate(units, rng, gap_rule=True, inorder=True):
             g0 += n
             epi[w] = ui + 1
             yield lambda ui=ui: min(epi) >= ui + 1  # the epilogue's barrier across the warpgroups
-    actors = {'W': weight(), 'C0': consumer(0), 'C1': consumer(1)}
-    cond = {k: (lambda: True) for k in actors}
-    while actors:
-        if inflight and rng.random() < 0.3:
-            st = inflight.pop(0); full[st].tx -= 1; full[st].settle()
-        ready = [k for k in actors if cond[k]()]
-        if not ready:
-            if inflight: continue
-            return 'deadlock', stale
-        k = rng.choice(ready)
-        try: cond[k] = next(actors[k])
-        except StopIteration: del actors[k]
-    return 'ok', stale
+    return schedule({'W': weight(units, full, empty, inflight, True), 'C0': consumer(0), 'C1': consumer(1)}, full, inflight, rng), stale
 
 def units_for(rng):
     units = []
@@ -92,17 +99,9 @@ if __name__ == '__main__':
 # skips, in order, and releases that stage at once; before such waits that reach STAGES past its last own
 # step it releases that step's stage (its group done); at the unit's end it does the same for the unit's
 # trailing skipped steps, so that nothing it skips waits for the epilogue's barrier.
-def emulate2(units, rng):
+def emulate2(units, rng):  # (no proxies)
     full = [Bar(1) for _ in range(S)]; empty = [Bar(8) for _ in range(S)]
     inflight, stale, epi = [], [], [0, 0]
-    def weight():
-        g = 0
-        for (n, u0, u1) in units:
-            for s in range(n):
-                st, ph = g % S, (g // S) & 1
-                if g >= S: yield lambda st=st, ph=ph: empty[st].passes(ph ^ 1)
-                full[st].tx += 1; full[st].arrive(1); inflight.append(st)
-                g += 1
     def consumer(w):
         g0, g_last, held = 0, -1, None  # held: the stage of the last own step, not yet released
         def skipped(upto, own):  # wait for and release the steps g_last + 1 … upto − 1 (then own step upto)
@@ -131,19 +130,7 @@ def emulate2(units, rng):
             g0 += n
             epi[w] = ui + 1
             yield lambda ui=ui: min(epi) >= ui + 1
-    actors = {'W': weight(), 'C0': consumer(0), 'C1': consumer(1)}
-    cond = {k: (lambda: True) for k in actors}
-    while actors:
-        if inflight and rng.random() < 0.3:
-            st = inflight.pop(0); full[st].tx -= 1; full[st].settle()
-        ready = [k for k in actors if cond[k]()]
-        if not ready:
-            if inflight: continue
-            return 'deadlock', stale
-        k = rng.choice(ready)
-        try: cond[k] = next(actors[k])
-        except StopIteration: del actors[k]
-    return 'ok', stale
+    return schedule({'W': weight(units, full, empty, inflight, False), 'C0': consumer(0), 'C1': consumer(1)}, full, inflight, rng), stale
 
 if __name__ == '__main__':
     rng = random.Random(7); dead = stale = errs = 0
