@@ -1,5 +1,5 @@
 #!/bin/bash
-# For the next session: the first device call for exp-wgskip 928f100 (not run in s29). Build here first:
+# For the next session: the first device call for exp-wgskip 928f100 (head ac45e08 adds comments only; not run in s29). Build here first:
 #   TARGETS=test_sparse_conv bench/build_variant.sh WD /work/wgskip -- -DFRUGAL_EXP_WATCHDOG
 #   TARGETS="spconv test_sparse_conv" bench/build_variant.sh WS /work/wgskip
 #   TARGETS="spconv test_sparse_conv" bench/build_variant.sh WB /work/wgskip -- -DFRUGAL_EXP_WGKEY
