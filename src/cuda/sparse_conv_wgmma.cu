@@ -670,6 +670,20 @@ struct RingPos {
     if (++i == N) i = 0, parity ^= 1u;
   }
 };
+// A tile's box count from its bitmap words ({bits, boxes before} a word): the last word's.
+__device__ __forceinline__ int halo_box_count(const uint2* words) {
+  const uint2 last = words[kHaloBoxWords - 1];
+  return static_cast<int>(last.y + __popc(last.x));
+}
+// The zero slots of a halo buffer (ZERO rows of 128 bytes, 16 bytes a store) by N threads: stores i, i + N, ….
+template <int ZERO, int N>
+__device__ __forceinline__ void zero_halo_slots(unsigned char* buf, int i) {
+  if constexpr (N >= ZERO * 8) {
+    if (i < ZERO * 8) *reinterpret_cast<uint4*>(buf + 16 * i) = make_uint4(0, 0, 0, 0);
+  } else {
+    for (; i < ZERO * 8; i += N) *reinterpret_cast<uint4*>(buf + 16 * i) = make_uint4(0, 0, 0, 0);
+  }
+}
 __device__ __forceinline__ int halo_place(int g, int v, int lo) { return 8 * kHaloBoxSpan * g + v - lo; }
 // The slot of the row at `place`, from the bitmap's words {bits, boxes before the word}.
 __device__ __forceinline__ int halo_box_slot(const uint2* words, int place, int zero) {
@@ -846,7 +860,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     };
     // The zero slots of buffer b (an epilogue staged over them), from this thread.
     auto zero_slots = [&](int b) {
-      if (pt < ZERO * 8) *reinterpret_cast<uint4*>(halo0 + b * H::HALO + 16 * pt) = make_uint4(0, 0, 0, 0);
+      zero_halo_slots<ZERO, PRO>(halo0 + b * H::HALO, pt);
     };
     // The walk: tile blockIdx.x first, then the tiles claimed one at a time from the launch's counter
     // (gridDim.x + handoff_count[kTilesClaimed], the claims so far), each claimed at the top of the tile before it,
@@ -984,8 +998,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
             if (pt < kHaloBoxWords) box_word[pt] = make_uint2(bits, static_cast<uint32_t>(before - c));
           }
           named_barrier_prologue();
-          const uint2 last = box_word[kHaloBoxWords - 1];
-          total = static_cast<int>(last.y + __popc(last.x));
+          total = halo_box_count(box_word);
           in_halo = 8 * total <= CAP;
         }
         if (in_halo) {  // the rows; the slot entries
@@ -1092,14 +1105,12 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         mbar_wait(ready0 + 8 * s, rs.parity);
         if (act_count[s] < 0) break;
         if (u >= 2) mbar_wait(free0 + 8 * b, static_cast<uint32_t>((u >> 1) - 1) & 1);
-        for (int i = lane; i < ZERO * 8; i += 32)
-          *reinterpret_cast<uint4*>(halo0 + b * H::HALO + 16 * i) = make_uint4(0, 0, 0, 0);
+        zero_halo_slots<ZERO, 32>(halo0 + b * H::HALO, lane);
         int lo[3], base[3], boxes[3];  // the prologue's layout of the tile, again from its ranges
         range_layout(range_lo[s], range_hi[s], ZERO, lo, base, boxes);
         const bool by_boxes = by_boxes_s[s];
         const uint2* words = box_words[kCopy ? s : 0];  // (kCopy: this code runs only there)
-        const uint2 last = words[kHaloBoxWords - 1];
-        const int total = by_boxes ? static_cast<int>(last.y + __popc(last.x)) : boxes[0] + boxes[1] + boxes[2];
+        const int total = by_boxes ? halo_box_count(words) : boxes[0] + boxes[1] + boxes[2];
         fence_proxy_async();
         __syncwarp();
         const uint32_t bar = halo_bar0 + 8 * b, dst = halo_addr0 + b * static_cast<uint32_t>(H::HALO);
