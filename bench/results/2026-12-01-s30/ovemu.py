@@ -3,7 +3,8 @@
 # ready / state-free), the copy warp (free -> halo, bytes landing late), the weight warp (empty -> full,
 # bytes landing late; state-free after a tile), two consumer warpgroups as written in exp-ov (head issues,
 # the previous unit's epilogue with its two barriers across the warpgroups, the head's retirement, steps,
-# wgmma groups that complete after random delays), random scheduling. Counts deadlocks and checks that
+# wgmma groups that complete after random delays), random scheduling; OVD (direct stores: no staging, no
+# barriers, the buffer and state freed at the unit's end) too. Counts deadlocks and checks that
 # every step's wait passed on its own fill. `python3 ovemu.py [trials]`.
 import random, sys
 S, STATES = 4, 3
@@ -18,7 +19,7 @@ class Bar:
         if self.pending == 0 and self.tx == 0: self.phase += 1; self.pending = self.count
     def passes(self, parity): return (self.phase & 1) != parity
 
-def run(units, head, rng):
+def run(units, head, rng, direct=False):
     T = len(units)
     ready = [Bar(1) for _ in range(STATES)]; sfree = [Bar(3) for _ in range(STATES)]
     halo = [Bar(1) for _ in range(2)]; free = [Bar(2) for _ in range(2)]
@@ -87,9 +88,11 @@ def run(units, head, rng):
                 yield from issue(); yield from wait_le(1); release(2)
             yield from wait_le(0)
             if steps > 0: release(1)
+            if direct: free[b].arrive(); sfree[s].arrive()  # OVD: nothing staged, freed at once
             prev = (b, s)
     def epilogue(prev):
         b, s = prev
+        if direct: return  # OVD: stores from registers only
         yield from barrier_of()
         yield from barrier_of()
         free[b].arrive(); sfree[s].arrive()
@@ -121,11 +124,12 @@ def run(units, head, rng):
 
 if __name__ == '__main__':
     trials = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    for head in (1, 2, 3):
-        rng = random.Random(head)
-        dead = stale = 0
-        for _ in range(trials):
-            units = [rng.choice([0, 1, 2, 3, 4, 5, rng.randint(6, 27), rng.randint(20, 27)]) for _ in range(rng.randint(1, 9))]
-            res, bad = run(units, head, rng)
-            dead += res == 'deadlock'; stale += bool(bad)
-        print(f'HEAD={head}: {trials} trials, {dead} deadlocks, {stale} with a step that passed on another fill')
+    for direct in (False, True):
+        for head in (1, 2, 3):
+            rng = random.Random(head)
+            dead = stale = 0
+            for _ in range(trials):
+                units = [rng.choice([0, 1, 2, 3, 4, 5, rng.randint(6, 27), rng.randint(20, 27)]) for _ in range(rng.randint(1, 9))]
+                res, bad = run(units, head, rng, direct)
+                dead += res == 'deadlock'; stale += bool(bad)
+            print(f'{"OVD" if direct else "OV"} HEAD={head}: {trials} trials, {dead} deadlocks, {stale} with a step that passed on another fill')
