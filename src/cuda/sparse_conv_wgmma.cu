@@ -658,8 +658,6 @@ __device__ __forceinline__ uint32_t halo_box_bits(const uint8_t* flags, int w) {
   }
   return bits;
 }
-// A row's place in the tile's thirds: 8 · kHaloBoxSpan · g + v − lo (third g, whose lowest row is lo);
-// its box is place / 8 over all three thirds.
 // A position in a ring of N slots used round after round (the tile states, a barrier each): the slot and
 // the parity of the round, the phase its barrier is waited for in.
 template <int N>
@@ -678,12 +676,14 @@ __device__ __forceinline__ int halo_box_count(const uint2* words) {
 // The zero slots of a halo buffer (ZERO rows of 128 bytes, 16 bytes a store) by N threads: stores i, i + N, ….
 template <int ZERO, int N>
 __device__ __forceinline__ void zero_halo_slots(unsigned char* buf, int i) {
-  if constexpr (N >= ZERO * 8) {
+  if constexpr (N >= ZERO * 8) {  // one store a thread at most (the loop form moves the kernels' schedule)
     if (i < ZERO * 8) *reinterpret_cast<uint4*>(buf + 16 * i) = make_uint4(0, 0, 0, 0);
   } else {
     for (; i < ZERO * 8; i += N) *reinterpret_cast<uint4*>(buf + 16 * i) = make_uint4(0, 0, 0, 0);
   }
 }
+// A row's place in the tile's thirds: 8 · kHaloBoxSpan · g + v − lo (third g, whose lowest row is lo);
+// its box is place / 8 over all three thirds.
 __device__ __forceinline__ int halo_place(int g, int v, int lo) { return 8 * kHaloBoxSpan * g + v - lo; }
 // The slot of the row at `place`, from the bitmap's words {bits, boxes before the word}.
 __device__ __forceinline__ int halo_box_slot(const uint2* words, int place, int zero) {
