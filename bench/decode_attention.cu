@@ -10,14 +10,16 @@
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
 // Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L [--splits N]] [--sweep]
-//                         [--loops] [--mixes]
+//                         [--loops] [--mixes] [--floor]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers; --splits N forces its slice count); --sweep: the slice sweep of every row too (the
 //   split heuristic's data; slices of >= 64 tokens); --loops: every row three times, the f16
 //   kernel's main loop left to the rule (auto), then forced to each loop (FRUGAL_ATTN_KERNEL:
 //   registers, wide), plus lengths between the short and the long rows (the data the rule was set
 //   from); --mixes: only the D = 128 target and short rows with 8-bit K and/or V (K8/V4, K4/V8,
-//   K8/V8), then the D = 64 long rows at K4/V4 and the same mixes.
+//   K8/V8), then the D = 64 long rows at K4/V4 and the same mixes; --floor: every main row also
+//   times the stream floor of its bytes (kernel_stream over the row's four cache arrays, timed the
+//   same way, the best of four grid sizes): what a call that only read its cache would take.
 //   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -91,6 +93,31 @@ __global__ void kernel_flush(const int4* p, size_t n, int* sink) {
   if (acc == 0x7fffffff) sink[blockIdx.x] = acc;
 }
 
+// The stream floor of a call: reads every 16-byte word of the given arrays once (four independent
+// loads in flight a thread), XORs them, writes one word per block (never, in practice). Nothing but
+// the bytes a decode call must read, with the same launch and the same cold L2.
+struct Span {
+  const int4* p;
+  size_t n;
+};
+__global__ void __launch_bounds__(512) kernel_stream(Span s0, Span s1, Span s2, Span s3, int* sink) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x, first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  int acc = 0;
+  for (const Span& s : {s0, s1, s2, s3}) {
+    size_t i = first;
+    for (; i + 3 * stride < s.n; i += 4 * stride) {
+      const int4 a = __ldcs(s.p + i), b = __ldcs(s.p + i + stride), c = __ldcs(s.p + i + 2 * stride),
+                 d = __ldcs(s.p + i + 3 * stride);
+      acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; i < s.n; i += stride) {
+      const int4 a = __ldcs(s.p + i);
+      acc ^= a.x ^ a.y ^ a.z ^ a.w;
+    }
+  }
+  if (acc == 0x7fffffff) sink[blockIdx.x] = acc;
+}
+
 kv::Cache random_cache(int batch, int heads, int dim, int64_t len, int bits, uint64_t seed) {
   kv::CacheConfig c;
   c.batch = batch;
@@ -160,11 +187,12 @@ struct Row {
   int splits;        // 0 = automatic
   std::string loop;  // the f16 main loop: auto (the library's rule), registers or wide
   double ms, bytes;
+  double floor_ms = 0;  // --floor: the stream floor of the row's bytes
 };
 
 int main(int argc, char** argv) {
   std::string json;
-  bool quick = false, sweep = false, loops = false, mixes = false;
+  bool quick = false, sweep = false, loops = false, mixes = false, stream_floor = false;
   int one[5] = {0, 0, 0, 0, 0};
   int forced_splits = 0;  // --splits N: the slice count of the --shape row (0: the library's rule)
   for (int i = 1; i < argc; ++i) {
@@ -173,6 +201,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     if (!std::strcmp(argv[i], "--loops")) loops = true;
     if (!std::strcmp(argv[i], "--mixes")) mixes = true;
+    if (!std::strcmp(argv[i], "--floor")) stream_floor = true;
     if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) forced_splits = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
@@ -258,6 +287,22 @@ int main(int argc, char** argv) {
         flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, reps);
     Row r{s.B,           s.Hq,   s.Hkv, s.D, s.L, kb, vb, math == attention::Math::f32 ? "f32" : "f16",
           to_string(qd), splits, loop,  ms,  big};
+    if (stream_floor && splits == 0 && math == attention::Math::f16 && kb == 4 && vb == 4 && loop == "auto") {
+      auto span = [](const Tensor& t) { return Span{static_cast<const int4*>(t.data()), size_t(t.nbytes()) / 16}; };
+      r.floor_ms = 1e30;
+      for (int blocks : {264, 528, 1056, 2112})
+        r.floor_ms = std::min(r.floor_ms, time_median_ms(
+                                              flush,
+                                              [&] {
+                                                kernel_stream<<<blocks, 512>>>(span(k.packed()), span(v.packed()),
+                                                                               span(k.scales()), span(v.scales()),
+                                                                               flush.sink);
+                                              },
+                                              3, reps));
+      CHECK(cudaGetLastError());
+      std::printf("  stream floor of the same %.1f MB: %.4f ms (%.2f TB/s); ours = %.3f x the floor\n", big / 1e6,
+                  r.floor_ms, big / r.floor_ms / 1e9, ms / r.floor_ms);
+    }
     std::printf(
         "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s loop=%-9s %9.4f ms  %6.2f TB/s  (%.0f%% of "
         "read BW)  out %016llx\n",
@@ -317,9 +362,9 @@ int main(int argc, char** argv) {
       std::fprintf(f,
                    "  {\"B\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"L\": %lld, \"kbits\": %d, \"vbits\": %d, "
                    "\"math\": \"%s\", \"q\": \"%s\", \"splits\": %d, \"loop\": \"%s\", \"ms\": %.6f, "
-                   "\"bytes\": %.0f}%s\n",
+                   "\"bytes\": %.0f, \"floor_ms\": %.6f}%s\n",
                    r.B, r.Hq, r.Hkv, r.D, (long long)r.L, r.kbits, r.vbits, r.math.c_str(), r.qdtype.c_str(), r.splits,
-                   r.loop.c_str(), r.ms, r.bytes, i + 1 < rows.size() ? "," : "");
+                   r.loop.c_str(), r.ms, r.bytes, r.floor_ms, i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

@@ -5,13 +5,16 @@
 // reads its A fragments with ldmatrix); B is an N-major 64 × N slice in shared memory, as the conv's
 // weight stage. No loads, no barriers, no gathers: what the tensor pipe gives this instruction shape
 // at a given number of warpgroups a multiprocessor, against which a conv kernel's main loop is read.
-// Usage: wgmma_ceiling [steps]; one line per variant (TFLOP/s counted as 2 · 64 · N · 64 a step).
+// Usage: wgmma_ceiling [steps]; one line per variant (TFLOP/s counted as 2 · 64 · N · 64 a step), with
+// the SM cycles a step (clock64 around each block's loop, median over blocks): the unit a kernel's
+// traced step is read against whatever clock either ran at.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "cuda/wgmma.cuh"
 #include "event_timing.h"
@@ -22,7 +25,7 @@ using namespace frugal::cuda;
 
 // One block: WG warpgroups, each with its own 64 × 64 A tile; one shared 64 × N B slice.
 template <int N, bool RS_, int DEPTH, bool LDSM = false>
-__global__ void kernel(int steps, float* sink) {
+__global__ void kernel(int steps, float* sink, long long* cycles) {
 #ifdef FRUGAL_WGMMA
   extern __shared__ __align__(1024) unsigned char smem[];
   const int wg = threadIdx.x / 128, wgs = blockDim.x / 128;
@@ -41,6 +44,8 @@ __global__ void kernel(int steps, float* sink) {
   // ldsm: this lane's row of its warp's 16 in the warpgroup's A tile (lanes 16-31: the second 8 channels)
   const int lrow = (threadIdx.x % 128) / 32 * 16 + threadIdx.x % 16, half = threadIdx.x % 32 / 16;
   uint32_t b[4][4];
+  __syncthreads();
+  const long long t0 = clock64();
   for (int s = 0; s < steps; ++s) {
     if constexpr (LDSM) {  // the halo kernel's step: this step's fragments were loaded during the last
       uint32_t(&cur)[4][4] = (s & 1) ? b : a;
@@ -75,6 +80,8 @@ __global__ void kernel(int steps, float* sink) {
   }
   wgmma_wait<0>();
   fence_acc(d);
+  __syncthreads();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
   float t = 0.0f;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) t += d[i];
@@ -83,7 +90,7 @@ __global__ void kernel(int steps, float* sink) {
 }
 
 template <int N, bool RS_, int DEPTH, bool LDSM = false>
-void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sink) {
+void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sink, long long* cycles) {
   auto k = kernel<N, RS_, DEPTH, LDSM>;
   const int smem = wg_per_block * 8192 + 64 * N * 2 + 1024;
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -91,12 +98,18 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
   const int pad = std::max(smem, 227 * 1024 / blocks_per_sm - 1024);
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pad);
   const dim3 grid(sms * blocks_per_sm), block(128 * wg_per_block);
-  const double ms = median_event_ms(5, [&] { k<<<grid, block, pad>>>(steps, sink); });
+  const double ms = median_event_ms(5, [&] { k<<<grid, block, pad>>>(steps, sink, cycles); });
   const cudaError_t err = cudaGetLastError();
+  std::vector<long long> cyc(grid.x);
+  cudaMemcpy(cyc.data(), cycles, grid.x * sizeof(long long), cudaMemcpyDeviceToHost);
+  std::nth_element(cyc.begin(), cyc.begin() + cyc.size() / 2, cyc.end());
+  const double per_step = double(cyc[cyc.size() / 2]) / steps;
   const double flop = 2.0 * 64 * N * 64 * steps * double(wg_per_block) * blocks_per_sm * sms;
-  std::printf("%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s%s\n",
-              RS_ ? "rs" : "ss", LDSM ? "+ldsm" : "", N, DEPTH, wg_per_block, blocks_per_sm,
-              wg_per_block * blocks_per_sm, ms, flop / ms / 1e9, err == cudaSuccess ? "" : cudaGetErrorString(err));
+  std::printf(
+      "%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s  %6.1f cycles a step "
+      "(~%4.0f MHz)%s\n",
+      RS_ ? "rs" : "ss", LDSM ? "+ldsm" : "", N, DEPTH, wg_per_block, blocks_per_sm, wg_per_block * blocks_per_sm, ms,
+      flop / ms / 1e9, per_step, per_step * steps / (ms * 1e3), err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
 }  // namespace
@@ -107,18 +120,20 @@ int main(int argc, char** argv) {
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   float* sink = nullptr;
   cudaMalloc(&sink, 4);
+  long long* cycles = nullptr;
+  cudaMalloc(&cycles, 4 * sms * sizeof(long long));
   for (int wgs : {1, 2, 4}) {  // warpgroups a multiprocessor, as (wg/block, blocks/SM)
     const int wpb = std::min(wgs, 2), bps = wgs / wpb;
-    measure<64, true, 1, true>(wpb, bps, sms, steps, sink);
-    measure<64, false, 1>(wpb, bps, sms, steps, sink);
-    measure<64, true, 1>(wpb, bps, sms, steps, sink);
-    measure<64, true, 0>(wpb, bps, sms, steps, sink);
-    measure<128, false, 1>(wpb, bps, sms, steps / 2, sink);
-    measure<128, true, 1>(wpb, bps, sms, steps / 2, sink);
-    measure<256, false, 1>(wpb, bps, sms, steps / 4, sink);
-    measure<256, true, 1>(wpb, bps, sms, steps / 4, sink);
+    measure<64, true, 1, true>(wpb, bps, sms, steps, sink, cycles);
+    measure<64, false, 1>(wpb, bps, sms, steps, sink, cycles);
+    measure<64, true, 1>(wpb, bps, sms, steps, sink, cycles);
+    measure<64, true, 0>(wpb, bps, sms, steps, sink, cycles);
+    measure<128, false, 1>(wpb, bps, sms, steps / 2, sink, cycles);
+    measure<128, true, 1>(wpb, bps, sms, steps / 2, sink, cycles);
+    measure<256, false, 1>(wpb, bps, sms, steps / 4, sink, cycles);
+    measure<256, true, 1>(wpb, bps, sms, steps / 4, sink, cycles);
   }
-  measure<64, true, 1>(4, 1, sms, steps, sink);  // four warpgroups in one block
-  measure<64, false, 1>(4, 1, sms, steps, sink);
+  measure<64, true, 1>(4, 1, sms, steps, sink, cycles);  // four warpgroups in one block
+  measure<64, false, 1>(4, 1, sms, steps, sink, cycles);
   return 0;
 }
