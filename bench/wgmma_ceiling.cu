@@ -24,7 +24,10 @@ namespace {
 using namespace frugal::cuda;
 
 // One block: WG warpgroups, each with its own 64 × 64 A tile; one shared 64 × N B slice.
-template <int N, bool RS_, int DEPTH, bool LDSM = false>
+// LOAD: where the rs variants' A fragments come from each step: 0 the same registers every step; 1
+// ldmatrix (the halo kernel); 2 four 16-byte shared loads a lane (lds128: with the tile's channels
+// permuted so that a lane's four fragments of a row are 32 contiguous bytes, the weights' rows alike).
+template <int N, bool RS_, int DEPTH, int LOAD = 0>
 __global__ void kernel(int steps, float* sink, long long* cycles) {
 #ifdef FRUGAL_WGMMA
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -47,7 +50,7 @@ __global__ void kernel(int steps, float* sink, long long* cycles) {
   __syncthreads();
   const long long t0 = clock64();
   for (int s = 0; s < steps; ++s) {
-    if constexpr (LDSM) {  // the halo kernel's step: this step's fragments were loaded during the last
+    if constexpr (LOAD > 0) {  // the halo kernel's step: this step's fragments were loaded during the last
       uint32_t(&cur)[4][4] = (s & 1) ? b : a;
       wgmma_fence();
       fence_acc(d);
@@ -57,11 +60,28 @@ __global__ void kernel(int steps, float* sink, long long* cycles) {
       wgmma_commit();
       wgmma_wait<1>();
       uint32_t(&next)[4][4] = (s & 1) ? a : b;
+      if constexpr (LOAD == 1) {
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
-                     : "r"(a_tile + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
+        for (int kk = 0; kk < 4; ++kk)
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
+                       : "r"(a_tile + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
+      } else {
+        // Lane (g, t) of its warp's 16 rows: rows g and g + 8, chunks 2t and 2t + 1 (16 bytes each,
+        // swizzled by the row); fragment kk takes words 2kk (a0 / a1) and 2kk + 1 (a2 / a3) of them.
+        const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, r0 = (threadIdx.x % 128) / 32 * 16 + g;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int r = r0 + 8 * h;
+            uint32_t w0, w1, w2, w3;
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
+                         : "r"(a_tile + r * 128 + (((2 * t + c) ^ (r & 7)) << 4)));
+            next[2 * c][h] = w0, next[2 * c][h + 2] = w1, next[2 * c + 1][h] = w2, next[2 * c + 1][h + 2] = w3;
+          }
+      }
       continue;
     }
     wgmma_fence();
@@ -89,9 +109,9 @@ __global__ void kernel(int steps, float* sink, long long* cycles) {
 #endif
 }
 
-template <int N, bool RS_, int DEPTH, bool LDSM = false>
+template <int N, bool RS_, int DEPTH, int LOAD = 0>
 void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sink, long long* cycles) {
-  auto k = kernel<N, RS_, DEPTH, LDSM>;
+  auto k = kernel<N, RS_, DEPTH, LOAD>;
   const int smem = wg_per_block * 8192 + 64 * N * 2 + 1024;
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   // Pad the shared memory so that exactly blocks_per_sm blocks fit a multiprocessor.
@@ -108,7 +128,7 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
   std::printf(
       "%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s  %6.1f cycles a step "
       "(~%4.0f MHz)%s\n",
-      RS_ ? "rs" : "ss", LDSM ? "+ldsm" : "", N, DEPTH, wg_per_block, blocks_per_sm, wg_per_block * blocks_per_sm, ms,
+      RS_ ? "rs" : "ss", LOAD == 1 ? "+ldsm" : LOAD == 2 ? "+lds128" : "", N, DEPTH, wg_per_block, blocks_per_sm, wg_per_block * blocks_per_sm, ms,
       flop / ms / 1e9, per_step, per_step * steps / (ms * 1e3), err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
@@ -124,7 +144,8 @@ int main(int argc, char** argv) {
   cudaMalloc(&cycles, 4 * sms * sizeof(long long));
   for (int wgs : {1, 2, 4}) {  // warpgroups a multiprocessor, as (wg/block, blocks/SM)
     const int wpb = std::min(wgs, 2), bps = wgs / wpb;
-    measure<64, true, 1, true>(wpb, bps, sms, steps, sink, cycles);
+    measure<64, true, 1, 1>(wpb, bps, sms, steps, sink, cycles);
+    measure<64, true, 1, 2>(wpb, bps, sms, steps, sink, cycles);
     measure<64, false, 1>(wpb, bps, sms, steps, sink, cycles);
     measure<64, true, 1>(wpb, bps, sms, steps, sink, cycles);
     measure<64, true, 0>(wpb, bps, sms, steps, sink, cycles);
