@@ -27,17 +27,22 @@ using namespace frugal::cuda;
 // LOAD: where the rs variants' A fragments come from each step: 0 the same registers every step; 1
 // ldmatrix (the halo kernel); 2 four 16-byte shared loads a lane (lds128: with the tile's channels
 // permuted so that a lane's four fragments of a row are 32 contiguous bytes, the weights' rows alike).
-template <int N, bool RS_, int DEPTH, int LOAD = 0>
+// ROT: the A tiles and B slices rotate over ROT copies step by step (the conv's weight ring has 4
+// stages and its A rows are all over a halo buffer), against 1: the same addresses every step.
+template <int N, bool RS_, int DEPTH, int LOAD = 0, int ROT = 1>
 __global__ void kernel(int steps, float* sink, long long* cycles) {
 #ifdef FRUGAL_WGMMA
   extern __shared__ __align__(1024) unsigned char smem[];
   const int wg = threadIdx.x / 128, wgs = blockDim.x / 128;
-  for (int i = threadIdx.x; i < (wgs * 8192 + 64 * N * 2) / 4; i += blockDim.x)
+  static_assert((ROT & (ROT - 1)) == 0, "ROT a power of two");
+  for (int i = threadIdx.x; i < ROT * (wgs * 8192 + 64 * N * 2) / 4; i += blockDim.x)
     reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u ^ (i * 0x00010001u & 0x03ff03ffu);  // values near 1
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t a_tile = base + wg * 8192, b_tile = base + wgs * 8192;
+  const uint32_t a_base = base + wg * 8192, b_base = base + ROT * wgs * 8192;
+  auto a_at = [&](int s) { return a_base + (s & (ROT - 1)) * wgs * 8192; };
+  auto b_at = [&](int s) { return b_base + (s & (ROT - 1)) * (64 * N * 2); };
   float d[N / 2];
   for (int i = 0; i < N / 2; ++i) d[i] = 0.0f;
   fence_acc(d);
@@ -49,50 +54,54 @@ __global__ void kernel(int steps, float* sink, long long* cycles) {
   uint32_t b[4][4];
   __syncthreads();
   const long long t0 = clock64();
+  // The halo kernel's step: this step's fragments (cur) were loaded during the last; this one loads
+  // the next step's (next). Two steps an iteration, so that the buffers are named statically.
+  auto load_step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&next)[4][4]) {
+    wgmma_fence();
+    fence_acc(d);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs<__half, N>(d, cur[kk], smem_desc(b_at(s) + kk * 2048, 8192, 1024));
+    fence_acc(d);
+    wgmma_commit();
+    wgmma_wait<1>();
+    if constexpr (LOAD == 1) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
+                     : "r"(a_at(s + 1) + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
+    } else {
+      // Lane (g, t) of its warp's 16 rows: rows g and g + 8, chunks 2t and 2t + 1 (16 bytes each,
+      // swizzled by the row); fragment kk takes words 2kk (a0 / a1) and 2kk + 1 (a2 / a3) of them.
+      const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, r0 = (threadIdx.x % 128) / 32 * 16 + g;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int r = r0 + 8 * h;
+          uint32_t w0, w1, w2, w3;
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                       : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
+                       : "r"(a_at(s + 1) + r * 128 + (((2 * t + c) ^ (r & 7)) << 4)));
+          next[2 * c][h] = w0, next[2 * c][h + 2] = w1, next[2 * c + 1][h] = w2, next[2 * c + 1][h + 2] = w3;
+        }
+    }
+  };
   for (int s = 0; s < steps; ++s) {
-    if constexpr (LOAD > 0) {  // the halo kernel's step: this step's fragments were loaded during the last
-      uint32_t(&cur)[4][4] = (s & 1) ? b : a;
-      wgmma_fence();
-      fence_acc(d);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_rs<__half, N>(d, cur[kk], smem_desc(b_tile + kk * 2048, 8192, 1024));
-      fence_acc(d);
-      wgmma_commit();
-      wgmma_wait<1>();
-      uint32_t(&next)[4][4] = (s & 1) ? a : b;
-      if constexpr (LOAD == 1) {
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                       : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
-                       : "r"(a_tile + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
-      } else {
-        // Lane (g, t) of its warp's 16 rows: rows g and g + 8, chunks 2t and 2t + 1 (16 bytes each,
-        // swizzled by the row); fragment kk takes words 2kk (a0 / a1) and 2kk + 1 (a2 / a3) of them.
-        const int g = threadIdx.x % 32 / 4, t = threadIdx.x % 4, r0 = (threadIdx.x % 128) / 32 * 16 + g;
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int r = r0 + 8 * h;
-            uint32_t w0, w1, w2, w3;
-            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
-                         : "r"(a_tile + r * 128 + (((2 * t + c) ^ (r & 7)) << 4)));
-            next[2 * c][h] = w0, next[2 * c][h + 2] = w1, next[2 * c + 1][h] = w2, next[2 * c + 1][h + 2] = w3;
-          }
-      }
+    if constexpr (LOAD > 0) {
+      load_step(s, a, b);
+      load_step(++s, b, a);
       continue;
     }
     wgmma_fence();
     fence_acc(d);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t db = smem_desc(b_tile + kk * 2048, 8192, 1024);
+      const uint64_t db = smem_desc(b_at(s) + kk * 2048, 8192, 1024);
       if constexpr (RS_)
         wgmma_rs<__half, N>(d, a[kk], db);
       else
-        wgmma_ss<__half, N>(d, smem_desc(a_tile + kk * 32, 16, 1024), db);
+        wgmma_ss<__half, N>(d, smem_desc(a_at(s) + kk * 32, 16, 1024), db);
     }
     fence_acc(d);
     wgmma_commit();
@@ -109,10 +118,10 @@ __global__ void kernel(int steps, float* sink, long long* cycles) {
 #endif
 }
 
-template <int N, bool RS_, int DEPTH, int LOAD = 0>
+template <int N, bool RS_, int DEPTH, int LOAD = 0, int ROT = 1>
 void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sink, long long* cycles) {
-  auto k = kernel<N, RS_, DEPTH, LOAD>;
-  const int smem = wg_per_block * 8192 + 64 * N * 2 + 1024;
+  auto k = kernel<N, RS_, DEPTH, LOAD, ROT>;
+  const int smem = ROT * (wg_per_block * 8192 + 64 * N * 2) + 1024;
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   // Pad the shared memory so that exactly blocks_per_sm blocks fit a multiprocessor.
   const int pad = std::max(smem, 227 * 1024 / blocks_per_sm - 1024);
@@ -126,10 +135,14 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
   const double per_step = double(cyc[cyc.size() / 2]) / steps;
   const double flop = 2.0 * 64 * N * 64 * steps * double(wg_per_block) * blocks_per_sm * sms;
   std::printf(
-      "%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s  %6.1f cycles a step "
+      "%s%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s  %6.1f cycles a step "
       "(~%4.0f MHz)%s\n",
-      RS_ ? "rs" : "ss", LOAD == 1 ? "+ldsm" : LOAD == 2 ? "+lds128" : "", N, DEPTH, wg_per_block, blocks_per_sm, wg_per_block * blocks_per_sm, ms,
-      flop / ms / 1e9, per_step, per_step * steps / (ms * 1e3), err == cudaSuccess ? "" : cudaGetErrorString(err));
+      RS_ ? "rs" : "ss",
+      LOAD == 1   ? "+ldsm"
+      : LOAD == 2 ? "+lds128"
+                  : "",
+      ROT > 1 ? " rot4" : "", N, DEPTH, wg_per_block, blocks_per_sm, wg_per_block * blocks_per_sm, ms, flop / ms / 1e9,
+      per_step, per_step * steps / (ms * 1e3), err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
 }  // namespace
@@ -146,6 +159,9 @@ int main(int argc, char** argv) {
     const int wpb = std::min(wgs, 2), bps = wgs / wpb;
     measure<64, true, 1, 1>(wpb, bps, sms, steps, sink, cycles);
     measure<64, true, 1, 2>(wpb, bps, sms, steps, sink, cycles);
+    measure<64, true, 1, 1, 4>(wpb, bps, sms, steps, sink, cycles);
+    measure<64, true, 1, 0, 4>(wpb, bps, sms, steps, sink, cycles);
+    measure<64, false, 1, 0, 4>(wpb, bps, sms, steps, sink, cycles);
     measure<64, false, 1>(wpb, bps, sms, steps, sink, cycles);
     measure<64, true, 1>(wpb, bps, sms, steps, sink, cycles);
     measure<64, true, 0>(wpb, bps, sms, steps, sink, cycles);
