@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cuda/mbarrier.cuh"
 #include "cuda/wgmma.cuh"
 #include "event_timing.h"
 
@@ -145,6 +146,107 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
       per_step, per_step * steps / (ms * 1e3), err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
+// The halo kernel's step (rs + ldmatrix, A rotating over four tiles) with its weight ring: each step's
+// B slice (8 KB) comes by a bulk copy from global memory (27 slices, L2-resident) into one of STAGES
+// stages, under full / empty barriers as the conv's (one producer lane; one arrival a consumer warp).
+// COPY false: the same protocol, the producer arriving on the full barrier with no copy (the barriers'
+// cost alone).
+template <int STAGES, bool COPY>
+__global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
+#ifdef FRUGAL_WGMMA
+  extern __shared__ __align__(1024) unsigned char smem[];
+  __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES];
+  const int wgs = (blockDim.x - 32) / 128, wg = threadIdx.x / 128, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < (4 * wgs * 8192 + STAGES * 8192) / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u ^ (i * 0x00010001u & 0x03ff03ffu);
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), b_base = base + 4 * wgs * 8192;
+  const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(full_s)),
+                 empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < STAGES; ++st) mbar_init(full0 + 8 * st, 1), mbar_init(empty0 + 8 * st, 4 * wgs);
+    fence_mbarrier_init();
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  if (wg == wgs) {  // the producer warp
+    if (lane == 0)
+      for (int s = 0; s < steps; ++s) {
+        const int st = s % STAGES;
+        if (s >= STAGES) mbar_wait(empty0 + 8 * st, (s / STAGES - 1) & 1);
+        if constexpr (COPY) {
+          mbar_arrive_expect_tx(full0 + 8 * st, 8192);
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                  b_base + st * 8192),
+              "l"(wglobal + (s % 27) * 8192), "r"(8192), "r"(full0 + 8 * st)
+              : "memory");
+        } else {
+          mbar_arrive(full0 + 8 * st);
+        }
+      }
+    return;
+  }
+  const long long t0 = clock64();
+  const uint32_t a_base = base + wg * 8192;
+  const int lrow = (threadIdx.x % 128) / 32 * 16 + threadIdx.x % 16, half = threadIdx.x % 32 / 16;
+  float d[32];
+  for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+  fence_acc(d);
+  uint32_t a[4][4], b[4][4];
+  for (int kk = 0; kk < 4; ++kk)
+    for (int j = 0; j < 4; ++j) a[kk][j] = 0x3c003c00u ^ ((threadIdx.x + kk * 4 + j) & 0x3ff);
+  auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&next)[4][4]) {
+    const int st = s % STAGES;
+    mbar_wait(full0 + 8 * st, (s / STAGES) & 1);
+    wgmma_fence();
+    fence_acc(d);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_rs<__half, 64>(d, cur[kk], smem_desc(b_base + st * 8192 + kk * 2048, 8192, 1024));
+    fence_acc(d);
+    wgmma_commit();
+    wgmma_wait<1>();
+    if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s + STAGES - 1) % STAGES));
+    const uint32_t at = a_base + ((s + 1) & 3) * wgs * 8192;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
+                   : "r"(at + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
+  };
+  for (int s = 0; s < steps; s += 2) {
+    step(s, a, b);
+    step(s + 1, b, a);
+  }
+  wgmma_wait<0>();
+  fence_acc(d);
+  asm volatile("bar.sync 1, %0;\n" ::"r"(wgs * 128) : "memory");
+  if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
+  float t = 0.0f;
+  for (int i = 0; i < 32; ++i) t += d[i];
+  if (t == 12345.678f) *sink = t;
+#endif
+}
+
+template <int STAGES, bool COPY>
+void measure_ring(int wgs, int sms, int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
+  auto k = kernel_ring<STAGES, COPY>;
+  const int smem = 4 * wgs * 8192 + STAGES * 8192 + 1024, pad = std::max(smem, 227 * 1024 - 4096);
+  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pad);
+  const dim3 grid(sms), block(128 * wgs + 32);
+  const double ms = median_event_ms(5, [&] { k<<<grid, block, pad>>>(steps, wglobal, sink, cycles); });
+  const cudaError_t err = cudaGetLastError();
+  std::vector<long long> cyc(grid.x);
+  cudaMemcpy(cyc.data(), cycles, grid.x * sizeof(long long), cudaMemcpyDeviceToHost);
+  std::nth_element(cyc.begin(), cyc.begin() + cyc.size() / 2, cyc.end());
+  const double per_step = double(cyc[cyc.size() / 2]) / steps, flop = 2.0 * 64 * 64 * 64 * steps * double(wgs) * sms;
+  std::printf(
+      "rs+ldsm rot4 + weight ring (%d stages, %s) N= 64 depth=1  wg/SM=%d  %8.3f ms  %6.1f TFLOP/s  %6.1f cycles a "
+      "step%s\n",
+      STAGES, COPY ? "bulk copies" : "no copies", wgs, ms, flop / ms / 1e9, per_step,
+      err == cudaSuccess ? "" : cudaGetErrorString(err));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +271,13 @@ int main(int argc, char** argv) {
     measure<128, true, 1>(wpb, bps, sms, steps / 2, sink, cycles);
     measure<256, false, 1>(wpb, bps, sms, steps / 4, sink, cycles);
     measure<256, true, 1>(wpb, bps, sms, steps / 4, sink, cycles);
+  }
+  unsigned char* wglobal = nullptr;  // the ring's 27 weight slices (zeros: the time does not depend on them)
+  cudaMalloc(&wglobal, 27 * 8192);
+  cudaMemset(wglobal, 0, 27 * 8192);
+  for (int wgs : {1, 2}) {
+    measure_ring<4, false>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, true>(wgs, sms, steps, wglobal, sink, cycles);
   }
   measure<64, true, 1>(4, 1, sms, steps, sink, cycles);  // four warpgroups in one block
   measure<64, false, 1>(4, 1, sms, steps, sink, cycles);
