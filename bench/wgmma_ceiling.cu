@@ -150,8 +150,9 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
 // B slice (8 KB) comes by a bulk copy from global memory (27 slices, L2-resident) into one of STAGES
 // stages, under full / empty barriers as the conv's (one producer lane; one arrival a consumer warp).
 // COPY false: the same protocol, the producer arriving on the full barrier with no copy (the barriers'
-// cost alone).
-template <int STAGES, bool COPY>
+// cost alone). SEM, bits: 1 the consumers' empty arrivals relaxed (no release), 2 their full waits
+// relaxed (no acquire), 4 every consumer thread arrives (no lane-0 branch; the count 128 a warpgroup).
+template <int STAGES, bool COPY, int SEM = 0>
 __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
 #ifdef FRUGAL_WGMMA
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -163,12 +164,15 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
   const uint32_t full0 = static_cast<uint32_t>(__cvta_generic_to_shared(full_s)),
                  empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
   if (threadIdx.x == 0) {
-    for (int st = 0; st < STAGES; ++st) mbar_init(full0 + 8 * st, 1), mbar_init(empty0 + 8 * st, 4 * wgs);
+    for (int st = 0; st < STAGES; ++st)
+      mbar_init(full0 + 8 * st, 1), mbar_init(empty0 + 8 * st, SEM & 4 ? 128 * wgs : 4 * wgs);
     fence_mbarrier_init();
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
-  if (wg == wgs) {  // the producer warp
+  // (The role test on a value read from lane 0, not on threadIdx itself: a branch on the thread index
+  // takes the consumers' loop off the uniform datapath, its descriptors by R2UR; s29.)
+  if (__shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x), 0) >= 128 * wgs) {  // the producer warp
     if (lane == 0)
       for (int s = 0; s < steps; ++s) {
         const int st = s % STAGES;
@@ -197,7 +201,15 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
     for (int j = 0; j < 4; ++j) a[kk][j] = 0x3c003c00u ^ ((threadIdx.x + kk * 4 + j) & 0x3ff);
   auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&next)[4][4]) {
     const int st = s % STAGES;
-    mbar_wait(full0 + 8 * st, (s / STAGES) & 1);
+    if constexpr (SEM & 2)
+      asm volatile(
+          "{\n.reg .pred done;\nwait:\n"
+          "mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 done, [%0], %1, %2;\n"
+          "@!done bra wait;\n}\n" ::"r"(full0 + 8 * st),
+          "r"((s / STAGES) & 1), "r"(10000000)
+          : "memory");
+    else
+      mbar_wait(full0 + 8 * st, (s / STAGES) & 1);
     wgmma_fence();
     fence_acc(d);
 #pragma unroll
@@ -206,7 +218,14 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
     fence_acc(d);
     wgmma_commit();
     wgmma_wait<1>();
-    if (s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s + STAGES - 1) % STAGES));
+    const uint32_t empty = empty0 + 8 * ((s + STAGES - 1) % STAGES);
+    if (s > 0 && (SEM & 4 || lane == 0)) {
+      if constexpr (SEM & 1)
+        asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.relaxed.cta.shared::cta.b64 state, [%0];\n}\n" ::"r"(empty)
+                     : "memory");
+      else
+        mbar_arrive(empty);
+    }
     const uint32_t at = a_base + ((s + 1) & 3) * wgs * 8192;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
@@ -228,9 +247,9 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
 #endif
 }
 
-template <int STAGES, bool COPY>
+template <int STAGES, bool COPY, int SEM = 0>
 void measure_ring(int wgs, int sms, int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
-  auto k = kernel_ring<STAGES, COPY>;
+  auto k = kernel_ring<STAGES, COPY, SEM>;
   const int smem = 4 * wgs * 8192 + STAGES * 8192 + 1024, pad = std::max(smem, 227 * 1024 - 4096);
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pad);
   const dim3 grid(sms), block(128 * wgs + 32);
@@ -241,9 +260,10 @@ void measure_ring(int wgs, int sms, int steps, const unsigned char* wglobal, flo
   std::nth_element(cyc.begin(), cyc.begin() + cyc.size() / 2, cyc.end());
   const double per_step = double(cyc[cyc.size() / 2]) / steps, flop = 2.0 * 64 * 64 * 64 * steps * double(wgs) * sms;
   std::printf(
-      "rs+ldsm rot4 + weight ring (%d stages, %s) N= 64 depth=1  wg/SM=%d  %8.3f ms  %6.1f TFLOP/s  %6.1f cycles a "
+      "rs+ldsm rot4 + weight ring (%d stages, %s, sem %d) N= 64 depth=1  wg/SM=%d  %8.3f ms  %6.1f TFLOP/s  %6.1f "
+      "cycles a "
       "step%s\n",
-      STAGES, COPY ? "bulk copies" : "no copies", wgs, ms, flop / ms / 1e9, per_step,
+      STAGES, COPY ? "bulk copies" : "no copies", SEM, wgs, ms, flop / ms / 1e9, per_step,
       err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
@@ -279,6 +299,13 @@ int main(int argc, char** argv) {
     measure_ring<4, false>(wgs, sms, steps, wglobal, sink, cycles);
     measure_ring<4, true>(wgs, sms, steps, wglobal, sink, cycles);
   }
+  measure_ring<4, true, 1>(2, sms, steps, wglobal, sink, cycles);
+  measure_ring<4, true, 2>(2, sms, steps, wglobal, sink, cycles);
+  measure_ring<4, true, 3>(2, sms, steps, wglobal, sink, cycles);
+  measure_ring<4, true, 4>(2, sms, steps, wglobal, sink, cycles);
+  measure_ring<4, true, 5>(2, sms, steps, wglobal, sink, cycles);
+  measure_ring<4, true, 7>(2, sms, steps, wglobal, sink, cycles);
+  measure_ring<4, false, 7>(2, sms, steps, wglobal, sink, cycles);
   measure<64, true, 1>(4, 1, sms, steps, sink, cycles);  // four warpgroups in one block
   measure<64, false, 1>(4, 1, sms, steps, sink, cycles);
   return 0;
