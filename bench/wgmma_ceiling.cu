@@ -149,12 +149,16 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
 // The halo kernel's step (rs + ldmatrix, A rotating over four tiles) with its weight ring: each step's
 // B slice (8 KB) comes by a bulk copy from global memory (27 slices, L2-resident) into one of STAGES
 // stages, under full / empty barriers as the conv's (one producer lane; one arrival a consumer warp).
-// COPY false: the same protocol, the producer arriving on the full barrier with no copy (the barriers'
-// cost alone). SEM, bits: 1 the consumers' empty arrivals relaxed (no release), 2 their full waits
-// relaxed (no acquire), 4 every consumer thread arrives (no lane-0 branch; the count 128 a warpgroup).
-template <int STAGES, bool COPY, int SEM = 0>
+// MODE takes the ring apart: 0 the whole ring; 1 the producer arrives on the full barrier instead of
+// copying; 2 the consumers' full waits alone (on a barrier whose awaited phase is complete: no
+// producer, no arrivals); 3 their arrivals alone (no producer, no waits); 4 both, no producer; 5 the
+// copies and the arrivals, the consumers not waiting for the copies (the producer paced by the empties).
+// (s31, call 6: the waits and arrivals `.relaxed` instead of acquire / release change nothing; every
+// consumer thread arriving instead of lane 0 costs ~50 cycles a step.)
+template <int STAGES, int MODE>
 __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
 #ifdef FRUGAL_WGMMA
+  constexpr bool kProducer = MODE == 0 || MODE == 1 || MODE == 5, kWait = MODE != 3 && MODE != 5, kArrive = MODE != 2;
   extern __shared__ __align__(1024) unsigned char smem[];
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES];
   const int wgs = (blockDim.x - 32) / 128, wg = threadIdx.x / 128, lane = threadIdx.x % 32;
@@ -165,7 +169,7 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
                  empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
   if (threadIdx.x == 0) {
     for (int st = 0; st < STAGES; ++st)
-      mbar_init(full0 + 8 * st, 1), mbar_init(empty0 + 8 * st, SEM & 4 ? 128 * wgs : 4 * wgs);
+      mbar_init(full0 + 8 * st, 1), mbar_init(empty0 + 8 * st, kProducer ? 4 * wgs : (1 << 20) - 1);
     fence_mbarrier_init();
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -173,19 +177,19 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
   // (The role test on a value read from lane 0, not on threadIdx itself: a branch on the thread index
   // takes the consumers' loop off the uniform datapath, its descriptors by R2UR; s29.)
   if (__shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x), 0) >= 128 * wgs) {  // the producer warp
-    if (lane == 0)
+    if (kProducer && lane == 0)
       for (int s = 0; s < steps; ++s) {
         const int st = s % STAGES;
         if (s >= STAGES) mbar_wait(empty0 + 8 * st, (s / STAGES - 1) & 1);
-        if constexpr (COPY) {
+        if constexpr (MODE == 1) {
+          mbar_arrive(full0 + 8 * st);
+        } else {
           mbar_arrive_expect_tx(full0 + 8 * st, 8192);
           asm volatile(
               "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                   b_base + st * 8192),
               "l"(wglobal + (s % 27) * 8192), "r"(8192), "r"(full0 + 8 * st)
               : "memory");
-        } else {
-          mbar_arrive(full0 + 8 * st);
         }
       }
     return;
@@ -201,15 +205,7 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
     for (int j = 0; j < 4; ++j) a[kk][j] = 0x3c003c00u ^ ((threadIdx.x + kk * 4 + j) & 0x3ff);
   auto step = [&](int s, uint32_t(&cur)[4][4], uint32_t(&next)[4][4]) {
     const int st = s % STAGES;
-    if constexpr (SEM & 2)
-      asm volatile(
-          "{\n.reg .pred done;\nwait:\n"
-          "mbarrier.try_wait.parity.relaxed.cta.shared::cta.b64 done, [%0], %1, %2;\n"
-          "@!done bra wait;\n}\n" ::"r"(full0 + 8 * st),
-          "r"((s / STAGES) & 1), "r"(10000000)
-          : "memory");
-    else
-      mbar_wait(full0 + 8 * st, (s / STAGES) & 1);
+    if constexpr (kWait) mbar_wait(full0 + 8 * st, kProducer ? (s / STAGES) & 1 : 1);
     wgmma_fence();
     fence_acc(d);
 #pragma unroll
@@ -218,14 +214,7 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
     fence_acc(d);
     wgmma_commit();
     wgmma_wait<1>();
-    const uint32_t empty = empty0 + 8 * ((s + STAGES - 1) % STAGES);
-    if (s > 0 && (SEM & 4 || lane == 0)) {
-      if constexpr (SEM & 1)
-        asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.relaxed.cta.shared::cta.b64 state, [%0];\n}\n" ::"r"(empty)
-                     : "memory");
-      else
-        mbar_arrive(empty);
-    }
+    if (kArrive && s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s + STAGES - 1) % STAGES));
     const uint32_t at = a_base + ((s + 1) & 3) * wgs * 8192;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
@@ -247,9 +236,12 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
 #endif
 }
 
-template <int STAGES, bool COPY, int SEM = 0>
+constexpr const char* kModes[] = {"the ring",      "no copies",        "full waits only",
+                                  "arrivals only", "waits + arrivals", "copies + arrivals, no waits"};
+
+template <int STAGES, int MODE>
 void measure_ring(int wgs, int sms, int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
-  auto k = kernel_ring<STAGES, COPY, SEM>;
+  auto k = kernel_ring<STAGES, MODE>;
   const int smem = 4 * wgs * 8192 + STAGES * 8192 + 1024, pad = std::max(smem, 227 * 1024 - 4096);
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, pad);
   const dim3 grid(sms), block(128 * wgs + 32);
@@ -260,10 +252,10 @@ void measure_ring(int wgs, int sms, int steps, const unsigned char* wglobal, flo
   std::nth_element(cyc.begin(), cyc.begin() + cyc.size() / 2, cyc.end());
   const double per_step = double(cyc[cyc.size() / 2]) / steps, flop = 2.0 * 64 * 64 * 64 * steps * double(wgs) * sms;
   std::printf(
-      "rs+ldsm rot4 + weight ring (%d stages, %s, sem %d) N= 64 depth=1  wg/SM=%d  %8.3f ms  %6.1f TFLOP/s  %6.1f "
+      "rs+ldsm rot4 + weight ring (%d stages, mode %d: %s) N= 64 depth=1  wg/SM=%d  %8.3f ms  %6.1f TFLOP/s  %6.1f "
       "cycles a "
       "step%s\n",
-      STAGES, COPY ? "bulk copies" : "no copies", SEM, wgs, ms, flop / ms / 1e9, per_step,
+      STAGES, MODE, kModes[MODE], wgs, ms, flop / ms / 1e9, per_step,
       err == cudaSuccess ? "" : cudaGetErrorString(err));
 }
 
@@ -296,16 +288,13 @@ int main(int argc, char** argv) {
   cudaMalloc(&wglobal, 27 * 8192);
   cudaMemset(wglobal, 0, 27 * 8192);
   for (int wgs : {1, 2}) {
-    measure_ring<4, false>(wgs, sms, steps, wglobal, sink, cycles);
-    measure_ring<4, true>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 0>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 1>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 2>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 3>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 4>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 5>(wgs, sms, steps, wglobal, sink, cycles);
   }
-  measure_ring<4, true, 1>(2, sms, steps, wglobal, sink, cycles);
-  measure_ring<4, true, 2>(2, sms, steps, wglobal, sink, cycles);
-  measure_ring<4, true, 3>(2, sms, steps, wglobal, sink, cycles);
-  measure_ring<4, true, 4>(2, sms, steps, wglobal, sink, cycles);
-  measure_ring<4, true, 5>(2, sms, steps, wglobal, sink, cycles);
-  measure_ring<4, true, 7>(2, sms, steps, wglobal, sink, cycles);
-  measure_ring<4, false, 7>(2, sms, steps, wglobal, sink, cycles);
   measure<64, true, 1>(4, 1, sms, steps, sink, cycles);  // four warpgroups in one block
   measure<64, false, 1>(4, 1, sms, steps, sink, cycles);
   return 0;
