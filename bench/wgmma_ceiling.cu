@@ -151,14 +151,18 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
 // stages, under full / empty barriers as the conv's (one producer lane; one arrival a consumer warp).
 // MODE takes the ring apart: 0 the whole ring; 1 the producer arrives on the full barrier instead of
 // copying; 2 the consumers' full waits alone (on a barrier whose awaited phase is complete: no
-// producer, no arrivals); 3 their arrivals alone (no producer, no waits); 4 both, no producer. (A mode
-// with the copies but no full waits fails: the block can end with copies in flight.)
+// producer, no arrivals); 3 their arrivals alone (no producer, no waits); 4 both, no producer; then the
+// whole ring with its arrivals changed: 5 one arrival a warpgroup (its first warp's lane 0: a group
+// completes for the whole warpgroup at once), 6 the arrival after the step's ldmatrix instead of
+// before, 7 both. (A mode with the copies but no full waits fails: the block can end with copies in
+// flight.)
 // (s31, call 6: the waits and arrivals `.relaxed` instead of acquire / release change nothing; every
 // consumer thread arriving instead of lane 0 costs ~50 cycles a step.)
 template <int STAGES, int MODE>
 __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
 #ifdef FRUGAL_WGMMA
-  constexpr bool kProducer = MODE == 0 || MODE == 1, kWait = MODE != 3, kArrive = MODE != 2;
+  constexpr bool kProducer = MODE <= 1 || MODE >= 5, kWait = MODE != 3, kArrive = MODE != 2,
+                 kPerGroup = MODE == 5 || MODE == 7, kLate = MODE == 6 || MODE == 7;
   extern __shared__ __align__(1024) unsigned char smem[];
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES];
   const int wgs = (blockDim.x - 32) / 128, wg = threadIdx.x / 128, lane = threadIdx.x % 32;
@@ -169,7 +173,7 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
                  empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
   if (threadIdx.x == 0) {
     for (int st = 0; st < STAGES; ++st)
-      mbar_init(full0 + 8 * st, 1), mbar_init(empty0 + 8 * st, kProducer ? 4 * wgs : (1 << 20) - 1);
+      mbar_init(full0 + 8 * st, 1), mbar_init(empty0 + 8 * st, kProducer ? (kPerGroup ? wgs : 4 * wgs) : (1 << 20) - 1);
     fence_mbarrier_init();
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -214,13 +218,16 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
     fence_acc(d);
     wgmma_commit();
     wgmma_wait<1>();
-    if (kArrive && s > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s + STAGES - 1) % STAGES));
+    const bool arrives = kArrive && s > 0 && lane == 0 && (!kPerGroup || threadIdx.x % 128 < 32);
+    const uint32_t empty = empty0 + 8 * ((s + STAGES - 1) % STAGES);
+    if (!kLate && arrives) mbar_arrive(empty);
     const uint32_t at = a_base + ((s + 1) & 3) * wgs * 8192;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
                    : "r"(at + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
+    if (kLate && arrives) mbar_arrive(empty);
   };
   for (int s = 0; s < steps; s += 2) {
     step(s, a, b);
@@ -236,8 +243,14 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
 #endif
 }
 
-constexpr const char* kModes[] = {"the ring",      "no copies",        "full waits only",
-                                  "arrivals only", "waits + arrivals", "copies + arrivals, no waits"};
+constexpr const char* kModes[] = {"the ring",
+                                  "no copies",
+                                  "full waits only",
+                                  "arrivals only",
+                                  "waits + arrivals",
+                                  "one arrival a warpgroup",
+                                  "arrival after ldmatrix",
+                                  "both"};
 
 template <int STAGES, int MODE>
 void measure_ring(int wgs, int sms, int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
@@ -293,6 +306,9 @@ int main(int argc, char** argv) {
     measure_ring<4, 2>(wgs, sms, steps, wglobal, sink, cycles);
     measure_ring<4, 3>(wgs, sms, steps, wglobal, sink, cycles);
     measure_ring<4, 4>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 5>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 6>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 7>(wgs, sms, steps, wglobal, sink, cycles);
   }
   measure<64, true, 1>(4, 1, sms, steps, sink, cycles);  // four warpgroups in one block
   measure<64, false, 1>(4, 1, sms, steps, sink, cycles);
