@@ -154,15 +154,19 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
 // producer, no arrivals); 3 their arrivals alone (no producer, no waits); 4 both, no producer; then the
 // whole ring with its arrivals changed: 5 one arrival a warpgroup (its first warp's lane 0: a group
 // completes for the whole warpgroup at once), 6 the arrival after the step's ldmatrix instead of
-// before, 7 both. (A mode with the copies but no full waits fails: the block can end with copies in
-// flight.)
+// before, 7 both; 8 the stages released by a counter a warpgroup in shared memory (its first warp's
+// lane 0 stores the step it has finished; the producer polls), no empty barriers; 9 the stages released
+// in pairs (one arrival a warp every other step, on one empty barrier a pair of stages). (A mode with
+// the copies but no full waits fails: the block can end with copies in flight.)
 // (s31, call 6: the waits and arrivals `.relaxed` instead of acquire / release change nothing; every
 // consumer thread arriving instead of lane 0 costs ~50 cycles a step.)
 template <int STAGES, int MODE>
 __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
 #ifdef FRUGAL_WGMMA
-  constexpr bool kProducer = MODE <= 1 || MODE >= 5, kWait = MODE != 3, kArrive = MODE != 2,
-                 kPerGroup = MODE == 5 || MODE == 7, kLate = MODE == 6 || MODE == 7;
+  constexpr bool kProducer = MODE <= 1 || MODE >= 5, kWait = MODE != 3, kArrive = MODE != 2 && MODE < 8,
+                 kPerGroup = MODE == 5 || MODE == 7, kLate = MODE == 6 || MODE == 7, kCounter = MODE == 8,
+                 kPairs = MODE == 9;
+  __shared__ int done_s[2];  // kCounter: the last step each warpgroup has finished
   extern __shared__ __align__(1024) unsigned char smem[];
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES];
   const int wgs = (blockDim.x - 32) / 128, wg = threadIdx.x / 128, lane = threadIdx.x % 32;
@@ -175,6 +179,7 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
     for (int st = 0; st < STAGES; ++st)
       mbar_init(full0 + 8 * st, 1), mbar_init(empty0 + 8 * st, kProducer ? (kPerGroup ? wgs : 4 * wgs) : (1 << 20) - 1);
     fence_mbarrier_init();
+    done_s[0] = done_s[1] = -1;
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
@@ -184,7 +189,21 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
     if (kProducer && lane == 0)
       for (int s = 0; s < steps; ++s) {
         const int st = s % STAGES;
-        if (s >= STAGES) mbar_wait(empty0 + 8 * st, (s / STAGES - 1) & 1);
+        if constexpr (kCounter) {
+          if (s >= STAGES)
+            for (;;) {
+              const int d0 = *static_cast<volatile int*>(&done_s[0]),
+                        d1 = wgs > 1 ? *static_cast<volatile int*>(&done_s[1]) : d0;
+              if (min(d0, d1) >= s - STAGES) break;
+            }
+        } else if constexpr (kPairs) {  // steps s − 4, s − 3 (pair q) released together
+          if (s >= STAGES) {
+            const int q = (s - STAGES) / 2;
+            mbar_wait(empty0 + 8 * (q % 2), (q / 2) & 1);
+          }
+        } else if (s >= STAGES) {
+          mbar_wait(empty0 + 8 * st, (s / STAGES - 1) & 1);
+        }
         if constexpr (MODE == 1) {
           mbar_arrive(full0 + 8 * st);
         } else {
@@ -228,6 +247,8 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
                    : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
                    : "r"(at + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
     if (kLate && arrives) mbar_arrive(empty);
+    if (kCounter && s > 0 && threadIdx.x % 128 == 0) *static_cast<volatile int*>(&done_s[wg]) = s - 1;
+    if (kPairs && s > 0 && s % 2 == 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s / 2 - 1) % 2));
   };
   for (int s = 0; s < steps; s += 2) {
     step(s, a, b);
@@ -309,6 +330,8 @@ int main(int argc, char** argv) {
     measure_ring<4, 5>(wgs, sms, steps, wglobal, sink, cycles);
     measure_ring<4, 6>(wgs, sms, steps, wglobal, sink, cycles);
     measure_ring<4, 7>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 8>(wgs, sms, steps, wglobal, sink, cycles);
+    measure_ring<4, 9>(wgs, sms, steps, wglobal, sink, cycles);
   }
   measure<64, true, 1>(4, 1, sms, steps, sink, cycles);  // four warpgroups in one block
   measure<64, false, 1>(4, 1, sms, steps, sink, cycles);
