@@ -159,7 +159,10 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
 // in pairs (one arrival a warp every other step, on one empty barrier a pair of stages). (A mode with
 // the copies but no full waits fails: the block can end with copies in flight.)
 // (s31, call 6: the waits and arrivals `.relaxed` instead of acquire / release change nothing; every
-// consumer thread arriving instead of lane 0 costs ~50 cycles a step.)
+// consumer thread arriving instead of lane 0 costs ~50 cycles a step. Calls 8–12: here the arrivals
+// are most of the ring's cost and pairs take the two-warpgroup step from 408 to 365 cycles; in the conv
+// the same pairs were 7.5% slower (12% over six stages): its refills need the lookahead pairs take
+// away. bench/results/2026-12-01-s31.md.)
 template <int STAGES, int MODE>
 __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
 #ifdef FRUGAL_WGMMA
@@ -271,7 +274,10 @@ constexpr const char* kModes[] = {"the ring",
                                   "waits + arrivals",
                                   "one arrival a warpgroup",
                                   "arrival after ldmatrix",
-                                  "both"};
+                                  "both",
+                                  "counter release",
+                                  "paired release"};
+static_assert(sizeof(kModes) / sizeof(kModes[0]) == 10, "a name for every mode of kernel_ring");
 
 template <int STAGES, int MODE>
 void measure_ring(int wgs, int sms, int steps, const unsigned char* wglobal, float* sink, long long* cycles) {
