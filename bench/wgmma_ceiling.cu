@@ -24,6 +24,25 @@ namespace {
 
 using namespace frugal::cuda;
 
+// The halo kernel's A fragments of one step: this lane's row of its warp's 16 in the warpgroup's 64 × 64
+// tile (128-byte rows, 16-byte chunks swizzled by the row; lanes 16–31 the second 8 channels of a k16).
+__device__ __forceinline__ void ldsm_a(uint32_t (&f)[4][4], uint32_t tile) {
+  const int lrow = (threadIdx.x % 128) / 32 * 16 + threadIdx.x % 16, half = threadIdx.x % 32 / 16;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(f[kk][0]), "=r"(f[kk][1]), "=r"(f[kk][2]), "=r"(f[kk][3])
+                 : "r"(tile + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
+}
+
+// The median over blocks of the SM cycles a step (each block's clock64 span of its loop).
+double median_cycles_per_step(const long long* cycles, int blocks, int steps) {
+  std::vector<long long> cyc(blocks);
+  cudaMemcpy(cyc.data(), cycles, blocks * sizeof(long long), cudaMemcpyDeviceToHost);
+  std::nth_element(cyc.begin(), cyc.begin() + cyc.size() / 2, cyc.end());
+  return double(cyc[cyc.size() / 2]) / steps;
+}
+
 // One block: WG warpgroups, each with its own 64 × 64 A tile; one shared 64 × N B slice.
 // LOAD: where the rs variants' A fragments come from each step: 0 the same registers every step; 1
 // ldmatrix (the halo kernel); 2 four 16-byte shared loads a lane (lds128: with the tile's channels
@@ -50,8 +69,6 @@ __global__ void kernel(int steps, float* sink, long long* cycles) {
   uint32_t a[4][4];
   for (int kk = 0; kk < 4; ++kk)
     for (int j = 0; j < 4; ++j) a[kk][j] = 0x3c003c00u ^ ((threadIdx.x + kk * 4 + j) & 0x3ff);
-  // ldsm: this lane's row of its warp's 16 in the warpgroup's A tile (lanes 16-31: the second 8 channels)
-  const int lrow = (threadIdx.x % 128) / 32 * 16 + threadIdx.x % 16, half = threadIdx.x % 32 / 16;
   uint32_t b[4][4];
   __syncthreads();
   const long long t0 = clock64();
@@ -66,11 +83,7 @@ __global__ void kernel(int steps, float* sink, long long* cycles) {
     wgmma_commit();
     wgmma_wait<1>();
     if constexpr (LOAD == 1) {
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
-                     : "r"(a_at(s + 1) + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
+      ldsm_a(next, a_at(s + 1));
     } else {
       // Lane (g, t) of its warp's 16 rows: rows g and g + 8, chunks 2t and 2t + 1 (16 bytes each,
       // swizzled by the row); fragment kk takes words 2kk (a0 / a1) and 2kk + 1 (a2 / a3) of them.
@@ -130,10 +143,7 @@ void measure(int wg_per_block, int blocks_per_sm, int sms, int steps, float* sin
   const dim3 grid(sms * blocks_per_sm), block(128 * wg_per_block);
   const double ms = median_event_ms(5, [&] { k<<<grid, block, pad>>>(steps, sink, cycles); });
   const cudaError_t err = cudaGetLastError();
-  std::vector<long long> cyc(grid.x);
-  cudaMemcpy(cyc.data(), cycles, grid.x * sizeof(long long), cudaMemcpyDeviceToHost);
-  std::nth_element(cyc.begin(), cyc.begin() + cyc.size() / 2, cyc.end());
-  const double per_step = double(cyc[cyc.size() / 2]) / steps;
+  const double per_step = median_cycles_per_step(cycles, grid.x, steps);
   const double flop = 2.0 * 64 * N * 64 * steps * double(wg_per_block) * blocks_per_sm * sms;
   std::printf(
       "%s%s%s N=%3d depth=%d  wg/block=%d blocks/SM=%d (wg/SM=%d)  %8.3f ms  %6.1f TFLOP/s  %6.1f cycles a step "
@@ -222,7 +232,6 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
   }
   const long long t0 = clock64();
   const uint32_t a_base = base + wg * 8192;
-  const int lrow = (threadIdx.x % 128) / 32 * 16 + threadIdx.x % 16, half = threadIdx.x % 32 / 16;
   float d[32];
   for (int i = 0; i < 32; ++i) d[i] = 0.0f;
   fence_acc(d);
@@ -243,12 +252,7 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
     const bool arrives = kArrive && s > 0 && lane == 0 && (!kPerGroup || threadIdx.x % 128 < 32);
     const uint32_t empty = empty0 + 8 * ((s + STAGES - 1) % STAGES);
     if (!kLate && arrives) mbar_arrive(empty);
-    const uint32_t at = a_base + ((s + 1) & 3) * wgs * 8192;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(next[kk][0]), "=r"(next[kk][1]), "=r"(next[kk][2]), "=r"(next[kk][3])
-                   : "r"(at + lrow * 128 + (((kk * 2 + half) ^ (lrow & 7)) << 4)));
+    ldsm_a(next, a_base + ((s + 1) & 3) * wgs * 8192);
     if (kLate && arrives) mbar_arrive(empty);
     if (kCounter && s > 0 && threadIdx.x % 128 == 0) *static_cast<volatile int*>(&done_s[wg]) = s - 1;
     if (kPairs && s > 0 && s % 2 == 0 && lane == 0) mbar_arrive(empty0 + 8 * ((s / 2 - 1) % 2));
@@ -287,10 +291,8 @@ void measure_ring(int wgs, int sms, int steps, const unsigned char* wglobal, flo
   const dim3 grid(sms), block(128 * wgs + 32);
   const double ms = median_event_ms(5, [&] { k<<<grid, block, pad>>>(steps, wglobal, sink, cycles); });
   const cudaError_t err = cudaGetLastError();
-  std::vector<long long> cyc(grid.x);
-  cudaMemcpy(cyc.data(), cycles, grid.x * sizeof(long long), cudaMemcpyDeviceToHost);
-  std::nth_element(cyc.begin(), cyc.begin() + cyc.size() / 2, cyc.end());
-  const double per_step = double(cyc[cyc.size() / 2]) / steps, flop = 2.0 * 64 * 64 * 64 * steps * double(wgs) * sms;
+  const double per_step = median_cycles_per_step(cycles, grid.x, steps),
+               flop = 2.0 * 64 * 64 * 64 * steps * double(wgs) * sms;
   std::printf(
       "rs+ldsm rot4 + weight ring (%d stages, mode %d: %s) N= 64 depth=1  wg/SM=%d  %8.3f ms  %6.1f TFLOP/s  %6.1f "
       "cycles a "
