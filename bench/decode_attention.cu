@@ -18,7 +18,7 @@
 //   registers, wide), plus lengths between the short and the long rows (the data the rule was set
 //   from); --mixes: only the D = 128 target and short rows with 8-bit K and/or V (K8/V4, K4/V8,
 //   K8/V8), then the D = 64 long rows at K4/V4 and the same mixes; --floor: every main row also
-//   times the stream floor of its bytes (kernel_stream over the row's four cache arrays, timed the
+//   times the stream floor of its bytes (kernel_read over the row's four cache arrays, timed the
 //   same way, the best of four grid sizes): what a call that only read its cache would take.
 //   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
@@ -83,35 +83,26 @@ __global__ void kernel_fill_float(float* p, size_t n, uint64_t seed) {
 
 __global__ void kernel_empty() {}
 
-// Reads the whole buffer (evicting L2), writes one word per block.
-__global__ void kernel_flush(const int4* p, size_t n, int* sink) {
-  int acc = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const int4 v = p[i];
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x7fffffff) sink[blockIdx.x] = acc;
-}
-
-// The stream floor of a call: reads every 16-byte word of the given arrays once (four independent
-// loads in flight a thread), XORs them, writes one word per block (never, in practice). Nothing but
-// the bytes a decode call must read, with the same launch and the same cold L2.
+// Reads every 16-byte word of up to four arrays once (four independent loads in flight a thread), XORs
+// them, writes one word per block (never, in practice). Two uses: the flush before each timed call (one
+// 512 MB buffer: evicts L2) and --floor's stream of a call's own cache arrays (nothing but the bytes a
+// decode call must read, with the same launch and the same cold L2). Plain loads: evict-first ones
+// (__ldcs) could leave the old lines in L2, which is what the flush is for.
 struct Span {
-  const int4* p;
-  size_t n;
+  const int4* p = nullptr;
+  size_t n = 0;
 };
-__global__ void __launch_bounds__(512) kernel_stream(Span s0, Span s1, Span s2, Span s3, int* sink) {
+__global__ void __launch_bounds__(512) kernel_read(Span s0, Span s1, Span s2, Span s3, int* sink) {
   const size_t stride = size_t(gridDim.x) * blockDim.x, first = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   int acc = 0;
   for (const Span& s : {s0, s1, s2, s3}) {
     size_t i = first;
     for (; i + 3 * stride < s.n; i += 4 * stride) {
-      const int4 a = __ldcs(s.p + i), b = __ldcs(s.p + i + stride), c = __ldcs(s.p + i + 2 * stride),
-                 d = __ldcs(s.p + i + 3 * stride);
+      const int4 a = s.p[i], b = s.p[i + stride], c = s.p[i + 2 * stride], d = s.p[i + 3 * stride];
       acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
     }
     for (; i < s.n; i += stride) {
-      const int4 a = __ldcs(s.p + i);
+      const int4 a = s.p[i];
       acc ^= a.x ^ a.y ^ a.z ^ a.w;
     }
   }
@@ -145,7 +136,7 @@ struct Flusher {
     CHECK(cudaMemset(buf, 1, n * sizeof(int4)));
     CHECK(cudaMalloc(&sink, 4096 * sizeof(int)));
   }
-  void operator()() { kernel_flush<<<1056, 512>>>(buf, n, sink); }
+  void operator()() { kernel_read<<<1056, 512>>>(Span{buf, n}, Span{}, Span{}, Span{}, sink); }
 };
 
 template <typename F>
@@ -291,14 +282,14 @@ int main(int argc, char** argv) {
       auto span = [](const Tensor& t) { return Span{static_cast<const int4*>(t.data()), size_t(t.nbytes()) / 16}; };
       r.floor_ms = 1e30;
       for (int blocks : {264, 528, 1056, 2112})
-        r.floor_ms = std::min(r.floor_ms, time_median_ms(
-                                              flush,
-                                              [&] {
-                                                kernel_stream<<<blocks, 512>>>(span(k.packed()), span(v.packed()),
-                                                                               span(k.scales()), span(v.scales()),
-                                                                               flush.sink);
-                                              },
-                                              3, reps));
+        r.floor_ms =
+            std::min(r.floor_ms, time_median_ms(
+                                     flush,
+                                     [&] {
+                                       kernel_read<<<blocks, 512>>>(span(k.packed()), span(v.packed()),
+                                                                    span(k.scales()), span(v.scales()), flush.sink);
+                                     },
+                                     3, reps));
       CHECK(cudaGetLastError());
       std::printf("  stream floor of the same %.1f MB: %.4f ms (%.2f TB/s); ours = %.3f x the floor\n", big / 1e6,
                   r.floor_ms, big / r.floor_ms / 1e9, ms / r.floor_ms);
