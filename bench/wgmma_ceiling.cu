@@ -179,6 +179,7 @@ __global__ void kernel_ring(int steps, const unsigned char* wglobal, float* sink
   constexpr bool kProducer = MODE <= 1 || MODE >= 5, kWait = MODE != 3, kArrive = MODE != 2 && MODE < 8,
                  kPerGroup = MODE == 5 || MODE == 7, kLate = MODE == 6 || MODE == 7, kCounter = MODE == 8,
                  kPairs = MODE == 9;
+  static_assert(!kPairs || STAGES == 4, "the paired release below is written for two pairs of stages");
   __shared__ int done_s[2];  // kCounter: the last step each warpgroup has finished
   extern __shared__ __align__(1024) unsigned char smem[];
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES];
