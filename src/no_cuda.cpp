@@ -1,6 +1,7 @@
 // What the CUDA entry points do in a build without CUDA: a clear frugal::Error naming the op.
 // Every function declared in src/cuda/*.h gets its stub here.
 #include "core/backend.h"
+#include "core/device_caps.h"
 #include "frugal/error.h"
 #include "frugal/runtime.h"
 
@@ -24,6 +25,7 @@ int device_count() noexcept { return 0; }
 std::string device_name(int) { FRUGAL_NO_CUDA("device_name"); }
 void synchronize(int) { FRUGAL_NO_CUDA("synchronize"); }
 void require_device(const char* op, int) { FRUGAL_NO_CUDA(op); }
+DeviceCaps device_caps(int) { FRUGAL_NO_CUDA("device_caps"); }
 
 }  // namespace frugal::cuda
 

@@ -20,6 +20,7 @@ namespace frugal::attention {
 namespace {
 
 using testing::test_seed;
+using testing::to_double;
 
 // ---- building caches ------------------------------------------------------------------------
 
@@ -98,20 +99,6 @@ Query make_query(int batch, int q_heads, int dim, DType dtype, std::mt19937_64& 
   }
   q.f32 = std::move(v);
   return q;
-}
-
-std::vector<double> to_double(const Tensor& t) {
-  Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
-  std::vector<double> out(h.numel());
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    if (h.dtype() == DType::f32)
-      out[i] = h.data_as<float>()[i];
-    else if (h.dtype() == DType::f16)
-      out[i] = half_to_float(h.data_as<uint16_t>()[i]);
-    else
-      out[i] = bf16_to_float(h.data_as<uint16_t>()[i]);
-  }
-  return out;
 }
 
 // ---- oracles --------------------------------------------------------------------------------

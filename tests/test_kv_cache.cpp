@@ -18,6 +18,9 @@
 namespace frugal::kv {
 namespace {
 
+using testing::expect_error;
+using testing::round_to;
+using testing::store_as;
 using testing::test_seed;
 
 // ---- the oracle ---------------------------------------------------------------------------
@@ -89,21 +92,6 @@ bool near_boundary(double u, unsigned a, unsigned b, int bits) {
 
 // ---- inputs -------------------------------------------------------------------------------
 enum class Layout { contiguous, strided_heads, misaligned };
-
-float round_to(DType dt, float v) {
-  if (dt == DType::f16) return half_to_float(float_to_half(v));
-  if (dt == DType::bf16) return bf16_to_float(float_to_bf16(v));
-  return v;
-}
-
-void store_as(DType dt, void* base, int64_t i, float v) {
-  if (dt == DType::f16)
-    static_cast<uint16_t*>(base)[i] = float_to_half(v);
-  else if (dt == DType::bf16)
-    static_cast<uint16_t*>(base)[i] = float_to_bf16(v);
-  else
-    static_cast<float*>(base)[i] = v;
-}
 
 // x of `shape` (last two dims H, D) holding `vals` (logical row-major order) in `dt` on `dev`;
 // strided_heads pads each head to D + 8 elements, misaligned starts one element into the buffer.
@@ -179,7 +167,7 @@ class Twin {
     const int b = seq < 0 ? cfg_.batch : 1, h = cfg_.num_kv_heads, d = cfg_.head_dim;
     std::vector<float> vals = make_vectors(static_cast<int64_t>(b) * tokens * h, d, rng, specials);
     std::vector<float>& seen = seen_.emplace_back(vals.size());
-    for (size_t i = 0; i < vals.size(); ++i) seen[i] = round_to(dt, vals[i]);
+    for (size_t i = 0; i < vals.size(); ++i) seen[i] = round_to(vals[i], dt);
     for (int bi = 0; bi < b; ++bi) {
       const int s = seq < 0 ? bi : seq;
       for (int64_t t = 0; t < tokens; ++t)
@@ -326,17 +314,6 @@ class Twin {
 
 const DType kDtypes[] = {DType::f32, DType::f16, DType::bf16};
 const Layout kLayouts[] = {Layout::contiguous, Layout::strided_heads, Layout::misaligned};
-
-template <typename F>
-void expect_error(F&& f, ErrorCode code, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected frugal::Error containing " << *parts.begin();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 // Mean of ‖x − x̂‖² / ‖x‖² over the tokens of a batch-1 cache: the MSE per coordinate of u.
 double relative_mse(const Cache& cache, const std::vector<float>& x) {
@@ -543,7 +520,7 @@ TEST(KvAppend, HalfInputsQuantizeLikeTheirF32Values) {
   const std::vector<float> x = make_vectors(t * h, d, rng, false);
   for (DType dt : {DType::f16, DType::bf16}) {
     std::vector<float> rounded(x.size());
-    for (size_t i = 0; i < x.size(); ++i) rounded[i] = round_to(dt, x[i]);
+    for (size_t i = 0; i < x.size(); ++i) rounded[i] = round_to(x[i], dt);
     Cache a({.num_kv_heads = h, .head_dim = d, .capacity = t}), b({.num_kv_heads = h, .head_dim = d, .capacity = t});
     a.append(make_input(x, {t, h, d}, dt, Layout::contiguous, Device::cpu()).view);
     b.append(host_x(rounded, t, h, d));

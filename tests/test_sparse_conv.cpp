@@ -20,6 +20,8 @@ namespace {
 using spconv::build_kernel_map;
 using spconv::kernel_volume;
 using spconv::submanifold_conv;
+using testing::expect_error;
+using testing::round_to;
 using testing::test_seed;
 
 // ---- inputs ----------------------------------------------------------------------------------
@@ -57,12 +59,6 @@ Tensor coords_tensor(const std::vector<int32_t>& flat, Device d = Device::cpu())
   Tensor t = Tensor::empty({static_cast<int64_t>(flat.size() / 4), 4}, DType::i32);
   if (!flat.empty()) std::memcpy(t.data(), flat.data(), flat.size() * 4);
   return d.is_cpu() ? t : t.to(d);
-}
-
-float round_to(float v, DType dt) {
-  if (dt == DType::f16) return half_to_float(float_to_half(v));
-  if (dt == DType::bf16) return bf16_to_float(float_to_bf16(v));
-  return v;
 }
 
 std::vector<float> rounded(std::vector<float> v, DType dt) {
@@ -173,17 +169,6 @@ std::vector<double> dense_conv(const std::vector<int32_t>& c, const std::vector<
 }
 
 double tolerance(DType dt) { return dt == DType::f32 ? 1e-5 : 1e-2; }
-
-template <typename F>
-void expect_error(F&& f, ErrorCode code, std::initializer_list<const char*> needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected frugal::Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const char* s : needles) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
-  }
-}
 
 // ---- offsets -----------------------------------------------------------------------------------
 

@@ -5,10 +5,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "frugal/frugal.h"
+#include "frugal/half.h"
 
 namespace frugal::testing {
 
@@ -49,6 +52,50 @@ inline Tensor host_tensor(const std::vector<float>& v, std::initializer_list<int
   Tensor t = Tensor::empty(shape, DType::f32);
   std::copy(v.begin(), v.end(), t.data_as<float>());
   return t;
+}
+
+// v rounded to the precision of dt (f32 unchanged).
+inline float round_to(float v, DType dt) {
+  if (dt == DType::f16) return half_to_float(float_to_half(v));
+  if (dt == DType::bf16) return bf16_to_float(float_to_bf16(v));
+  return v;
+}
+
+// Element i of a buffer of dtype dt (f32 | f16 | bf16) written from v.
+inline void store_as(DType dt, void* base, int64_t i, float v) {
+  if (dt == DType::f16)
+    static_cast<uint16_t*>(base)[i] = float_to_half(v);
+  else if (dt == DType::bf16)
+    static_cast<uint16_t*>(base)[i] = float_to_bf16(v);
+  else
+    static_cast<float*>(base)[i] = v;
+}
+
+// The elements of a floating tensor (any device) as doubles, in row-major order.
+inline std::vector<double> to_double(const Tensor& t) {
+  const Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
+  std::vector<double> out(static_cast<size_t>(h.numel()));
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    if (h.dtype() == DType::f32)
+      out[i] = h.data_as<float>()[i];
+    else if (h.dtype() == DType::f16)
+      out[i] = half_to_float(h.data_as<uint16_t>()[i]);
+    else
+      out[i] = bf16_to_float(h.data_as<uint16_t>()[i]);
+  }
+  return out;
+}
+
+// f() must throw frugal::Error with this code and a message containing every one of `parts`.
+template <typename F>
+void expect_error(F&& f, ErrorCode code, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected frugal::Error containing '" << (parts.size() ? *parts.begin() : "") << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace frugal::testing

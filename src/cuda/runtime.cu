@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/device_caps.h"
 #include "cuda/common.cuh"
+#include "cuda/wgmma.cuh"
 #include "frugal/runtime.h"
 
 namespace frugal {
@@ -24,6 +26,15 @@ namespace frugal::cuda {
 
 namespace {
 __global__ void kernel_probe() {}
+
+// Writes 1 where the code the device loaded was compiled for sm_90a (wgmma, TMA, setmaxnreg).
+__global__ void kernel_probe_sm90a(int* out) {
+#ifdef FRUGAL_WGMMA
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
 }  // namespace
 
 void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
@@ -61,6 +72,33 @@ int multiprocessor_count(int device) {
   if (cache[device] == 0)
     FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&cache[device], cudaDevAttrMultiProcessorCount, device));
   return cache[device];
+}
+
+DeviceCaps device_caps(int device) {
+  static std::mutex mu;
+  static std::vector<std::pair<bool, DeviceCaps>> known;  // per device index: probed, its capabilities
+  std::lock_guard lock(mu);
+  FRUGAL_CHECK(device >= 0, invalid_argument, "device_caps", "device index must be >= 0, got " << device);
+  if (device >= static_cast<int>(known.size())) known.resize(device + 1);
+  if (!known[device].first) {
+    DeviceGuard guard(device);
+    DeviceCaps c;
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&c.cc_major, cudaDevAttrComputeCapabilityMajor, device));
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&c.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&c.multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    if (c.cc_major == 9 && c.cc_minor == 0) {
+      int* flag = nullptr;
+      FRUGAL_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+      int got = 0;
+      kernel_probe_sm90a<<<1, 1>>>(flag);
+      const cudaError_t launched = cudaGetLastError();
+      if (launched == cudaSuccess) FRUGAL_CUDA_CHECK(cudaMemcpy(&got, flag, sizeof(int), cudaMemcpyDeviceToHost));
+      cudaFree(flag);
+      c.sm90a = launched == cudaSuccess && got == 1;
+    }
+    known[device] = {true, c};
+  }
+  return known[device].second;
 }
 
 namespace {
