@@ -1,7 +1,0 @@
-#!/bin/bash
-# Session 26 call 2: A0 (main) against SP (exp-split: tiles that do not fit kept as two units), three rounds;
-# tests and sanitizers on SP. Bundle: bench/build_variant.sh A0; bench/build_variant.sh SP /work/split;
-# tar -C .gpu -cJf bench/results/2026-12-01-s26/call2/bundle.tar.xz cvar/{A0,SP}/{spconv,test_sparse_conv}
-cd "$(dirname "$0")"
-../../../conv_ab.sh bundle.tar.xz --test SP --sanitize SP --rounds 3 \
-  --rows "1024:64:64:wgmma_halo_pipe 512:64:64:wgmma_halo_pipe 256:64:64:none 1024:128:128:wgmma_halo_pipe128 512:128:128:wgmma_halo_pipe128 1024:128:64:wgmma_halo_pipe" A0 SP

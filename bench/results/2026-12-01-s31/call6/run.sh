@@ -1,7 +1,0 @@
-#!/bin/bash
-# s31 call 6: the weight ring on the uniform datapath, with its memory-semantics variants.
-cd "$(dirname "$0")"
-OUT=${OUT:-/tmp}; mkdir -p /tmp/bn && tar -xJf bundle.tar.xz -C /tmp/bn
-/tmp/bn/cvar/S31E/wgmma_ceiling > $OUT/ceiling.txt 2>&1; echo "rc=$?"
-/tmp/bn/cvar/S31E/wgmma_ceiling 40000 > $OUT/ceiling40k.txt 2>&1; echo "rc=$?"
-cat $OUT/ceiling.txt; grep -E "N= 64 depth=1" $OUT/ceiling40k.txt | grep -E "wg/SM=2|ring"
