@@ -6,6 +6,6 @@ tensors) unless `stream=` names another. Errors raise `frugal.Error` with the op
 """
 from . import _frugal, kv, spconv
 from ._frugal import Error, built_with_cuda, cuda_available, device_name, synchronize
+from ._version import __version__  # written from the VERSION file by CMake
 
 __all__ = ["Error", "built_with_cuda", "cuda_available", "device_name", "synchronize", "kv", "spconv"]
-__version__ = "0.1.0"
