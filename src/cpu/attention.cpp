@@ -1,6 +1,6 @@
 // CPU decode attention over the packed KV cache, in the rotated domain, f32 arithmetic.
 // Same function and same split-then-combine structure as the GPU path: each work item is one
-// (sequence, K/V head, slice of ≤ kSlice tokens) serving all query heads of the group from one
+// (sequence, K/V head, slice of ≤ choice.tokens_per_split tokens) serving all query heads of the group from one
 // pass over its K/V rows; the slices' partial softmax states are combined per output row, which
 // then gets its one inverse transform. OpenMP over the work items.
 #include <algorithm>
@@ -18,9 +18,6 @@ namespace {
 
 using attention::backend::DecodeArgs;
 
-// Slice length: long enough to amortize the per-item setup, short enough that the f32 running
-// sums stay well inside the 1e-5 budget (sequential f32 error grows ~√n · 2^-24).
-constexpr int64_t kSlice = 1024;
 constexpr float kLog2e = 1.4426950408889634f;
 // Weights below 2^-100 of the running maximum are flushed to zero: they cannot move an f32 result
 // (2^-24 relative), and as x86 denormals they would slow the loops down a hundredfold.
@@ -39,6 +36,7 @@ struct Item {
 void decode_attention(const DecodeArgs& a) {
   const int D = a.dim, B = a.batch, Hq = a.q_heads, Hkv = a.kv_heads, G = Hq / Hkv;
   const int64_t cap = a.capacity;
+  const int64_t slice = a.choice.tokens_per_split;  // kCpuSliceTokens (core/attention_choose.h)
 
   // 1. The rotated queries, unnormalized: FWHT(s_K ⊙ q). The factor 1/D of both transforms and
   //    the softmax scale (in log2 units) are applied to the scores below.
@@ -59,11 +57,11 @@ void decode_attention(const DecodeArgs& a) {
   std::vector<int64_t> slices(B), first_item(static_cast<size_t>(B) * Hkv);
   for (int b = 0; b < B; ++b) {
     const int64_t len = a.end[b] - a.begin[b];
-    slices[b] = std::max<int64_t>(1, (len + kSlice - 1) / kSlice);
+    slices[b] = std::max<int64_t>(1, (len + slice - 1) / slice);
     for (int hk = 0; hk < Hkv; ++hk) {
       first_item[static_cast<size_t>(b) * Hkv + hk] = static_cast<int64_t>(items.size());
       for (int64_t s = 0; s < slices[b]; ++s)
-        items.push_back({b, hk, a.begin[b] + s * kSlice, std::min(a.end[b], a.begin[b] + (s + 1) * kSlice), s});
+        items.push_back({b, hk, a.begin[b] + s * slice, std::min(a.end[b], a.begin[b] + (s + 1) * slice), s});
     }
   }
   const int64_t n_items = static_cast<int64_t>(items.size());
