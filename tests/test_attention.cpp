@@ -371,6 +371,73 @@ TEST(DecodeAttentionQuality, RotationMakesOutlierChannelKeysBehaveLikeGaussianOn
   EXPECT_GT(err[2], 2.0 * err[1]);
 }
 
+// ---- non-finite input (the header's "Non-finite input") ------------------------------------------
+
+// Six sequences of hostile input (Hq = 8, Hkv = 2, D = 128), each with its expected rows, per query
+// head: 'f' finite, 'n' NaN, '0' zeros. 0: 100 finite tokens, a NaN in query head 5 and an Inf in
+// query head 6 (those rows NaN, the others finite); 1: one token whose key holds a NaN; 2: no tokens
+// (the empty sum); 3: one token whose key holds 1e38 (a norm above 2^120, which the cache flags with
+// a NaN scale); 4: 100 finite tokens and a query near 1e38 (its scores overflow); 5: 60 finite tokens
+// and one whose value holds a NaN.
+struct Hostile {
+  Filled f;
+  Query q;
+  std::vector<std::string> expect;  // per sequence, a char per query head
+};
+
+Hostile hostile_input(DType q_dtype = DType::f32) {
+  Shape s;
+  s.batch = 6;
+  s.q_heads = 8;
+  s.kv_heads = 2;
+  s.capacity = 128;
+  std::mt19937_64 rng(45);  // fixed: the overflow pattern of the 1e38 query is the seed's
+  Hostile h{fill(s, {100, 0, 0, 0, 100, 60}, rng), {}, {"fffffnnf", "nnnnnnnn", "00000000", "nnnnnnnn",
+                                                         "nnnnnnnn", "nnnnnnnn"}};
+  const int64_t row = static_cast<int64_t>(s.kv_heads) * s.dim;
+  auto append = [&](int b, float key_value, float value_value) {
+    std::vector<float> k = testing::randn(row, rng), v = testing::randn(row, rng);
+    for (int hk = 0; hk < s.kv_heads; ++hk) {
+      k[hk * s.dim + 3] = key_value;
+      v[hk * s.dim + 9] = value_value;
+    }
+    h.f.k.append(b, TensorView(k.data(), DType::f32, {1, s.kv_heads, s.dim}));
+    h.f.v.append(b, TensorView(v.data(), DType::f32, {1, s.kv_heads, s.dim}));
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  append(1, nan, 0.5f);
+  append(3, 1e38f, 0.5f);
+  append(5, 0.5f, nan);
+  h.q = make_query(s.batch, s.q_heads, s.dim, q_dtype, rng);
+  void* q = h.q.host.data();
+  testing::store_as(q_dtype, q, (0 * s.q_heads + 5) * s.dim + 7, nan);
+  testing::store_as(q_dtype, q, (0 * s.q_heads + 6) * s.dim + 3, std::numeric_limits<float>::infinity());
+  std::uniform_real_distribution<float> near_max(-1e38f, 1e38f);
+  for (int i = 0; i < s.q_heads * s.dim; ++i) testing::store_as(q_dtype, q, 4 * s.q_heads * s.dim + i, near_max(rng));
+  return h;
+}
+
+void expect_hostile_rows(const std::vector<double>& got, const Hostile& h, const std::string& what) {
+  const int hq = static_cast<int>(h.q.host.size(1)), dim = static_cast<int>(h.q.host.size(2));
+  for (size_t b = 0; b < h.expect.size(); ++b)
+    for (int r = 0; r < hq; ++r) {
+      const double* x = got.data() + (b * hq + r) * dim;
+      const char e = h.expect[b][r];
+      const bool ok = std::all_of(x, x + dim, [e](double v) {
+        return e == 'f' ? std::isfinite(v) : (e == 'n' ? std::isnan(v) : v == 0.0);
+      });
+      EXPECT_TRUE(ok) << what << ": sequence " << b << ", query head " << r << " should be "
+                      << (e == 'f' ? "finite" : (e == 'n' ? "NaN" : "zeros")) << ", got e.g. " << x[0];
+    }
+}
+
+TEST(DecodeAttentionCpu, NonFiniteInputPoisonsExactlyTheRowsThatSeeIt) {
+  for (DType t : {DType::f32, DType::bf16}) {
+    const Hostile h = hostile_input(t);
+    expect_hostile_rows(to_double(run(h.f, h.q, Device::cpu(), t)), h, std::string("cpu, q and out ") + to_string(t));
+  }
+}
+
 // ---- bad input ------------------------------------------------------------------------------
 
 TEST(DecodeAttentionErrors, BadInputIsAClearError) {

@@ -25,6 +25,13 @@
 //     of zeros (the empty sum), not an error and not NaN.
 // K and V must have been written in lockstep: equal write positions for every sequence.
 //
+// Non-finite input: NaN poisons attention. A NaN or ±Inf in a query head, a query whose scores
+// overflow (values near 1e38), or a token the cache flags non-finite (a NaN scale: NaN or ±Inf in
+// the vector, or a norm above 2^120; see frugal/kv_cache.h) makes NaN every output row that sees
+// it: a query head's own values only that head's row; a flagged key or value every query head of its
+// K/V head in that sequence (a NaN weight or value reaches every dim of the row). The other heads
+// and sequences keep their finite results, on every backend and variant.
+//
 // Precision (DecodeOptions::math):
 //   * f32: f32 arithmetic throughout (CUDA cores on a GPU). Matches a double-precision oracle
 //     over the dequantized cache to ~1e-6 relative.

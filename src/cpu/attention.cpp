@@ -25,6 +25,10 @@ constexpr float kFlushBelow = -100.0f;
 
 inline float weight(float x) { return x < kFlushBelow ? 0.0f : std::exp2(x); }
 
+// The larger of a and b, or NaN where either is: the running maxima carry a NaN score, so that a row
+// whose scores are all NaN ends NaN (std::max drops a NaN, and a maximum left at −∞ merges to zeros).
+inline float max_nan(float a, float b) { return std::isnan(a) ? a : (std::isnan(b) ? b : std::max(a, b)); }
+
 struct Item {
   int b, hk;
   int64_t t0, t1;  // absolute token positions
@@ -97,7 +101,7 @@ void decode_attention(const DecodeArgs& a) {
         decode_codes(a.v.packed + vec * vrow, D, a.v.bits, a.v.centroids, vh.data());
         const float vs = a.v.scales[vec];
         for (int g = 0; g < G; ++g) {
-          const float m_new = std::max(m[g], s[g]);
+          const float m_new = max_nan(m[g], s[g]);
           const float alpha = m_new == m[g] ? 1.0f : weight(m[g] - m_new);
           const float p = std::isnan(s[g]) ? s[g] : weight(s[g] - m_new);
           m[g] = m_new;
@@ -124,7 +128,7 @@ void decode_attention(const DecodeArgs& a) {
         const int hk = h / G, g = h % G;
         const int64_t first = first_item[static_cast<size_t>(b) * Hkv + hk];
         float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t s = 0; s < slices[b]; ++s) mx = std::max(mx, part_m[(first + s) * G + g]);
+        for (int64_t s = 0; s < slices[b]; ++s) mx = max_nan(mx, part_m[(first + s) * G + g]);
         std::fill(row.begin(), row.end(), 0.0f);
         float lsum = 0;
         if (mx != -std::numeric_limits<float>::infinity()) {
