@@ -999,6 +999,23 @@ TEST(DecodeAttentionCuda, LargeBatchPassesRangesThroughTheWorkspace) {
   }
 }
 
+// The hostile input of the CPU test through every GPU variant, one slice and three (the merges of
+// the partial states: the f16 kernels' last block, the f32 kernel's combine).
+TEST(DecodeAttentionCuda, NonFiniteInputPoisonsExactlyTheRowsThatSeeIt) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  for (DType t : {DType::f32, DType::bf16}) {
+    const Hostile h = hostile_input(t);
+    for (DecodeVariant v : {DecodeVariant::f32, DecodeVariant::f16_registers, DecodeVariant::f16_wide})
+      for (int splits : {1, 3}) {
+        DecodeOptions opt;
+        opt.variant = v;
+        opt.num_splits = splits;
+        expect_hostile_rows(run_as(h.f, h.q, opt, v), h,
+                            to_string(v) + ", q " + to_string(t) + ", " + std::to_string(splits) + " slices");
+      }
+  }
+}
+
 TEST(DecodeAttentionCuda, NonFiniteTokensPoisonOnlyTheirSequence) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();

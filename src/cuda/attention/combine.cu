@@ -12,11 +12,11 @@ namespace {
 // Block-wide reduction of one value per thread (max or sum) through `red` (kWarps floats).
 template <bool kMax>
 __device__ float block_reduce(float x, float* red) {
-  x = kMax ? warp_max(x) : warp_sum(x);
+  x = kMax ? warp_max_nan(x) : warp_sum(x);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = x;
   __syncthreads();
   float r = red[0];
-  for (int k = 1; k < kWarps; ++k) r = kMax ? fmaxf(r, red[k]) : r + red[k];
+  for (int k = 1; k < kWarps; ++k) r = kMax ? max_nan(r, red[k]) : r + red[k];
   return r;
 }
 
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
   const float* po = p.part_o + row * S * D;
 
   float mx = kNegInf;
-  for (int s = threadIdx.x; s < S; s += blockDim.x) mx = fmaxf(mx, ml[2 * s]);
+  for (int s = threadIdx.x; s < S; s += blockDim.x) mx = max_nan(mx, ml[2 * s]);
   const float M = block_reduce<true>(mx, red_max);
   float l = 0;
   for (int s = threadIdx.x; s < S; s += blockDim.x) {

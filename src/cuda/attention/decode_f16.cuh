@@ -99,8 +99,8 @@ __device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
   float sg[E];  // V's signs, requested with the first (m, l)
   load_vsign<D>(p, sg);
   float mx = ml0.x;
-  for (int s = 32 + lane; s < S; s += 32) mx = fmaxf(mx, __ldcg(ml + 2 * s));
-  const float M = warp_max(mx);
+  for (int s = 32 + lane; s < S; s += 32) mx = max_nan(mx, __ldcg(ml + 2 * s));
+  const float M = warp_max_nan(mx);
 
   float lk[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float acc[G][E];
@@ -427,21 +427,22 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
         sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
         vsc[j][n] = valid ? vsc[j][n] : 0.0f;
-        cmax0 = fmaxf(cmax0, sc[j][2 * n]);
-        cmax1 = fmaxf(cmax1, sc[j][2 * n + 1]);
+        cmax0 = max_nan(cmax0, sc[j][2 * n]);
+        cmax1 = max_nan(cmax1, sc[j][2 * n + 1]);
         vmax = fmaxf(vmax, vsc[j][n]);
       }
     // The chunk's maxima over all its tokens (every g) move the running ones only where some lane's
-    // own exceed them: only then are they reduced across the lanes (three shuffle rounds) and the
-    // state rescaled — after the first chunks, rarely. Same values as reducing every chunk.
-    if (__any_sync(0xffffffffu, cmax0 > m0 || cmax1 > m1 || vmax > u)) {
+    // own exceed them (or are NaN): only then are they reduced across the lanes (three shuffle
+    // rounds) and the state rescaled — after the first chunks, rarely. Same values as reducing every
+    // chunk.
+    if (__any_sync(0xffffffffu, !(cmax0 <= m0) || !(cmax1 <= m1) || vmax > u)) {
 #pragma unroll
       for (int o = 4; o < 32; o <<= 1) {
-        cmax0 = fmaxf(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
-        cmax1 = fmaxf(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
+        cmax0 = max_nan(cmax0, __shfl_xor_sync(0xffffffffu, cmax0, o));
+        cmax1 = max_nan(cmax1, __shfl_xor_sync(0xffffffffu, cmax1, o));
         vmax = fmaxf(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
       }
-      const float n0 = fmaxf(m0, cmax0), n1 = fmaxf(m1, cmax1), u_new = fmaxf(u, vmax);
+      const float n0 = max_nan(m0, cmax0), n1 = max_nan(m1, cmax1), u_new = fmaxf(u, vmax);
       const float a0 = n0 == m0 ? 1.0f : ex2<kWide>(m0 - n0), a1 = n1 == m1 ? 1.0f : ex2<kWide>(m1 - n1);
       l0 *= a0;
       l1 *= a1;
@@ -713,7 +714,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 #pragma unroll
     for (int k = 0; k < NW; ++k) {
       mk[k] = cml[(k * kHeadsPerBlock + r) * 2];
-      M = fmaxf(M, mk[k]);
+      M = max_nan(M, mk[k]);
     }
     float L = 0, wk[NW];
 #pragma unroll

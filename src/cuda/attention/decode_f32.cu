@@ -33,7 +33,7 @@ __device__ void merge_and_store(const Params& p, const BlockWork& w, const float
   const int D = p.dim;
   for (int h = threadIdx.x; h < w.heads; h += blockDim.x) {
     float M = kNegInf;
-    for (int k = 0; k < kWarps; ++k) M = fmaxf(M, cml[(k * kHeadsPerBlock + h) * 2]);
+    for (int k = 0; k < kWarps; ++k) M = max_nan(M, cml[(k * kHeadsPerBlock + h) * 2]);
     float L = 0;
     if (M != kNegInf)
       for (int k = 0; k < kWarps; ++k)
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
 #pragma unroll
     for (int h = 0; h < kHeadsPerBlock; ++h) {
       const float sc = valid ? s[h] * kscale : kNegInf;
-      const float m_new = fmaxf(m[h], warp_max(sc));
+      const float m_new = max_nan(m[h], warp_max_nan(sc));
       const float alpha = m_new == m[h] ? 1.0f : exp2f(m[h] - m_new);
       pr[h] = exp2f(sc - m_new);
       l[h] = l[h] * alpha + pr[h];

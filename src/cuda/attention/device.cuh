@@ -97,6 +97,27 @@ __device__ __forceinline__ float warp_max(float x) {
   return x;
 }
 
+// The larger of a and b, or NaN where either is NaN (fmaxf returns the other operand): the softmax's
+// running maxima carry a NaN score, so that a row whose scores are all NaN ends NaN instead of at
+// −∞, which the merges turn into zeros. One instruction from sm_80 on (max.NaN), as fmaxf; the same
+// value as fmaxf wherever neither is NaN.
+__device__ __forceinline__ float max_nan(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+#else
+  return isnan(a) ? a : (isnan(b) ? b : fmaxf(a, b));
+#endif
+}
+
+// warp_max with max_nan: NaN if any lane's x is.
+__device__ __forceinline__ float warp_max_nan(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = max_nan(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
