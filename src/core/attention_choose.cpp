@@ -40,22 +40,26 @@ bool gpu_can_run(const char* name, const DecodeProblem& p, const DeviceCaps& cap
   return true;
 }
 
-// The slice count of an unforced GPU call: fill the resident slots of the GPU in whole waves
-// (the smallest count whose share of busy slots beats every smaller one's by over 1%), at most four
-// waves, with slices of ≥ 128 tokens and at most max(32, L / 2048) of them, because the merge's
-// cost grows with the slice count: long sequences measured fastest at 32 (L = 32K) and 64
-// (L = 128K) slices, short ones at slices of 128 tokens (32 at L = 4K).
+// The slice count of an unforced GPU call: fill the resident slots of the GPU in whole waves (the
+// largest count up to the bounds whose share of busy slots beats the smaller counts' by over 1%),
+// at most four waves, with slices of ≥ 128 tokens and at most max(32, L / 2048) of them,
+// because the merge's cost grows with the slice count: long sequences measured fastest at 32
+// (L = 32K) and 64 (L = 128K) slices, short ones at slices of 128 tokens (32 at L = 4K).
+constexpr int64_t kMinAutoSliceTokens = 128;
+constexpr int64_t kSlicesAlwaysAllowed = 32, kTokensPerAllowedSlice = 2048;
+constexpr int64_t kMaxWaves = 4;
+constexpr double kBetterFill = 0.01;
 int64_t split_rule(int64_t pairs, int64_t slots, int64_t max_len, int64_t cap_splits) {
-  const int64_t by_len = std::max<int64_t>(1, (max_len + 127) / 128);
-  const int64_t by_combine = std::max<int64_t>(32, max_len / 2048);
-  const int64_t hi = std::min({cap_splits, by_len, by_combine, std::max<int64_t>(1, 4 * slots / pairs)});
+  const int64_t by_len = std::max<int64_t>(1, (max_len + kMinAutoSliceTokens - 1) / kMinAutoSliceTokens);
+  const int64_t by_combine = std::max(kSlicesAlwaysAllowed, max_len / kTokensPerAllowedSlice);
+  const int64_t hi = std::min({cap_splits, by_len, by_combine, std::max<int64_t>(1, kMaxWaves * slots / pairs)});
   int64_t best = 1;
   double best_eff = 0;
   for (int64_t s = 1; s <= hi; ++s) {
     const int64_t blocks = pairs * s;
     const int64_t waves = (blocks + slots - 1) / slots;
     const double eff = static_cast<double>(blocks) / static_cast<double>(waves * slots);
-    if (eff > best_eff + 0.01) {
+    if (eff > best_eff + kBetterFill) {
       best = s;
       best_eff = eff;
     }
