@@ -14,13 +14,14 @@
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers; --splits N forces its slice count); --sweep: the slice sweep of every row too (the
 //   split heuristic's data; slices of >= 64 tokens); --loops: every row three times, the f16
-//   kernel's main loop left to the rule (auto), then forced to each loop (FRUGAL_ATTN_KERNEL:
-//   registers, wide), plus lengths between the short and the long rows (the data the rule was set
-//   from); --mixes: only the D = 128 target and short rows with 8-bit K and/or V (K8/V4, K4/V8,
+//   kernel's main loop left to the rule (auto), then forced to each loop (DecodeOptions::variant:
+//   f16_registers, f16_wide; where it serves), plus lengths between the short and the long rows (the
+//   data the rule was set from); --mixes: only the D = 128 target and short rows with 8-bit K and/or V (K8/V4, K4/V8,
 //   K8/V8), then the D = 64 long rows at K4/V4 and the same mixes; --floor: every main row also
 //   times the stream floor of its bytes (kernel_read over the row's four cache arrays, timed the
 //   same way, the best of four grid sizes): what a call that only read its cache would take.
-//   Every row prints a hash of its output bytes (bitwise comparisons of two builds).
+//   Every row prints the choice that served it (attention::choose_decode) and a hash of its output
+//   bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -29,11 +30,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "frugal/attention.h"
+#include "frugal/error.h"
 #include "frugal/kv_cache.h"
 #include "frugal/runtime.h"
 
@@ -176,7 +179,8 @@ struct Row {
   int kbits, vbits;
   std::string math, qdtype;
   int splits;        // 0 = automatic
-  std::string loop;  // the f16 main loop: auto (the library's rule), registers or wide
+  std::string loop;    // the f16 main loop: auto (the library's rule), registers or wide (forced)
+  std::string choice;  // what served the row: to_string(attention::choose_decode(...))
   double ms, bytes;
   double floor_ms = 0;  // --floor: the stream floor of the row's bytes
 };
@@ -245,6 +249,7 @@ int main(int argc, char** argv) {
       shapes.push_back(s);
   if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
   std::string loop = "auto";  // the f16 main loop of the rows run now (--loops)
+  std::optional<attention::DecodeVariant> forced;  // its variant, when forced
 
   std::vector<Row> rows;
   auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits, int64_t len = 0) {
@@ -262,22 +267,31 @@ int main(int argc, char** argv) {
     opt.math = math;
     opt.workspace = ws.view();
     opt.num_splits = splits;
+    opt.variant = forced;
     const std::vector<int64_t> lens(s.B, len);  // len > 0: attend only the first len tokens
+    if (len > 0) opt.lengths = lens;
+    std::string choice;
+    try {
+      choice = attention::to_string(attention::choose_decode(q, k, v, opt));
+    } catch (const Error& e) {  // a forced loop that does not serve this shape: no row
+      std::printf("B=%2d Hq=%2d Hkv=%d D=%3d loop=%s: not served (%s)\n", s.B, s.Hq, s.Hkv, s.D, loop.c_str(), e.what());
+      return;
+    }
     if (len > 0) {
-      opt.lengths = lens;
       const double ms = time_median_ms(
           flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, 40);
       std::printf(
-          "B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost), loop=%-9s: %9.4f ms  out %016llx\n",
-          s.B, s.Hq, s.Hkv, s.D, (long long)len, loop.c_str(), ms, (unsigned long long)out_hash(out));
+          "B=%2d Hq=%2d Hkv=%d D=%3d, only %lld tokens attended (the fixed cost), loop=%-9s: %9.4f ms  out %016llx  "
+          "[%s]\n",
+          s.B, s.Hq, s.Hkv, s.D, (long long)len, loop.c_str(), ms, (unsigned long long)out_hash(out), choice.c_str());
       return;
     }
     const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
     const int reps = big > 5e8 ? 15 : 40;
     const double ms = time_median_ms(
         flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, reps);
-    Row r{s.B,           s.Hq,   s.Hkv, s.D, s.L, kb, vb, math == attention::Math::f32 ? "f32" : "f16",
-          to_string(qd), splits, loop,  ms,  big};
+    Row r{s.B,           s.Hq,   s.Hkv,  s.D, s.L, kb,  vb, math == attention::Math::f32 ? "f32" : "f16",
+          to_string(qd), splits, loop, choice, ms,  big};
     if (stream_floor && splits == 0 && math == attention::Math::f16 && kb == 4 && vb == 4 && loop == "auto") {
       auto span = [](const Tensor& t) { return Span{static_cast<const int4*>(t.data()), size_t(t.nbytes()) / 16}; };
       r.floor_ms = 1e30;
@@ -296,10 +310,10 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "B=%2d Hq=%2d Hkv=%d D=%3d L=%6lld K%d/V%d %s q=%s splits=%-4s loop=%-9s %9.4f ms  %6.2f TB/s  (%.0f%% of "
-        "read BW)  out %016llx\n",
+        "read BW)  out %016llx  [%s]\n",
         r.B, r.Hq, r.Hkv, r.D, (long long)r.L, kb, vb, r.math.c_str(), r.qdtype.c_str(),
         splits ? std::to_string(splits).c_str() : "auto", loop.c_str(), ms, big / ms / 1e9,
-        100 * big / ms / 1e9 / read_tbps, (unsigned long long)out_hash(out));
+        100 * big / ms / 1e9 / read_tbps, (unsigned long long)out_hash(out), choice.c_str());
     std::fflush(stdout);
     rows.push_back(r);
   };
@@ -307,12 +321,13 @@ int main(int argc, char** argv) {
   auto each_loop = [&](auto&& fn) {
     fn();
     if (!loops) return;
-    for (const char* l : {"registers", "wide"}) {
-      setenv("FRUGAL_ATTN_KERNEL", l, 1);
-      loop = l;
+    for (const auto& [name, variant] : {std::pair{"registers", attention::DecodeVariant::f16_registers},
+                                        std::pair{"wide", attention::DecodeVariant::f16_wide}}) {
+      forced = variant;
+      loop = name;
       fn();
     }
-    unsetenv("FRUGAL_ATTN_KERNEL");
+    forced.reset();
     loop = "auto";
   };
   if (mixes) {
@@ -352,10 +367,10 @@ int main(int argc, char** argv) {
       const Row& r = rows[i];
       std::fprintf(f,
                    "  {\"B\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"L\": %lld, \"kbits\": %d, \"vbits\": %d, "
-                   "\"math\": \"%s\", \"q\": \"%s\", \"splits\": %d, \"loop\": \"%s\", \"ms\": %.6f, "
-                   "\"bytes\": %.0f, \"floor_ms\": %.6f}%s\n",
+                   "\"math\": \"%s\", \"q\": \"%s\", \"splits\": %d, \"loop\": \"%s\", \"choice\": \"%s\", "
+                   "\"ms\": %.6f, \"bytes\": %.0f, \"floor_ms\": %.6f}%s\n",
                    r.B, r.Hq, r.Hkv, r.D, (long long)r.L, r.kbits, r.vbits, r.math.c_str(), r.qdtype.c_str(), r.splits,
-                   r.loop.c_str(), r.ms, r.bytes, r.floor_ms, i + 1 < rows.size() ? "," : "");
+                   r.loop.c_str(), r.choice.c_str(), r.ms, r.bytes, r.floor_ms, i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

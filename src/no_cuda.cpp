@@ -48,11 +48,14 @@ spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs&, Str
 int64_t spconv_conv(const spconv::backend::ConvArgs&, Stream) { FRUGAL_NO_CUDA("spconv::submanifold_conv"); }
 }  // namespace frugal::cuda
 
-// ---- decode attention (src/cuda/attention.cu) ----
+// ---- decode attention (src/cuda/attention/launch.cu) ----
 #include "core/attention_backend.h"
 
 namespace frugal::cuda {
 void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
+  FRUGAL_NO_CUDA("attention::decode_attention");
+}
+int decode_attention_resident_blocks(attention::DecodeVariant, int, int, int, int) {
   FRUGAL_NO_CUDA("attention::decode_attention");
 }
 }  // namespace frugal::cuda
@@ -61,9 +64,4 @@ void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
 namespace frugal::cuda {
 bool spconv_wgmma_available(int) { return false; }
 int64_t spconv_halo_pipe_launches() { return 0; }
-}  // namespace frugal::cuda
-
-// ---- decode attention: calls per f16 main loop (src/cuda/attention.cu) ----
-namespace frugal::cuda {
-int64_t decode_attention_loop_calls(int) { return 0; }
 }  // namespace frugal::cuda

@@ -4,16 +4,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/attention_backend.h"
+#include "core/attention_choose.h"
 #include "frugal/attention.h"
 #include "frugal/half.h"
 #include "frugal/kv_cache.h"
+#include "attention_fixtures.h"
 #include "testing.h"
 
 namespace frugal::attention {
@@ -22,139 +23,7 @@ namespace {
 using testing::test_seed;
 using testing::to_double;
 
-// ---- building caches ------------------------------------------------------------------------
-
-struct Shape {
-  int batch = 1, q_heads = 8, kv_heads = 2, dim = 128;
-  int k_bits = 4, v_bits = 4;
-  int64_t capacity = 0;  // 0: the longest sequence
-  bool sliding = false;
-  std::optional<uint64_t> k_seed, v_seed;
-};
-
-// A K and a V cache on the CPU filled with `lens[b]` random tokens per sequence (appended in pieces
-// of at most `piece` tokens, so a ring wraps across calls), and the raw f32 tokens [b][t][h][d].
-struct Filled {
-  kv::Cache k, v;
-  std::vector<std::vector<float>> k_raw, v_raw;
-};
-
-kv::CacheConfig config_of(const Shape& s, int bits, std::optional<uint64_t> seed, int64_t capacity) {
-  kv::CacheConfig c;
-  c.batch = s.batch;
-  c.num_kv_heads = s.kv_heads;
-  c.head_dim = s.dim;
-  c.capacity = capacity;
-  c.sliding = s.sliding;
-  c.bits = bits;
-  c.sign_seed = seed;
-  return c;
-}
-
-Filled fill(const Shape& s, const std::vector<int64_t>& lens, std::mt19937_64& rng, int64_t piece = 1 << 30,
-            float k_std = 1.0f, const std::vector<float>* channel_gain = nullptr) {
-  int64_t longest = 1;
-  for (int64_t l : lens) longest = std::max(longest, l);
-  const int64_t cap = s.capacity > 0 ? s.capacity : longest;
-  Filled f{kv::Cache(config_of(s, s.k_bits, s.k_seed, cap)), kv::Cache(config_of(s, s.v_bits, s.v_seed, cap)), {}, {}};
-  const int64_t row = static_cast<int64_t>(s.kv_heads) * s.dim;
-  for (int b = 0; b < s.batch; ++b) {
-    std::vector<float> kr = testing::randn(static_cast<size_t>(lens[b] * row), rng, k_std);
-    std::vector<float> vr = testing::randn(static_cast<size_t>(lens[b] * row), rng);
-    if (channel_gain)
-      for (int64_t i = 0; i < lens[b] * row; ++i) kr[i] *= (*channel_gain)[i % s.dim];
-    const int64_t step = std::min(piece, s.sliding ? cap : lens[b]);
-    for (int64_t t = 0; t < lens[b]; t += step) {
-      const int64_t n = std::min(step, lens[b] - t);
-      const TensorView kx(kr.data() + t * row, DType::f32, {n, s.kv_heads, s.dim});
-      const TensorView vx(vr.data() + t * row, DType::f32, {n, s.kv_heads, s.dim});
-      f.k.append(b, kx);
-      f.v.append(b, vx);
-    }
-    f.k_raw.push_back(std::move(kr));
-    f.v_raw.push_back(std::move(vr));
-  }
-  return f;
-}
-
-// Queries as stored in `dtype`, and the f32 values they hold (what the oracle must see).
-struct Query {
-  Tensor host;             // [B, Hq, D] in the dtype
-  std::vector<float> f32;  // the same values
-};
-
-Query make_query(int batch, int q_heads, int dim, DType dtype, std::mt19937_64& rng, float stddev = 1.0f) {
-  std::vector<float> v = testing::randn(static_cast<size_t>(batch) * q_heads * dim, rng, stddev);
-  Query q{Tensor::empty({batch, q_heads, dim}, dtype), {}};
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dtype == DType::f16) {
-      q.host.data_as<uint16_t>()[i] = float_to_half(v[i]);
-      v[i] = half_to_float(q.host.data_as<uint16_t>()[i]);
-    } else if (dtype == DType::bf16) {
-      q.host.data_as<uint16_t>()[i] = float_to_bf16(v[i]);
-      v[i] = bf16_to_float(q.host.data_as<uint16_t>()[i]);
-    } else {
-      q.host.data_as<float>()[i] = v[i];
-    }
-  }
-  q.f32 = std::move(v);
-  return q;
-}
-
-// ---- oracles --------------------------------------------------------------------------------
-
-// Naive softmax attention in double for one sequence: keys/values [n][Hkv][D] (f32), q [Hq][D].
-void naive_attention(const float* q, const float* keys, const float* values, int64_t n, int q_heads, int kv_heads,
-                     int dim, double scale, double* out) {
-  const int group = q_heads / kv_heads;
-  for (int h = 0; h < q_heads; ++h) {
-    const int hk = h / group;
-    std::vector<double> s(n);
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t t = 0; t < n; ++t) {
-      double dot = 0;
-      for (int i = 0; i < dim; ++i) dot += double(q[h * dim + i]) * keys[(t * kv_heads + hk) * dim + i];
-      s[t] = dot * scale;
-      mx = std::max(mx, s[t]);
-    }
-    double den = 0;
-    for (int64_t t = 0; t < n; ++t) den += (s[t] = std::exp(s[t] - mx));
-    for (int i = 0; i < dim; ++i) {
-      double acc = 0;
-      for (int64_t t = 0; t < n; ++t) acc += s[t] * values[(t * kv_heads + hk) * dim + i];
-      out[h * dim + i] = n ? acc / den : 0.0;
-    }
-  }
-}
-
-struct Range {
-  std::vector<int64_t> begin, end;
-};
-
-Range held_ranges(const kv::Cache& k) {
-  Range r;
-  for (int b = 0; b < k.config().batch; ++b) {
-    r.begin.push_back(k.first_held(b));
-    r.end.push_back(k.write_pos(b));
-  }
-  return r;
-}
-
-// The exact function: attention over Cache::dequantize of the CPU caches.
-std::vector<double> oracle_dequantized(const std::vector<float>& q, int q_heads, const kv::Cache& k, const kv::Cache& v,
-                                       const Range& r, double scale) {
-  const kv::CacheConfig& c = k.config();
-  std::vector<double> out(static_cast<size_t>(c.batch) * q_heads * c.head_dim);
-  for (int b = 0; b < c.batch; ++b) {
-    const int64_t n = r.end[b] - r.begin[b];
-    Tensor kd = k.dequantize(b, r.begin[b], r.end[b]);
-    Tensor vd = v.dequantize(b, r.begin[b], r.end[b]);
-    naive_attention(q.data() + static_cast<size_t>(b) * q_heads * c.head_dim, kd.data_as<float>(), vd.data_as<float>(),
-                    n, q_heads, c.num_kv_heads, c.head_dim, scale,
-                    out.data() + static_cast<size_t>(b) * q_heads * c.head_dim);
-  }
-  return out;
-}
+using namespace fixtures;
 
 // fp32 inputs, unquantized: attention over the raw tokens [begin, end) of each sequence.
 std::vector<double> oracle_raw(const std::vector<float>& q, int q_heads, const Filled& f, const Range& r,
@@ -183,21 +52,33 @@ bool all_finite(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
-// Runs decode attention on `device` (caches copied there), out poisoned with NaN first.
-Tensor run(const Filled& f, const Query& q, Device device, DType out_dtype, const DecodeOptions& opt = {}) {
+// Runs decode attention on `device` (caches copied there), out poisoned with NaN first; `choice`
+// (when given) receives the choice the call made (choose_decode of the same arguments).
+Tensor run(const Filled& f, const Query& q, Device device, DType out_dtype, const DecodeOptions& opt = {},
+           DecodeChoice* choice = nullptr) {
   const kv::CacheConfig& c = f.k.config();
   const int64_t hq = q.host.size(1);
   Tensor out_host = Tensor::empty({c.batch, hq, c.head_dim}, out_dtype);
   std::fill_n(static_cast<uint8_t*>(out_host.data()), out_host.nbytes(), 0xFF);  // NaN in every float format
   if (device.is_cpu()) {
+    if (choice) *choice = choose_decode(q.host, f.k, f.v, opt);
     decode_attention(q.host, f.k, f.v, out_host, opt);
     return out_host;
   }
   kv::Cache kd = f.k.to(device), vd = f.v.to(device);
   Tensor qd = q.host.to(device);
   Tensor out = out_host.to(device);
+  if (choice) *choice = choose_decode(qd, kd, vd, opt);
   decode_attention(qd, kd, vd, out, opt);
   return out.to(Device::cpu());
+}
+
+// One CUDA call (f32 output) that must be served by `expected`: forced through opt.variant, or the rule's.
+std::vector<double> run_as(const Filled& f, const Query& q, const DecodeOptions& opt, DecodeVariant expected) {
+  DecodeChoice choice;
+  std::vector<double> got = to_double(run(f, q, Device::cuda(), DType::f32, opt, &choice));
+  EXPECT_EQ(choice.variant, expected) << to_string(choice);
+  return got;
 }
 
 struct Result {
@@ -490,6 +371,73 @@ TEST(DecodeAttentionQuality, RotationMakesOutlierChannelKeysBehaveLikeGaussianOn
   EXPECT_GT(err[2], 2.0 * err[1]);
 }
 
+// ---- non-finite input (the header's "Non-finite input") ------------------------------------------
+
+// Six sequences of hostile input (Hq = 8, Hkv = 2, D = 128), each with its expected rows, per query
+// head: 'f' finite, 'n' NaN, '0' zeros. 0: 100 finite tokens, a NaN in query head 5 and an Inf in
+// query head 6 (those rows NaN, the others finite); 1: one token whose key holds a NaN; 2: no tokens
+// (the empty sum); 3: one token whose key holds 1e38 (a norm above 2^120, which the cache flags with
+// a NaN scale); 4: 100 finite tokens and a query near 1e38 (its scores overflow); 5: 60 finite tokens
+// and one whose value holds a NaN.
+struct Hostile {
+  Filled f;
+  Query q;
+  std::vector<std::string> expect;  // per sequence, a char per query head
+};
+
+Hostile hostile_input(DType q_dtype = DType::f32) {
+  Shape s;
+  s.batch = 6;
+  s.q_heads = 8;
+  s.kv_heads = 2;
+  s.capacity = 128;
+  std::mt19937_64 rng(45);  // fixed: the overflow pattern of the 1e38 query is the seed's
+  Hostile h{fill(s, {100, 0, 0, 0, 100, 60}, rng), {}, {"fffffnnf", "nnnnnnnn", "00000000", "nnnnnnnn",
+                                                         "nnnnnnnn", "nnnnnnnn"}};
+  const int64_t row = static_cast<int64_t>(s.kv_heads) * s.dim;
+  auto append = [&](int b, float key_value, float value_value) {
+    std::vector<float> k = testing::randn(row, rng), v = testing::randn(row, rng);
+    for (int hk = 0; hk < s.kv_heads; ++hk) {
+      k[hk * s.dim + 3] = key_value;
+      v[hk * s.dim + 9] = value_value;
+    }
+    h.f.k.append(b, TensorView(k.data(), DType::f32, {1, s.kv_heads, s.dim}));
+    h.f.v.append(b, TensorView(v.data(), DType::f32, {1, s.kv_heads, s.dim}));
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  append(1, nan, 0.5f);
+  append(3, 1e38f, 0.5f);
+  append(5, 0.5f, nan);
+  h.q = make_query(s.batch, s.q_heads, s.dim, q_dtype, rng);
+  void* q = h.q.host.data();
+  testing::store_as(q_dtype, q, (0 * s.q_heads + 5) * s.dim + 7, nan);
+  testing::store_as(q_dtype, q, (0 * s.q_heads + 6) * s.dim + 3, std::numeric_limits<float>::infinity());
+  std::uniform_real_distribution<float> near_max(-1e38f, 1e38f);
+  for (int i = 0; i < s.q_heads * s.dim; ++i) testing::store_as(q_dtype, q, 4 * s.q_heads * s.dim + i, near_max(rng));
+  return h;
+}
+
+void expect_hostile_rows(const std::vector<double>& got, const Hostile& h, const std::string& what) {
+  const int hq = static_cast<int>(h.q.host.size(1)), dim = static_cast<int>(h.q.host.size(2));
+  for (size_t b = 0; b < h.expect.size(); ++b)
+    for (int r = 0; r < hq; ++r) {
+      const double* x = got.data() + (b * hq + r) * dim;
+      const char e = h.expect[b][r];
+      const bool ok = std::all_of(x, x + dim, [e](double v) {
+        return e == 'f' ? std::isfinite(v) : (e == 'n' ? std::isnan(v) : v == 0.0);
+      });
+      EXPECT_TRUE(ok) << what << ": sequence " << b << ", query head " << r << " should be "
+                      << (e == 'f' ? "finite" : (e == 'n' ? "NaN" : "zeros")) << ", got e.g. " << x[0];
+    }
+}
+
+TEST(DecodeAttentionCpu, NonFiniteInputPoisonsExactlyTheRowsThatSeeIt) {
+  for (DType t : {DType::f32, DType::bf16}) {
+    const Hostile h = hostile_input(t);
+    expect_hostile_rows(to_double(run(h.f, h.q, Device::cpu(), t)), h, std::string("cpu, q and out ") + to_string(t));
+  }
+}
+
 // ---- bad input ------------------------------------------------------------------------------
 
 TEST(DecodeAttentionErrors, BadInputIsAClearError) {
@@ -549,6 +497,29 @@ TEST(DecodeAttentionErrors, BadInputIsAClearError) {
   // A query that claims to live on a GPU, with caches on the CPU: refused before any access.
   const TensorView fake(reinterpret_cast<void*>(0x1000), DType::f32, {1, 8, 128}, Device::cuda(0));
   expect_error([&] { decode_attention(fake, f.k, f.v, out); }, "but the caches are on cpu");
+}
+
+// The choice a call makes is reported by choose_decode (same arguments, same errors): on the CPU
+// always the CPU loop, whatever math or slice count is asked; a forced GPU variant is refused.
+TEST(DecodeAttentionCpu, TheCallReportsItsChoiceAndRefusesGpuVariants) {
+  std::mt19937_64 rng(3);
+  Shape s;
+  Filled f = fill(s, {2500}, rng);
+  Query q = make_query(1, 8, 128, DType::f16, rng);
+  EXPECT_EQ(to_string(choose_decode(q.host, f.k, f.v)), "cpu, 3 splits of 1024 tokens");
+  DecodeOptions opt;
+  opt.math = Math::f16;
+  opt.num_splits = 2;
+  EXPECT_EQ(choose_decode(q.host, f.k, f.v, opt).variant, DecodeVariant::cpu);
+  for (DecodeVariant v : {DecodeVariant::f32, DecodeVariant::f16_registers, DecodeVariant::f16_wide}) {
+    opt.variant = v;
+    testing::expect_error([&] { decode_attention(q.host, f.k, f.v, opt); }, ErrorCode::unsupported,
+                          {"[attention::decode_attention]", "forced variant " + to_string(v), "on the CPU"});
+    testing::expect_error([&] { choose_decode(q.host, f.k, f.v, opt); }, ErrorCode::unsupported,
+                          {"forced variant " + to_string(v)});
+  }
+  opt.variant = DecodeVariant::cpu;
+  EXPECT_EQ(to_double(decode_attention(q.host, f.k, f.v, opt)), to_double(decode_attention(q.host, f.k, f.v)));
 }
 
 // ---- CUDA -----------------------------------------------------------------------------------
@@ -812,30 +783,6 @@ TEST(DecodeAttentionCuda, F16HugeBf16QueriesEveryDimGqaAndSliceCount) {
 
 // ---- the f16 kernel's other main loop (D = 64 and 128, every bit width): the wide table -----------
 
-// Sets FRUGAL_ATTN_KERNEL (which f16 main loop serves a call) for a scope.
-struct ForcedLoop {
-  explicit ForcedLoop(const char* loop) { setenv("FRUGAL_ATTN_KERNEL", loop, 1); }
-  ~ForcedLoop() { unsetenv("FRUGAL_ATTN_KERNEL"); }
-};
-
-// One call with the f16 main loop forced to `loop` ("auto": the rule); `taken` is the loop that must
-// have served it (counted by the backend: 0 registers, 1 wide table; -1: either).
-constexpr int kLoops = 2;
-std::vector<double> run_loop(const Filled& f, const Query& q, const DecodeOptions& opt, const char* loop, int taken) {
-  ForcedLoop forced(loop);
-  int64_t before[kLoops];
-  for (int i = 0; i < kLoops; ++i) before[i] = cuda::decode_attention_loop_calls(i);
-  std::vector<double> got = to_double(run(f, q, Device::cuda(), DType::f32, opt));
-  int64_t total = 0;
-  for (int i = 0; i < kLoops; ++i) {
-    const int64_t n = cuda::decode_attention_loop_calls(i) - before[i];
-    total += n;
-    if (taken >= 0) EXPECT_EQ(n, i == taken ? 1 : 0) << "forced " << loop << ", loop " << i;
-  }
-  EXPECT_EQ(total, 1) << "forced " << loop;
-  return got;
-}
-
 // The wide-table loop (8 warps, PRMT-formed table addresses, bare ex2) against the register loop on
 // the same inputs, both forced, and against the oracle and the CPU. Rings of 778 slots (heads start
 // at every 16-byte misalignment of the scales, 778 ≡ 2 mod 4) wrapped at irregular points (chunks
@@ -873,8 +820,10 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
           DecodeOptions opt;
           opt.math = Math::f16;
           opt.num_splits = splits;
-          const std::vector<double> wide = run_loop(f, q, opt, "wide", 1);
-          const std::vector<double> regs = run_loop(f, q, opt, "registers", 0);
+          opt.variant = DecodeVariant::f16_wide;
+          const std::vector<double> wide = run_as(f, q, opt, DecodeVariant::f16_wide);
+          opt.variant = DecodeVariant::f16_registers;
+          const std::vector<double> regs = run_as(f, q, opt, DecodeVariant::f16_registers);
           const std::vector<double> cpu = to_double(run(f, q, Device::cpu(), DType::f32));
           const std::vector<double> ref =
               oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(dim)));
@@ -898,13 +847,12 @@ TEST(DecodeAttentionCuda, F16WideTableLoopMatchesTheRegisterLoop) {
   }
 }
 
-// Where the wide table cannot serve a call (D = 256) it falls back to the register loop even when
-// forced; the register loop serves D = 128 and 64 (any widths) when forced; an unknown name (such as
-// "bulk", the removed bulk-copy ring's) leaves the choice to the rule. Without a forced loop (the
-// rule), every D = 128 and D = 64 call takes the wide table, short or long (700 tokens, one 16K
-// sequence on one K/V head, 5 of 16K on 4 K/V heads, 5 of mixed lengths, with 4- and 8-bit K), and
-// D = 256 the register loop. Each output against the oracle.
-TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
+// The register loop serves D = 128 and 64 (any widths) when forced; the wide table cannot serve
+// D = 256, so forcing it there is a clear error. Without a forced variant (the rule), every D = 128
+// and D = 64 call takes the wide table, short or long (700 tokens, one 16K sequence on one K/V
+// head, 5 of 16K on 4 K/V heads, 5 of mixed lengths, with 4- and 8-bit K), and D = 256 the register
+// loop. Each output against the oracle.
+TEST(DecodeAttentionCuda, F16ForcedLoopsAndTheRule) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
@@ -925,20 +873,26 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
     opt.math = Math::f16;
     const std::vector<double> ref =
         oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(s.dim)));
-    const std::vector<double> forced = run_loop(f, q, opt, wide ? "registers" : "wide", 0);
-    EXPECT_LE(testing::rel_error(forced, ref), 1e-2) << describe(s);
-    for (const char* rule : {"auto", "bulk"}) {
-      const std::vector<double> a = run_loop(f, q, opt, rule, wide ? 1 : 0);
-      EXPECT_LE(testing::rel_error(a, ref), 1e-2) << describe(s) << " " << rule;
+    const std::vector<double> rule =
+        run_as(f, q, opt, wide ? DecodeVariant::f16_wide : DecodeVariant::f16_registers);
+    EXPECT_LE(testing::rel_error(rule, ref), 1e-2) << describe(s);
+    if (wide) {
+      opt.variant = DecodeVariant::f16_registers;
+      const std::vector<double> forced = run_as(f, q, opt, DecodeVariant::f16_registers);
+      EXPECT_LE(testing::rel_error(forced, ref), 1e-2) << describe(s);
+    } else {
+      opt.variant = DecodeVariant::f16_wide;
+      testing::expect_error([&] { run(f, q, Device::cuda(), DType::f32, opt); }, ErrorCode::unsupported,
+                            {"[attention::decode_attention]", "forced variant f16_wide", "head_dim 64 or 128, got 256"});
     }
   }
-  // The loop the rule picks (counted), and its output against the oracle.
-  auto expect_auto = [&](const Shape& sh, const std::vector<int64_t>& lens, int loop) {
+  // The loop the rule picks, and its output against the oracle.
+  auto expect_auto = [&](const Shape& sh, const std::vector<int64_t>& lens, DecodeVariant expected) {
     Filled f = fill(sh, lens, rng);
     Query q = make_query(sh.batch, sh.q_heads, sh.dim, DType::f16, rng);
     DecodeOptions opt;
     opt.math = Math::f16;
-    const std::vector<double> got = run_loop(f, q, opt, "auto", loop);
+    const std::vector<double> got = run_as(f, q, opt, expected);
     const std::vector<double> ref =
         oracle_dequantized(q.f32, sh.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(sh.dim)));
     EXPECT_LE(testing::rel_error(got, ref), 1e-2) << describe(sh);
@@ -946,17 +900,17 @@ TEST(DecodeAttentionCuda, F16LoopFallbacksAndTheRule) {
   Shape one;
   one.kv_heads = 1;
   one.q_heads = 4;
-  expect_auto(one, {16384}, 1);
+  expect_auto(one, {16384}, DecodeVariant::f16_wide);
   Shape big;
   big.batch = 5;
   big.kv_heads = 4;
   big.q_heads = 16;
-  expect_auto(big, std::vector<int64_t>(5, 16384), 1);
+  expect_auto(big, std::vector<int64_t>(5, 16384), DecodeVariant::f16_wide);
   for (int dim : {128, 64})
     for (int k_bits : {4, 8}) {
       big.dim = dim;
       big.k_bits = k_bits;
-      expect_auto(big, {4096, 8191, 100, 1, 4096}, 1);
+      expect_auto(big, {4096, 8191, 100, 1, 4096}, DecodeVariant::f16_wide);
     }
 }
 
@@ -980,10 +934,54 @@ TEST(DecodeAttentionCuda, F16WideTableSmallWrappedSlices) {
     DecodeOptions opt;
     opt.math = Math::f16;
     opt.num_splits = 2;
+    opt.variant = DecodeVariant::f16_wide;
     const std::vector<double> ref =
         oracle_dequantized(q.f32, s.q_heads, f.k, f.v, held_ranges(f.k), 1 / std::sqrt(double(dim)));
-    EXPECT_LE(testing::rel_error(run_loop(f, q, opt, "wide", 1), ref), 1e-2) << describe(s);
+    EXPECT_LE(testing::rel_error(run_as(f, q, opt, DecodeVariant::f16_wide), ref), 1e-2) << describe(s);
   }
+}
+
+// The call's choice is the table's rule (core/attention_choose.h) with this device's capabilities
+// and the chosen kernel's occupancy; on the H200 the wide kernel holds 2 blocks an SM and the
+// headline rows keep the slices they were measured with.
+TEST(DecodeAttentionCuda, TheChoiceIsTheRuleWithThisDevicesOccupancy) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  const DeviceCaps caps = cuda::device_caps(0);
+  for (DecodeVariant v : {DecodeVariant::f32, DecodeVariant::f16_registers, DecodeVariant::f16_wide})
+    EXPECT_GE(cuda::decode_attention_resident_blocks(v, 128, 4, 4, 0), 1) << to_string(v);
+  DecodeProblem headline;
+  headline.batch = 8;
+  headline.q_heads = 32;
+  headline.kv_heads = 8;
+  headline.dim = 128;
+  headline.capacity = headline.max_len = 32768;
+  headline.q_dtype = DType::f16;
+  const int wide = cuda::decode_attention_resident_blocks(DecodeVariant::f16_wide, 128, 4, 4, 0);
+  std::printf("  %s: resident blocks a multiprocessor: f32 %d, f16_registers %d, f16_wide %d; B=8 L=32K: %s\n",
+              to_string(caps).c_str(), cuda::decode_attention_resident_blocks(DecodeVariant::f32, 128, 4, 4, 0),
+              cuda::decode_attention_resident_blocks(DecodeVariant::f16_registers, 128, 4, 4, 0), wide,
+              to_string(choose(headline, caps, wide)).c_str());
+  if (caps.capability() == 90 && caps.multiprocessors == 132) {
+    EXPECT_EQ(wide, 2);
+    EXPECT_EQ(to_string(choose(headline, caps, wide)), "f16_wide, 4 splits of 8192 tokens");
+  }
+  // A real call: choose_decode agrees with choose over the same facts.
+  Shape s;
+  s.batch = 2;
+  std::mt19937_64 rng(test_seed());
+  Filled f = fill(s, {1000, 300}, rng);
+  Query q = make_query(s.batch, s.q_heads, s.dim, DType::f16, rng);
+  kv::Cache kd = f.k.to(Device::cuda()), vd = f.v.to(Device::cuda());
+  Tensor qd = q.host.to(Device::cuda());
+  DecodeProblem p;
+  p.batch = 2;
+  p.q_heads = s.q_heads;
+  p.kv_heads = s.kv_heads;
+  p.dim = s.dim;
+  p.capacity = 1000;
+  p.max_len = 1000;
+  p.q_dtype = DType::f16;
+  EXPECT_EQ(choose_decode(qd, kd, vd), choose(p, caps, wide));
 }
 
 TEST(DecodeAttentionCuda, LargeBatchPassesRangesThroughTheWorkspace) {
@@ -998,6 +996,23 @@ TEST(DecodeAttentionCuda, LargeBatchPassesRangesThroughTheWorkspace) {
   for (Math m : {Math::f32, Math::f16}) {
     const Result r = check_against_oracle(s, lens, Device::cuda(), DType::f16, m);
     EXPECT_LE(r.rel, 1e-2);
+  }
+}
+
+// The hostile input of the CPU test through every GPU variant, one slice and three (the merges of
+// the partial states: the f16 kernels' last block, the f32 kernel's combine).
+TEST(DecodeAttentionCuda, NonFiniteInputPoisonsExactlyTheRowsThatSeeIt) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  for (DType t : {DType::f32, DType::bf16}) {
+    const Hostile h = hostile_input(t);
+    for (DecodeVariant v : {DecodeVariant::f32, DecodeVariant::f16_registers, DecodeVariant::f16_wide})
+      for (int splits : {1, 3}) {
+        DecodeOptions opt;
+        opt.variant = v;
+        opt.num_splits = splits;
+        expect_hostile_rows(run_as(h.f, h.q, opt, v), h,
+                            to_string(v) + ", q " + to_string(t) + ", " + std::to_string(splits) + " slices");
+      }
   }
 }
 

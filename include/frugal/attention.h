@@ -25,6 +25,13 @@
 //     of zeros (the empty sum), not an error and not NaN.
 // K and V must have been written in lockstep: equal write positions for every sequence.
 //
+// Non-finite input: NaN poisons attention. A NaN or ±Inf in a query head, a query whose scores
+// overflow (values near 1e38), or a token the cache flags non-finite (a NaN scale: NaN or ±Inf in
+// the vector, or a norm above 2^120; see frugal/kv_cache.h) makes NaN every output row that sees
+// it: a query head's own values only that head's row; a flagged key or value every query head of its
+// K/V head in that sequence (a NaN weight or value reaches every dim of the row). The other heads
+// and sequences keep their finite results, on every backend and variant.
+//
 // Precision (DecodeOptions::math):
 //   * f32: f32 arithmetic throughout (CUDA cores on a GPU). Matches a double-precision oracle
 //     over the dequantized cache to ~1e-6 relative.
@@ -40,11 +47,25 @@
 // served from ONE read of its K/V (groups larger than 8 read the K/V once per 8 heads).
 // The number of slices is picked from the shape (DecodeOptions::num_splits overrides it): whole
 // waves of resident blocks, slices of at least 128 tokens and at most max(32, L / 2048) of them
-// (measured on an H200: bench/results/2026-11-29-decode-attention.md); when there is more than
-// one, the slices' partial softmax states are merged: on the f16 path by the last block of each
+// (the measurements: docs/performance.md, "Decode attention"); when there is more than one, the
+// slices' partial softmax states are merged: on the f16 path by the last block of each
 // (sequence, K/V head, head tile) to finish (one kernel), on the f32 path by a second kernel.
 // Supported on the GPU: head_dim 4..512 (f32) / 64..512 (f16), any bits of the cache (f32) /
 // 4 or 8 (f16). The CPU supports every cache configuration.
+//
+// Kernel choice (DecodeVariant; choose_decode reports the one a call makes):
+//   * cpu: the CPU loop (f32; slices of 1024 tokens per sequence, combined per output row);
+//   * f32: the exact SIMT kernel (CUDA cores), any GPU;
+//   * f16_registers: the tensor-core kernel whose table lookups are an IMAD + LDS (4 warps a
+//     block), compute capability 8.0 or newer, head_dim 64..512, K and V of 4 or 8 bits;
+//   * f16_wide: the tensor-core kernel with the wide table (8 warps a block, one PRMT forms a
+//     lookup's address), the same conditions and head_dim 64 or 128; where it serves it is the
+//     default of f16 math.
+// The one override, for tests and benchmarks: DecodeOptions::variant forces the kernel (a variant
+// that cannot serve the call is a frugal::Error naming it and why), DecodeOptions::num_splits the
+// slice count; the slice length always follows from them. num_splits stays a plain option rather
+// than a field of a forced choice because it is a tuning knob callers (the Python binding among
+// them) pass without naming a kernel.
 //
 // Workspace (GPU, when the sequence is split): one arrival counter per (sequence, query head),
 // partial states of (head_dim + 2) floats per (sequence, query head, slice), plus the token ranges
@@ -62,6 +83,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "frugal/kv_cache.h"
 #include "frugal/tensor.h"
@@ -74,12 +96,29 @@ enum class Math : uint8_t {
   f16,        // fp16 tensor-core operands with f32 accumulation (GPU; the CPU computes in f32)
 };
 
+// The kernels that compute a call (see "Kernel choice" above).
+enum class DecodeVariant : uint8_t { cpu, f32, f16_registers, f16_wide };
+
+// What serves one call: the variant and how each sequence is sliced.
+struct DecodeChoice {
+  DecodeVariant variant = DecodeVariant::cpu;
+  int dims_per_lane = 0;         // f32: the dims a lane accumulates, max(1, head_dim / 32) (its instance); else 0
+  int splits = 1;                // slices per sequence (the GPU grid's; the CPU slices each sequence by its length)
+  int64_t tokens_per_split = 0;  // tokens a slice holds (the last slices of a shorter sequence hold fewer or none)
+  bool operator==(const DecodeChoice&) const = default;
+};
+
+std::string to_string(DecodeVariant v);  // "cpu" | "f32" | "f16_registers" | "f16_wide"
+// "f16_wide, 16 splits of 256 tokens" | "f32 (4 dims a lane), 1 split of 4096 tokens"
+std::string to_string(const DecodeChoice& c);
+
 struct DecodeOptions {
   std::optional<float> softmax_scale;  // default 1/√head_dim; must be finite
   std::span<const int64_t> lengths;    // empty, or one per sequence (see the header comment)
   Math math = Math::automatic;
-  int num_splits = 0;    // GPU slices per sequence; 0 = chosen from the shape
-  TensorView workspace;  // GPU scratch (u8, zero-filled when created); empty = allocated per call
+  int num_splits = 0;                    // GPU slices per sequence; 0 = chosen from the shape
+  std::optional<DecodeVariant> variant;  // the kernel, forced (tests, benchmarks); empty = chosen
+  TensorView workspace;                  // GPU scratch (u8, zero-filled when created); empty = allocated per call
 };
 
 // q [B, Hq, D] (f32 | f16 | bf16; the last dimension contiguous, any strides for B and H);
@@ -95,5 +134,10 @@ Tensor decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache
 // caches shaped like `k` (any lengths, any num_splits the call accepts). 0 on the CPU. Allocate
 // it zero-filled (Tensor::zeros): see "Workspace" above.
 size_t decode_attention_workspace_bytes(const TensorView& q, const kv::Cache& k);
+
+// The choice decode_attention(q, k, v, out, options) makes: validates the same arguments (out
+// aside) and throws the same errors, runs nothing. For tests, benchmarks and `frugal info`.
+DecodeChoice choose_decode(const TensorView& q, const kv::Cache& k, const kv::Cache& v,
+                           const DecodeOptions& options = {});
 
 }  // namespace frugal::attention

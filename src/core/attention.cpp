@@ -1,11 +1,12 @@
-// Public decode attention: validate once, resolve the token ranges and the precision, then
-// dispatch to the CPU or CUDA backend.
+// Public decode attention: validate once, resolve the token ranges, choose the kernel
+// (core/attention_choose.h), then dispatch the choice to the CPU or CUDA backend.
 #include "frugal/attention.h"
 
 #include <cmath>
 #include <vector>
 
 #include "core/attention_backend.h"
+#include "core/attention_choose.h"
 #include "core/validate.h"
 
 namespace frugal::attention {
@@ -88,6 +89,58 @@ backend::CacheArgs cache_args(const kv::Cache& c) {
   return a;
 }
 
+// A validated call: its token ranges, softmax scale and what its choice depends on.
+struct Call {
+  std::vector<int64_t> begin, end;
+  float scale = 1.0f;
+  DecodeProblem problem;
+};
+
+// Validates q, the caches and the options (everything but out and the workspace's size).
+Call prepare(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const DecodeOptions& options) {
+  check_caches(k, v);
+  check_query(q, k);
+  const kv::CacheConfig& c = k.config();
+  Call call;
+  call.scale = options.softmax_scale.value_or(static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
+  FRUGAL_CHECK(std::isfinite(call.scale), invalid_argument, kOp, "softmax_scale must be finite, got " << call.scale);
+  resolve_ranges(k, options.lengths, call.begin, call.end);
+
+  DecodeProblem& p = call.problem;
+  p.batch = c.batch;
+  p.q_heads = static_cast<int>(q.size(1));
+  p.kv_heads = c.num_kv_heads;
+  p.dim = c.head_dim;
+  p.k_bits = c.bits;
+  p.v_bits = v.config().bits;
+  p.capacity = c.capacity;
+  for (int b = 0; b < c.batch; ++b) p.max_len = std::max(p.max_len, call.end[b] - call.begin[b]);
+  p.q_dtype = q.dtype;
+  p.math = options.math;
+  p.variant = options.variant;
+  p.num_splits = options.num_splits;
+
+  const int64_t splits_cap = backend::max_splits(p.batch, p.kv_heads, p.q_heads / p.kv_heads, p.capacity);
+  FRUGAL_CHECK(
+      options.num_splits >= 0 && options.num_splits <= splits_cap, invalid_argument, kOp,
+      "num_splits must be 0 (automatic) or 1.." << splits_cap << " for this shape, got " << options.num_splits);
+  if (options.workspace.data != nullptr) {
+    FRUGAL_CHECK(options.workspace.dtype == DType::u8 && options.workspace.is_contiguous(), invalid_argument, kOp,
+                 "workspace must be a contiguous u8 tensor, got " << options.workspace.describe());
+    FRUGAL_CHECK(options.workspace.device == q.device, invalid_argument, kOp,
+                 "workspace is on " << to_string(options.workspace.device) << " but q is on " << to_string(q.device));
+  }
+  return call;
+}
+
+// The choice for a validated call on `device` (usable: checked by the caller).
+DecodeChoice choose_on(const DecodeProblem& p, Device device) {
+  if (device.is_cpu()) return choose(p, DeviceCaps{}, 0);
+  const DeviceCaps caps = cuda::device_caps(device.index);
+  const DecodeVariant variant = choose_variant(p, caps);
+  return choose(p, caps, cuda::decode_attention_resident_blocks(variant, p.dim, p.k_bits, p.v_bits, device.index));
+}
+
 }  // namespace
 
 size_t decode_attention_workspace_bytes(const TensorView& q, const kv::Cache& k) {
@@ -99,51 +152,24 @@ size_t decode_attention_workspace_bytes(const TensorView& q, const kv::Cache& k)
   return backend::workspace_bytes(c.batch, q_heads, c.head_dim, splits);
 }
 
+DecodeChoice choose_decode(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const DecodeOptions& options) {
+  const Call call = prepare(q, k, v, options);
+  detail::check_device_usable(q.device, kOp);
+  return choose_on(call.problem, q.device);
+}
+
 void decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const TensorView& out,
                       const DecodeOptions& options, Stream stream) {
-  check_caches(k, v);
-  check_query(q, k);
+  const Call call = prepare(q, k, v, options);
   const kv::CacheConfig& c = k.config();
-  const int q_heads = static_cast<int>(q.size(1));
+  const int q_heads = call.problem.q_heads;
   detail::check_tensor(out, kOp, "out", 3, {DType::f32, DType::f16, DType::bf16});
   FRUGAL_CHECK(out.dtype == q.dtype || out.dtype == DType::f32, invalid_argument, kOp,
                "out must have q's dtype (" << to_string(q.dtype) << ") or f32, got " << to_string(out.dtype));
   detail::check_shape(out, kOp, "out", {c.batch, q_heads, c.head_dim});
   detail::check_contiguous(out, kOp, "out");
   detail::check_same_device(q, out, kOp, "q", "out");
-
-  const float scale = options.softmax_scale.value_or(static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
-  FRUGAL_CHECK(std::isfinite(scale), invalid_argument, kOp, "softmax_scale must be finite, got " << scale);
-
-  std::vector<int64_t> begin, end;
-  resolve_ranges(k, options.lengths, begin, end);
-
   const Device device = q.device;
-  Math math = options.math;
-  const bool f16_ok = backend::f16_supported(c.head_dim, c.bits, v.config().bits);
-  if (device.is_cpu()) {
-    math = Math::f32;  // the CPU always computes in f32 (documented)
-  } else {
-    FRUGAL_CHECK(c.head_dim <= backend::kMaxGpuDim, unsupported, kOp,
-                 "the GPU kernels serve head_dim up to " << backend::kMaxGpuDim << ", got " << c.head_dim
-                                                         << " (the CPU serves any)");
-    if (math == Math::automatic) math = (q.dtype != DType::f32 && f16_ok) ? Math::f16 : Math::f32;
-    FRUGAL_CHECK(math != Math::f16 || f16_ok, unsupported, kOp,
-                 "the f16 tensor-core path needs head_dim 64..512 and K/V of 4 or 8 bits, got head_dim "
-                     << c.head_dim << ", K " << c.bits << " bits, V " << v.config().bits << " bits; use Math::f32");
-  }
-
-  const int group = q_heads / c.num_kv_heads;
-  const int64_t splits_cap = backend::max_splits(c.batch, c.num_kv_heads, group, c.capacity);
-  FRUGAL_CHECK(
-      options.num_splits >= 0 && options.num_splits <= splits_cap, invalid_argument, kOp,
-      "num_splits must be 0 (automatic) or 1.." << splits_cap << " for this shape, got " << options.num_splits);
-  if (options.workspace.data != nullptr) {
-    FRUGAL_CHECK(options.workspace.dtype == DType::u8 && options.workspace.is_contiguous(), invalid_argument, kOp,
-                 "workspace must be a contiguous u8 tensor, got " << options.workspace.describe());
-    FRUGAL_CHECK(options.workspace.device == device, invalid_argument, kOp,
-                 "workspace is on " << to_string(options.workspace.device) << " but q is on " << to_string(device));
-  }
   if (out.empty()) return;
   detail::check_device_usable(device, kOp);
 
@@ -162,15 +188,16 @@ void decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& 
   a.sliding = c.sliding;
   a.k = cache_args(k);
   a.v = cache_args(v);
-  a.begin = begin.data();
-  a.end = end.data();
-  a.softmax_scale = scale;
-  a.math = math;
-  a.num_splits = options.num_splits;
+  a.begin = call.begin.data();
+  a.end = call.end.data();
+  a.softmax_scale = call.scale;
+  a.choice = choose_on(call.problem, device);
   if (options.workspace.data != nullptr) {
     a.workspace = options.workspace.data;
     a.workspace_bytes = options.workspace.nbytes();
-    const size_t need = backend::workspace_bytes(c.batch, q_heads, c.head_dim, splits_cap);
+    const size_t need =
+        backend::workspace_bytes(c.batch, q_heads, c.head_dim,
+                                 backend::max_splits(c.batch, c.num_kv_heads, q_heads / c.num_kv_heads, c.capacity));
     FRUGAL_CHECK(
         a.workspace_bytes >= need, invalid_argument, kOp,
         "workspace holds " << a.workspace_bytes << " bytes, needs " << need << " (decode_attention_workspace_bytes)");

@@ -1,6 +1,7 @@
-// The decode-attention kernels' interface: a plain argument struct, the split arithmetic both
-// the entry point and the CUDA backend use, and the CPU and CUDA functions. The public entry
-// point (src/core/attention.cpp) validates; these never do.
+// The decode-attention kernels' interface: a plain argument struct carrying the resolved choice,
+// the slice and workspace arithmetic the core, the choice and the CUDA backend share, and the CPU
+// and CUDA functions. The public entry point (src/core/attention.cpp) validates and chooses
+// (src/core/attention_choose.h); these never do.
 #pragma once
 
 #include <algorithm>
@@ -33,8 +34,7 @@ struct DecodeArgs {
   const int64_t* begin = nullptr;  // host [batch]: first absolute token position attended
   const int64_t* end = nullptr;    // host [batch]: one past the last (end == begin: no tokens)
   float softmax_scale = 1.0f;
-  Math math = Math::f32;      // resolved by the entry point: never automatic here
-  int num_splits = 0;         // 0 = pick from the shape
+  DecodeChoice choice;        // resolved by choose (src/core/attention_choose.h): what runs, how sliced
   void* workspace = nullptr;  // device scratch of workspace_bytes, or nullptr (allocate per call)
   size_t workspace_bytes = 0;
 };
@@ -43,18 +43,26 @@ struct DecodeArgs {
 constexpr int kHeadsPerBlock = 8;
 // Token ranges for up to this many sequences travel in the kernel parameters (no copy).
 constexpr int kInlineBatch = 128;
+// Tokens of one mma tile: GPU slices are whole tiles.
+constexpr int64_t kTileTokens = 16;
 // Bounds on the slices per sequence: at most kMaxBlocks blocks of work in total (a few waves of
 // any GPU: 132 SMs × ≤ 6 resident blocks of these kernels ≈ 800), and slices of ≥ 16 tokens
 // (one mma tile).
 constexpr int64_t kMaxBlocks = 2048;
-constexpr int64_t kMinSliceTokens = 16;
-
-// What the GPU kernels serve: head_dim 4..512 in f32; head_dim 64..512 with K and V of 4 or 8
-// bits on the f16 tensor-core path.
+constexpr int64_t kMinSliceTokens = kTileTokens;
+// The most head_dim any GPU kernel serves (the f32 kernel's 16 dims a lane, the f16 kernels' fragments).
 constexpr int kMaxGpuDim = 512;
-inline bool f16_supported(int dim, int k_bits, int v_bits) {
-  return dim >= 64 && dim <= kMaxGpuDim && (k_bits == 4 || k_bits == 8) && (v_bits == 4 || v_bits == 8);
-}
+
+// The f16 kernels' chunk: the 16-token tiles a warp computes per step, by head_dim (D = 128: two
+// tiles at the register budget of 4 resident blocks; one tile at 5 blocks measured 7–24% slower).
+constexpr int f16_tiles_per_chunk(int dim) { return dim <= 64 ? 4 : (dim <= 128 ? 2 : 1); }
+// The wide-table kernel's warps a block.
+constexpr int kWideWarps = 8;
+// Tokens of one round of the wide kernel's warps' chunks (its automatic slices are whole rounds).
+constexpr int64_t wide_round_tokens(int dim) { return kWideWarps * kTileTokens * f16_tiles_per_chunk(dim); }
+
+// The f32 kernel's dims a lane accumulates (its template instance): D / 32, at least 1.
+constexpr int f32_dims_per_lane(int dim) { return dim >= 32 ? dim / 32 : 1; }
 
 inline int head_tiles(int group) { return (group + kHeadsPerBlock - 1) / kHeadsPerBlock; }
 
@@ -88,6 +96,9 @@ inline WorkspaceLayout workspace_layout(int batch, int q_heads, int dim, int64_t
 inline size_t workspace_bytes(int batch, int q_heads, int dim, int64_t splits) {
   return workspace_layout(batch, q_heads, dim, splits).end + kWorkspaceAlign;
 }
+// A GPU call uses its workspace when it is split (partials, counters) or its ranges do not fit
+// in the kernel parameters.
+inline bool uses_workspace(int batch, int64_t splits) { return splits > 1 || batch > kInlineBatch; }
 
 }  // namespace frugal::attention::backend
 
@@ -96,8 +107,10 @@ void decode_attention(const attention::backend::DecodeArgs& a);
 }  // namespace frugal::cpu
 
 namespace frugal::cuda {
+// Runs the choice a.choice on `device` (dispatch only: the core validated and chose).
 void decode_attention(const attention::backend::DecodeArgs& a, Device device, Stream stream);
-// f16 calls so far in this process per main loop of the kernel — 0: the register loop, 1: the
-// wide-table register loop (tests check that a call forced onto a loop, or picked for it, took it).
-int64_t decode_attention_loop_calls(int loop);
+// Resident blocks per multiprocessor of the kernel that serves `variant` at this head_dim and these
+// bit widths on `device` (the occupancy calculator's answer at the call's shared memory, asked once
+// per kernel and device): the one fact of the compiled code the slice rule needs.
+int decode_attention_resident_blocks(attention::DecodeVariant variant, int dim, int k_bits, int v_bits, int device);
 }  // namespace frugal::cuda

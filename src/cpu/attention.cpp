@@ -1,6 +1,6 @@
 // CPU decode attention over the packed KV cache, in the rotated domain, f32 arithmetic.
 // Same function and same split-then-combine structure as the GPU path: each work item is one
-// (sequence, K/V head, slice of ≤ kSlice tokens) serving all query heads of the group from one
+// (sequence, K/V head, slice of ≤ choice.tokens_per_split tokens) serving all query heads of the group from one
 // pass over its K/V rows; the slices' partial softmax states are combined per output row, which
 // then gets its one inverse transform. OpenMP over the work items.
 #include <algorithm>
@@ -18,15 +18,16 @@ namespace {
 
 using attention::backend::DecodeArgs;
 
-// Slice length: long enough to amortize the per-item setup, short enough that the f32 running
-// sums stay well inside the 1e-5 budget (sequential f32 error grows ~√n · 2^-24).
-constexpr int64_t kSlice = 1024;
 constexpr float kLog2e = 1.4426950408889634f;
 // Weights below 2^-100 of the running maximum are flushed to zero: they cannot move an f32 result
 // (2^-24 relative), and as x86 denormals they would slow the loops down a hundredfold.
 constexpr float kFlushBelow = -100.0f;
 
 inline float weight(float x) { return x < kFlushBelow ? 0.0f : std::exp2(x); }
+
+// The larger of a and b, or NaN where either is: the running maxima carry a NaN score, so that a row
+// whose scores are all NaN ends NaN (std::max drops a NaN, and a maximum left at −∞ merges to zeros).
+inline float max_nan(float a, float b) { return std::isnan(a) ? a : (std::isnan(b) ? b : std::max(a, b)); }
 
 struct Item {
   int b, hk;
@@ -39,6 +40,7 @@ struct Item {
 void decode_attention(const DecodeArgs& a) {
   const int D = a.dim, B = a.batch, Hq = a.q_heads, Hkv = a.kv_heads, G = Hq / Hkv;
   const int64_t cap = a.capacity;
+  const int64_t slice = a.choice.tokens_per_split;  // kCpuSliceTokens (core/attention_choose.h)
 
   // 1. The rotated queries, unnormalized: FWHT(s_K ⊙ q). The factor 1/D of both transforms and
   //    the softmax scale (in log2 units) are applied to the scores below.
@@ -59,11 +61,11 @@ void decode_attention(const DecodeArgs& a) {
   std::vector<int64_t> slices(B), first_item(static_cast<size_t>(B) * Hkv);
   for (int b = 0; b < B; ++b) {
     const int64_t len = a.end[b] - a.begin[b];
-    slices[b] = std::max<int64_t>(1, (len + kSlice - 1) / kSlice);
+    slices[b] = std::max<int64_t>(1, (len + slice - 1) / slice);
     for (int hk = 0; hk < Hkv; ++hk) {
       first_item[static_cast<size_t>(b) * Hkv + hk] = static_cast<int64_t>(items.size());
       for (int64_t s = 0; s < slices[b]; ++s)
-        items.push_back({b, hk, a.begin[b] + s * kSlice, std::min(a.end[b], a.begin[b] + (s + 1) * kSlice), s});
+        items.push_back({b, hk, a.begin[b] + s * slice, std::min(a.end[b], a.begin[b] + (s + 1) * slice), s});
     }
   }
   const int64_t n_items = static_cast<int64_t>(items.size());
@@ -99,7 +101,7 @@ void decode_attention(const DecodeArgs& a) {
         decode_codes(a.v.packed + vec * vrow, D, a.v.bits, a.v.centroids, vh.data());
         const float vs = a.v.scales[vec];
         for (int g = 0; g < G; ++g) {
-          const float m_new = std::max(m[g], s[g]);
+          const float m_new = max_nan(m[g], s[g]);
           const float alpha = m_new == m[g] ? 1.0f : weight(m[g] - m_new);
           const float p = std::isnan(s[g]) ? s[g] : weight(s[g] - m_new);
           m[g] = m_new;
@@ -126,7 +128,7 @@ void decode_attention(const DecodeArgs& a) {
         const int hk = h / G, g = h % G;
         const int64_t first = first_item[static_cast<size_t>(b) * Hkv + hk];
         float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t s = 0; s < slices[b]; ++s) mx = std::max(mx, part_m[(first + s) * G + g]);
+        for (int64_t s = 0; s < slices[b]; ++s) mx = max_nan(mx, part_m[(first + s) * G + g]);
         std::fill(row.begin(), row.end(), 0.0f);
         float lsum = 0;
         if (mx != -std::numeric_limits<float>::infinity()) {

@@ -1,0 +1,96 @@
+// What the decode-attention kernels receive (Params), each block's share of the work (BlockWork),
+// and the host's description of one compiled kernel (Launch) that launch.cu runs. Kernel files:
+// decode_f32.cu, decode_f16.cu / decode_f16_wide.cu (decode_f16.cuh), combine.cu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/attention_backend.h"
+#include "cuda/common.cuh"
+
+namespace frugal::cuda::decode {
+
+using attention::backend::kHeadsPerBlock;
+using attention::backend::kInlineBatch;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -__builtin_huge_valf();
+constexpr int kLutWords = 256 * 32;  // one byte-indexed table, 32 copies (one per bank)
+
+struct Params {
+  const void* q;
+  int q_dtype;  // 0 f32, 1 f16, 2 bf16
+  int out_dtype;
+  int64_t q_stride_b, q_stride_h;
+  void* out;
+  float* part_o;       // [B*Hq*splits][D] (f16 kernel: dim lane + 32j at lane·D/32 + j, see kernel_decode_f16)
+  float* part_ml;      // [B*Hq*splits][2]: running max (log2 units), sum
+  unsigned* counters;  // f16 kernel, split calls: arrivals per (sequence, K/V head, head tile); zero between calls
+  const uint8_t* kp;
+  const float* ks;
+  const float* ksign;
+  const float* kcb;
+  const uint8_t* vp;
+  const float* vs;
+  const float* vsign;
+  const float* vcb;
+  int kbits, vbits;
+  int q_heads, kv_heads, group, head_tiles, splits, dim;
+  int64_t capacity;
+  int sliding;
+  int64_t tokens_per_split;
+  float score_scale;          // softmax_scale · log2(e) / D (the two transforms' 1/√D each)
+  const int64_t* ranges_dev;  // [B][2] in the workspace when B > kInlineBatch, else nullptr
+  int64_t ranges[2 * kInlineBatch];
+};
+
+inline int dtype_code(DType t) { return t == DType::f32 ? 0 : (t == DType::f16 ? 1 : 2); }
+
+using KernelFn = void (*)(Params);
+
+// One compiled kernel as the host launches it.
+struct Launch {
+  KernelFn fn;
+  int smem;      // dynamic shared memory of this call
+  int smem_max;  // the most any call of this kernel uses (its attribute is raised to this once)
+  int threads = kThreads;
+  int carveout_blocks = 0;  // > 0: the smallest L1/shared carveout that holds this many blocks
+};
+
+// The kernel of each variant for a head_dim (and bit widths), defined beside the kernels.
+Launch f32_kernel(int dim, int dims_per_lane);                 // decode_f32.cu
+Launch f16_registers_kernel(int dim, int k_bits, int v_bits);  // decode_f16.cu
+Launch f16_wide_kernel(int dim, int k_bits, int v_bits);       // decode_f16_wide.cu
+// The f32 kernel's second pass: merges the `splits` partial states of each of `rows` output rows
+// (combine.cu), launched as a programmatic dependent of the main kernel.
+void launch_combine(const Params& p, int dim, int rows, int splits, cudaStream_t stream);
+
+namespace {
+
+struct BlockWork {
+  int b, hk, hq0, heads, split;
+  int64_t t0, t1;  // absolute token positions of this block's slice (t0 >= t1: nothing)
+};
+
+__device__ __forceinline__ BlockWork block_work(const Params& p) {
+  BlockWork w;
+  w.b = blockIdx.z;
+  w.hk = blockIdx.y / p.head_tiles;
+  const int tile = blockIdx.y % p.head_tiles;
+  w.hq0 = w.hk * p.group + tile * kHeadsPerBlock;
+  w.heads = min(kHeadsPerBlock, p.group - tile * kHeadsPerBlock);
+  w.split = blockIdx.x;
+  const int64_t beg = p.ranges_dev ? p.ranges_dev[2 * w.b] : p.ranges[2 * w.b];
+  const int64_t end = p.ranges_dev ? p.ranges_dev[2 * w.b + 1] : p.ranges[2 * w.b + 1];
+  w.t0 = beg + static_cast<int64_t>(w.split) * p.tokens_per_split;
+  w.t1 = min(end, w.t0 + p.tokens_per_split);
+  return w;
+}
+
+}  // namespace
+
+}  // namespace frugal::cuda::decode
