@@ -43,6 +43,10 @@ struct AppendArgs {
   const float* boundaries = nullptr;     // [2^bits - 1]
   ScaleRule rule = ScaleRule::l2_norm;
   int device = 0;  // the CUDA device holding the cache
+  // Facts of x's layout, computed from the fields above before the choice (kv::describe_layout):
+  bool aligned = false;  // every vector starts on its chunks' vector-load alignment (16 bytes at D >= 64)
+  bool dense = false;    // x is a contiguous [seqs, tokens, heads, dim]: vector v starts at element v·dim
+  AppendChoice choice;   // the CUDA kernel serving the call (kv::choose_append); the CPU ignores it
 };
 
 // Dequantize tokens [begin, begin + count) of one sequence into out [count, heads, dim].
