@@ -61,8 +61,11 @@ FRUGAL_INLINE float load_f32(f16_t x) {
 struct CellTable {
   float inv_w = 0;
   int half = 0;
-  std::vector<float> bnd;     // cell j at index j + half: the boundary inside it, or +inf
-  std::vector<int32_t> base;  //   and the boundaries below it
+  struct Entry {
+    float bnd;     // the boundary inside the cell, or +inf
+    int32_t base;  // the boundaries below the cell
+  };
+  std::vector<Entry> cells;  // cell j at index j + half
 };
 
 const CellTable& cell_table(int bits) {
@@ -82,8 +85,7 @@ const CellTable& cell_table(int bits) {
       const float lo = static_cast<float>((j - 0.5) * w), hi = static_cast<float>((j + 0.5) * w);
       const auto base = static_cast<int32_t>(std::lower_bound(b.begin(), b.end(), lo) - b.begin());
       const bool inside = base < static_cast<int32_t>(b.size()) && b[base] <= hi;
-      t.bnd.push_back(inside ? b[base] : INFINITY);
-      t.base.push_back(base);
+      t.cells.push_back({inside ? b[base] : INFINITY, base});
     }
   });
   return tables[bits];
@@ -103,27 +105,34 @@ FRUGAL_INLINE void codes_by_count(const float* __restrict u, int64_t n, const fl
 
 FRUGAL_INLINE void codes_by_table(const float* __restrict u, int64_t n, const CellTable& t, int32_t* __restrict code) {
   constexpr float kMagic = 12582912.0f;  // 1.5·2^23: adding it rounds |v| < 2^22 to an integer exactly
-  const float* __restrict bnd = t.bnd.data();
-  const int32_t* __restrict base = t.base.data();
+  const CellTable::Entry* __restrict cells = t.cells.data();
   const float inv_w = t.inv_w;
   const int32_t half = t.half;
   for (int64_t e = 0; e < n; ++e) {
     const float v = u[e] * inv_w;  // exact: inv_w is a power of two
     const int32_t j = std::min(std::max(static_cast<int32_t>((v + kMagic) - kMagic), -half), half) + half;
-    code[e] = base[j] + (bnd[j] < u[e]);
+    const CellTable::Entry c = cells[j];
+    code[e] = c.base + (c.bnd < u[e]);
   }
 }
 
-// Packs lane l's codes (code[i·kLanes + l]) into its row of dim·bits/8 bytes.
+// Packs lane l's codes (code[i·kLanes + l]) into its row of dim·bits/8 bytes, one code at a time.
 FRUGAL_INLINE void pack_row(const int32_t* code, int l, int dim, int bits, uint8_t* row) {
-  if (bits == 8) {
-    for (int i = 0; i < dim; ++i) row[i] = code[i * kLanes + l];
-  } else if (bits == 4) {
-    for (int j = 0; j < dim / 2; ++j)
-      row[j] = static_cast<uint8_t>(code[2 * j * kLanes + l] | code[(2 * j + 1) * kLanes + l] << 4);
-  } else {
-    std::memset(row, 0, static_cast<size_t>(dim) * bits / 8);
-    for (int i = 0; i < dim; ++i) put_code(row, i, bits, code[i * kLanes + l]);
+  std::memset(row, 0, static_cast<size_t>(dim) * bits / 8);
+  for (int i = 0; i < dim; ++i) put_code(row, i, bits, static_cast<unsigned>(code[i * kLanes + l]));
+}
+
+// The same for the first `count` lanes at once, 64 bits of each row at a time (64/BITS codes: the
+// row's little-endian bit stream is the word's), the words of all lanes formed together.
+template <int BITS>
+FRUGAL_INLINE void pack_rows(const int32_t* __restrict code, int dim, int count, uint8_t* const* rows) {
+  constexpr int kPerWord = 64 / BITS;
+  for (int w = 0; w < dim / kPerWord; ++w) {
+    uint64_t word[kLanes] = {};
+    for (int e = 0; e < kPerWord; ++e)
+      for (int l = 0; l < kLanes; ++l)
+        word[l] |= static_cast<uint64_t>(code[(w * kPerWord + e) * kLanes + l]) << (e * BITS);
+    for (int l = 0; l < count; ++l) std::memcpy(rows[l] + 8 * w, &word[l], 8);
   }
 }
 
@@ -158,7 +167,7 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
   const int64_t row_bytes = static_cast<int64_t>(dim) * bits / 8;
   float* y = bt.y.data();
   // Load (signs applied) and ‖x‖² in f64, element by element; lanes past `count` hold zeros.
-  int64_t rows[kLanes];
+  int64_t rows[kLanes];  // each lane's cache row
   double ss[kLanes];
   for (int l = 0; l < kLanes; ++l) {
     ss[l] = 0;
@@ -216,14 +225,24 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
     codes_by_count<3>(u, n_elems, a.boundaries, bt.code.data());
   }
 
+  uint8_t* dst[kLanes];
+  for (int l = 0; l < count; ++l) dst[l] = a.packed + rows[l] * row_bytes;
+  const bool whole_words = std::endian::native == std::endian::little && dim * bits % 64 == 0;
+  if (whole_words && bits == 8) {
+    pack_rows<8>(bt.code.data(), dim, count, dst);
+  } else if (whole_words && bits == 4) {
+    pack_rows<4>(bt.code.data(), dim, count, dst);
+  } else if (whole_words && bits == 2) {
+    pack_rows<2>(bt.code.data(), dim, count, dst);
+  } else {
+    for (int l = 0; l < count; ++l) pack_row(bt.code.data(), l, dim, bits, dst[l]);
+  }
   for (int l = 0; l < count; ++l) {
-    uint8_t* row = a.packed + rows[l] * row_bytes;
     if (flagged[l]) {
-      std::memset(row, 0, static_cast<size_t>(row_bytes));
+      std::memset(dst[l], 0, static_cast<size_t>(row_bytes));
       a.scales[rows[l]] = std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    pack_row(bt.code.data(), l, dim, bits, row);
     float scale = norm[l] <= 1e-10 ? 0.0f : static_cast<float>(norm[l]);
     if (a.rule == kv::ScaleRule::least_squares && norm[l] > 1e-10) {
       double yc = 0, cc = 0;
