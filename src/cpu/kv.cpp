@@ -1,9 +1,12 @@
-// CPU backend of the KV cache: FWHT, Lloyd–Max quantization and bit packing, one head vector
-// per iteration, OpenMP over vectors. This is the reference the CUDA kernels must match
-// bit for bit (packed codes and scales): same FWHT stage order (h = 1, 2, 4, ...), same
-// final multiply by 1/√D in f32, the norm and scale reductions in f64 (the norm from x, see
-// kv::backend::kMaxNorm). The tensor-core kernel of the CUDA backend rounds the transform
-// differently: its codes may differ where u lies within ~1e-6 of a boundary.
+// CPU backend of the KV cache: FWHT, Lloyd–Max quantization and bit packing; the append sixteen
+// vectors at a time in SIMD lanes, OpenMP over those batches; dequantize one vector per iteration.
+// This is the reference the CUDA kernels must match bit for bit (packed codes and scales): same
+// FWHT stage order (h = 1, 2, 4, ...), same final multiply by 1/√D in f32, the norm and scale
+// reductions in f64 (the norm from x, see kv::backend::kMaxNorm). The tensor-core kernel of the
+// CUDA backend rounds the transform differently: its codes may differ where u lies within ~1e-6 of
+// a boundary. Where the compiler fuses a multiply into the add after it (C++ allows it), the
+// product is exact (f32 squares and products in f64, u times a power of two), so the bits do not
+// change.
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -24,11 +27,11 @@ namespace {
 using kv::backend::AppendArgs;
 using kv::backend::DequantizeArgs;
 
-
 // ---- the append: kLanes vectors at a time, one per SIMD lane --------------------------------
 // Every step is a loop over the lanes of a batch (y[i·kLanes + l] is element i of the batch's
 // vector l), which the compiler vectorizes; each lane computes exactly what one vector on its own
-// would: the same f32 operations in the same order, the f64 sums in element order.
+// would: the same f32 operations in the same order, the f64 sums in element order. Sixteen lanes:
+// one AVX-512 register of f32 (two of AVX2, four of SSE2).
 constexpr int kLanes = 16;
 
 // The batch's loops are compiled for three x86-64 levels (SSE2, AVX2, AVX-512), the best one the
@@ -72,15 +75,12 @@ const CellTable& cell_table(int bits) {
   static std::array<CellTable, 9> tables;
   static std::array<std::once_flag, 9> once;
   std::call_once(once[bits], [bits] {
-    const std::vector<float>& b = kv::lloyd_max_codebook(bits).boundaries;
-    double gap = INFINITY, reach = 0;
-    for (size_t i = 0; i + 1 < b.size(); ++i) gap = std::min(gap, static_cast<double>(b[i + 1]) - b[i]);
-    for (float x : b) reach = std::max(reach, std::fabs(static_cast<double>(x)));
-    double w = std::exp2(std::floor(std::log2(std::min(gap, 1.0))));
-    if (w >= gap) w *= 0.5;
+    const std::vector<float>& b = kv::lloyd_max_codebook(bits).boundaries;  // the values the cache holds
+    const kv::backend::CellGrid grid = kv::backend::cell_grid(bits);
+    const double w = grid.w;
     CellTable& t = tables[bits];
     t.inv_w = static_cast<float>(1.0 / w);
-    t.half = static_cast<int>(std::ceil(reach / w + 0.5)) + 1;  // cells ±half hold no boundary
+    t.half = grid.half;
     for (int j = -t.half; j <= t.half; ++j) {
       const float lo = static_cast<float>((j - 0.5) * w), hi = static_cast<float>((j + 0.5) * w);
       const auto base = static_cast<int32_t>(std::lower_bound(b.begin(), b.end(), lo) - b.begin());

@@ -278,16 +278,11 @@ TableGeometry table_geometry(int bits, int dim) {
   static std::array<TableGeometry, 9> base;
   static std::array<std::once_flag, 9> once;
   std::call_once(once[bits], [bits] {
-    const std::vector<float>& b = kv::lloyd_max_codebook(bits).boundaries;
-    double gap = INFINITY, reach = 0;
-    for (size_t i = 0; i + 1 < b.size(); ++i) gap = std::min(gap, static_cast<double>(b[i + 1]) - b[i]);
-    for (float x : b) reach = std::max(reach, std::fabs(static_cast<double>(x)));
-    double w = std::exp2(std::floor(std::log2(std::min(gap, 1.0))));
-    if (w >= gap) w *= 0.5;
+    const kv::backend::CellGrid grid = kv::backend::cell_grid(bits);
     TableGeometry g;
-    g.w = static_cast<float>(w);
-    g.inv_w = static_cast<float>(1.0 / w);
-    g.half = static_cast<int>(std::ceil(reach / w + 0.5)) + 1;  // cells ±half hold no boundary
+    g.w = static_cast<float>(grid.w);
+    g.inv_w = static_cast<float>(1.0 / grid.w);
+    g.half = grid.half;  // cells ±half hold no boundary
     base[bits] = g;
   });
   TableGeometry g = base[bits];
