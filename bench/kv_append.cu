@@ -1,9 +1,10 @@
 // Benchmark of the KV-cache write path on one GPU: the fused quantize-append kernel against the
 // device's copy bandwidth (prefill), and the latency of a one-token append (decode).
 //
-//   kv_append [--quick]
+//   kv_append [--quick] [--variant generic|fast|mma]
 //
-// Prints markdown tables. Effective bandwidth counts the bytes the op must move at the least:
+// --variant forces the append kernel (kv::AppendOptions) for an A/B against the chosen one; shapes
+// it cannot serve print "-". Prints markdown tables, each row naming the kernel that served it. Effective bandwidth counts the bytes the op must move at the least:
 // the input read once (D·sizeof(T) per vector) and the packed row and scale written once
 // (D·bits/8 + 4 per vector), over the event-timed median of repeated calls.
 #include <cuda_fp16.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,8 +35,21 @@ namespace {
 
 using frugal::DType;
 using frugal::Tensor;
+using frugal::kv::AppendChoice;
+using frugal::kv::AppendOptions;
+using frugal::kv::AppendVariant;
 using frugal::kv::Cache;
 using frugal::kv::CacheConfig;
+
+// The kernel an append of x with `options` takes, or "-" where a forced variant cannot serve it.
+std::string kernel_of(const Cache& cache, const frugal::TensorView& x, const AppendOptions& options) {
+  try {
+    const std::optional<AppendChoice> c = cache.append_choice(x, options);
+    return c ? frugal::kv::to_string(*c) : "cpu";
+  } catch (const frugal::Error&) {
+    return "-";
+  }
+}
 
 // Pseudo-random N(0,1)-like halves from a hash (sum of four uniforms, scaled): fills gigabytes
 // on the device in milliseconds. The transform makes any such input Gaussian-looking anyway.
@@ -125,7 +140,23 @@ double wall_us_per_call(const std::function<void()>& f, int calls, int rounds = 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  AppendOptions options;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--variant") == 0 && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "generic" && v != "fast" && v != "mma") {
+        std::fprintf(stderr, "kv_append: --variant must be generic, fast or mma, got %s\n", v.c_str());
+        return 1;
+      }
+      options.variant = v == "generic" ? AppendVariant::generic : v == "fast" ? AppendVariant::fast : AppendVariant::mma;
+    } else {
+      std::fprintf(stderr, "usage: kv_append [--quick] [--variant generic|fast|mma]\n");
+      return 1;
+    }
+  }
   if (!frugal::cuda_available()) {
     std::fprintf(stderr, "kv_append: no CUDA device\n");
     return 1;
@@ -156,6 +187,7 @@ int main(int argc, char** argv) {
   struct Row {
     int d, bits;
     double us, tbs, share;
+    std::string kernel;
   };
   std::vector<Row> prefill;
   for (int d : {128, 64, 256, 512})
@@ -164,15 +196,20 @@ int main(int argc, char** argv) {
       kernel_fill<<<4096, 256>>>(static_cast<__half*>(x.data()), vectors * d, 1234u + d);
       CHECK(cudaGetLastError());
       Cache cache(CacheConfig{.batch = 1, .num_kv_heads = heads, .head_dim = d, .capacity = tokens, .bits = bits}, dev);
+      const std::string kernel = kernel_of(cache, xv, options);
+      if (kernel == "-") {
+        prefill.push_back({d, bits, 0, 0, 0, kernel});
+        continue;
+      }
       const double us = event_us(
           [&] {
             cache.reset();
-            cache.append(xv);
+            cache.append(xv, nullptr, options);
           },
           quick ? 5 : 15);
       const double bytes = static_cast<double>(vectors) * (2.0 * d + d * bits / 8.0 + 4.0);
       const double tbs = bytes / (us * 1e-6) / 1e12;
-      prefill.push_back({d, bits, us, tbs, tbs / copy_tbs});
+      prefill.push_back({d, bits, us, tbs, tbs / copy_tbs, kernel});
     }
 
   // The roof: the same bytes in the same pattern, no arithmetic (D = 128, 4 bits).
@@ -194,6 +231,7 @@ int main(int argc, char** argv) {
   struct DecodeRow {
     int d, bits;
     double wall, event;
+    std::string kernel;
   };
   std::vector<DecodeRow> decode;
   for (int d : {128, 64, 256, 512})
@@ -203,24 +241,40 @@ int main(int argc, char** argv) {
       CHECK(cudaGetLastError());
       Cache cache(CacheConfig{.num_kv_heads = heads, .head_dim = d, .capacity = 4096, .sliding = true, .bits = bits},
                   dev);
-      const double wall = wall_us_per_call([&] { cache.append(xs); }, 5000);
-      const double ev = event_us([&] { cache.append(xs); }, 200, 10);
-      decode.push_back({d, bits, wall, ev});
+      const std::string kernel = kernel_of(cache, xs, options);
+      if (kernel == "-") {
+        decode.push_back({d, bits, 0, 0, kernel});
+        continue;
+      }
+      const double wall = wall_us_per_call([&] { cache.append(xs, nullptr, options); }, 5000);
+      const double ev = event_us([&] { cache.append(xs, nullptr, options); }, 200, 10);
+      decode.push_back({d, bits, wall, ev, kernel});
     }
   frugal::synchronize(dev);
 
   std::printf("\n### Prefill append: T = %lld tokens x %d heads = %lld vectors, fp16 input (event median)\n\n",
               static_cast<long long>(tokens), heads, static_cast<long long>(vectors));
-  std::printf("| D | bits | time (ms) | bytes moved (GB) | effective TB/s | share of copy (%.2f TB/s) |\n", copy_tbs);
-  std::printf("|---|---|---|---|---|---|\n");
-  for (const Row& r : prefill)
-    std::printf("| %d | %d | %.3f | %.2f | %.2f | %.0f %% |\n", r.d, r.bits, r.us / 1e3, r.tbs * r.us * 1e-6 * 1e3,
-                r.tbs, 100 * r.share);
-  std::printf("| roof: same bytes and pattern, no arithmetic (D = 128, 4 bits) | - | - | - | %.2f | %.0f %% |\n", roof_tbs,
-              100 * roof_tbs / copy_tbs);
+  std::printf("| D | bits | kernel | time (ms) | bytes moved (GB) | effective TB/s | share of copy (%.2f TB/s) |\n",
+              copy_tbs);
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Row& r : prefill) {
+    if (r.kernel == "-") {
+      std::printf("| %d | %d | - | - | - | - | - |\n", r.d, r.bits);
+      continue;
+    }
+    std::printf("| %d | %d | %s | %.3f | %.2f | %.2f | %.0f %% |\n", r.d, r.bits, r.kernel.c_str(), r.us / 1e3,
+                r.tbs * r.us * 1e-6 * 1e3, r.tbs, 100 * r.share);
+  }
+  std::printf("| roof: same bytes and pattern, no arithmetic (D = 128, 4 bits) | - | - | - | - | %.2f | %.0f %% |\n",
+              roof_tbs, 100 * roof_tbs / copy_tbs);
   std::printf("\n### Decode append: one token, B = 1, %d heads, fp16 (5000 back-to-back calls)\n\n", heads);
-  std::printf("| D | bits | wall per call (us) | event time per call (us) |\n|---|---|---|---|\n");
-  for (const DecodeRow& r : decode) std::printf("| %d | %d | %.2f | %.2f |\n", r.d, r.bits, r.wall, r.event);
-  std::printf("| empty kernel | - | %.2f | %.2f |\n", empty_wall, empty_event);
+  std::printf("| D | bits | kernel | wall per call (us) | event time per call (us) |\n|---|---|---|---|---|\n");
+  for (const DecodeRow& r : decode) {
+    if (r.kernel == "-")
+      std::printf("| %d | %d | - | - | - |\n", r.d, r.bits);
+    else
+      std::printf("| %d | %d | %s | %.2f | %.2f |\n", r.d, r.bits, r.kernel.c_str(), r.wall, r.event);
+  }
+  std::printf("| empty kernel | - | - | %.2f | %.2f |\n", empty_wall, empty_event);
   return 0;
 }

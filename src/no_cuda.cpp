@@ -29,7 +29,7 @@ DeviceCaps device_caps(int) { FRUGAL_NO_CUDA("device_caps"); }
 
 }  // namespace frugal::cuda
 
-// ---- KV cache (src/cuda/kv.cu) ----
+// ---- KV cache (src/cuda/kv/) ----
 #include "core/kv_backend.h"
 
 namespace frugal::cuda {

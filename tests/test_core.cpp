@@ -1,5 +1,6 @@
 // Core types: dtypes, devices, half conversions, tensor views, errors.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "frugal/half.h"
@@ -92,7 +93,7 @@ TEST(TensorView, KnowsContiguityAndDescribesItself) {
   EXPECT_FALSE(t.is_contiguous());
 }
 
-TEST(Tensor, AllocatesZerosAndCopies) {
+TEST(Tensor, AllocatesZerosAndCopiesOnTheHost) {
   Tensor z = Tensor::zeros({5, 7}, DType::i32);
   for (int i = 0; i < 35; ++i) ASSERT_EQ(z.data_as<int32_t>()[i], 0);
   Tensor c = z.to(Device::cpu());
@@ -100,6 +101,28 @@ TEST(Tensor, AllocatesZerosAndCopies) {
   EXPECT_EQ(c.numel(), 35);
   Tensor e = Tensor::empty({0, 4}, DType::f32);
   EXPECT_EQ(e.numel(), 0);
+}
+
+// cpu → cuda:0 → another GPU → cpu: a host-to-device, a device-to-device and a device-to-host copy.
+// With one GPU the middle copy goes from cuda:0 to a second buffer on cuda:0 (still a
+// device-to-device copy, not a peer copy).
+TEST(Tensor, CopiesBetweenDistinctDevices) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  const Device first = Device::cuda(0), second = Device::cuda(cuda_device_count() > 1 ? 1 : 0);
+  if (second == first) std::printf("one GPU: the device-to-device copy stays on cuda:0\n");
+  Tensor h = Tensor::empty({3, 1000}, DType::i32);
+  for (int i = 0; i < 3000; ++i) h.data_as<int32_t>()[i] = i * 7 - 1000;
+  const Tensor a = h.to(first);
+  const Tensor b = a.to(second);
+  const Tensor back = b.to(Device::cpu());
+  EXPECT_EQ(a.device(), first);
+  EXPECT_EQ(b.device(), second);
+  EXPECT_TRUE(back.device().is_cpu());
+  EXPECT_NE(b.data(), a.data());
+  ASSERT_EQ(back.rank(), 2);
+  EXPECT_EQ(back.size(0), 3);
+  EXPECT_EQ(back.size(1), 1000);
+  EXPECT_EQ(std::memcmp(back.data(), h.data(), h.nbytes()), 0);
 }
 
 TEST(Tensor, CopyRefusesMismatchedSizes) {

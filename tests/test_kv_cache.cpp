@@ -4,7 +4,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -161,9 +160,10 @@ class Twin {
     }
   }
 
-  // T tokens into every sequence (seq < 0) or into one.
-  void append(int64_t tokens, DType dt, Layout layout, std::mt19937_64& rng, int seq = -1, bool specials = false,
-              bool rank4 = true) {
+  // T tokens into every sequence (seq < 0) or into one; returns the kernel the GPU twin's append
+  // took (the choice append makes for these arguments), or nullopt without a GPU twin.
+  std::optional<AppendChoice> append(int64_t tokens, DType dt, Layout layout, std::mt19937_64& rng, int seq = -1,
+                                     bool specials = false, bool rank4 = true, const AppendOptions& options = {}) {
     const int b = seq < 0 ? cfg_.batch : 1, h = cfg_.num_kv_heads, d = cfg_.head_dim;
     std::vector<float> vals = make_vectors(static_cast<int64_t>(b) * tokens * h, d, rng, specials);
     std::vector<float>& seen = seen_.emplace_back(vals.size());
@@ -183,13 +183,14 @@ class Twin {
       cpu.append(in.view);
     else
       cpu.append(seq, in.view);
-    if (gpu) {
-      const Input gin = make_input(vals, shape, dt, layout, Device::cuda(0));
-      if (seq < 0)
-        gpu->append(gin.view);
-      else
-        gpu->append(seq, gin.view);
-    }
+    if (!gpu) return std::nullopt;
+    const Input gin = make_input(vals, shape, dt, layout, Device::cuda(0));
+    std::optional<AppendChoice> choice = gpu->append_choice(gin.view, options);
+    if (seq < 0)
+      gpu->append(gin.view, nullptr, options);
+    else
+      gpu->append(seq, gin.view, nullptr, options);
+    return choice;
   }
 
   OracleVector oracle(int64_t row) const {
@@ -741,11 +742,19 @@ TEST(KvCacheCuda, AppendMatchesCpuBitForBitForEveryHeadDimAndWidth) {
                       .bits = bits};
       cfg.scale_rule = (i / 2) % 2 ? ScaleRule::least_squares : ScaleRule::l2_norm;
       if ((i / 3) % 2) cfg.sign_seed = test_seed() + i;
+      // Calls this small never take the tensor cores: the fast kernel where it is instantiated.
+      const AppendVariant want =
+          (bits == 4 || bits == 8) && d >= 64 && d <= 512 ? AppendVariant::fast : AppendVariant::generic;
+      auto took = [&](const std::optional<AppendChoice>& c) {
+        ASSERT_TRUE(c.has_value());
+        EXPECT_EQ(c->variant, want) << to_string(*c);
+      };
       Twin tw(cfg, true);
-      tw.append(5, kDtypes[i % 3], kLayouts[i % 3], rng, -1, true);
-      for (int k = 0; k < 3; ++k) tw.append(1, kDtypes[(i + k) % 3], kLayouts[(i + k + 1) % 3], rng, -1, true, k % 2);
-      if (cfg.batch > 1) tw.append(2, kDtypes[(i + 1) % 3], kLayouts[(i + 2) % 3], rng, 1, true);
-      tw.append(7, kDtypes[(i + 2) % 3], kLayouts[i % 3], rng, -1, true);
+      took(tw.append(5, kDtypes[i % 3], kLayouts[i % 3], rng, -1, true));
+      for (int k = 0; k < 3; ++k)
+        took(tw.append(1, kDtypes[(i + k) % 3], kLayouts[(i + k + 1) % 3], rng, -1, true, k % 2));
+      if (cfg.batch > 1) took(tw.append(2, kDtypes[(i + 1) % 3], kLayouts[(i + 2) % 3], rng, 1, true));
+      took(tw.append(7, kDtypes[(i + 2) % 3], kLayouts[i % 3], rng, -1, true));
       tw.expect_gpu_matches_cpu();
       tw.expect_gpu_dequantize_matches_cpu(kDtypes[(i + 1) % 3]);
       for (int s = 0; s < cfg.batch; ++s)
@@ -763,15 +772,21 @@ TEST(KvCacheCuda, LongPrefillCoversManyTilesPerBlock) {
       SCOPED_TRACE("D = " + std::to_string(d) + ", bits = " + std::to_string(bits));
       const int64_t tokens = (int64_t{1} << 23) / (8 * d);  // 8M elements: several tiles per block
       Twin tw({.num_kv_heads = 8, .head_dim = d, .capacity = tokens + 1, .bits = bits}, true);
-      tw.append(tokens, DType::f16, Layout::contiguous, rng, -1, false, false);
-      tw.append(1, DType::f16, Layout::contiguous, rng, -1, false, false);
+      // The prefill takes the tensor cores up to D = 256, the fast kernel at 512; the token the fast one.
+      const std::optional<AppendChoice> prefill = tw.append(tokens, DType::f16, Layout::contiguous, rng, -1, false, false);
+      ASSERT_TRUE(prefill.has_value());
+      EXPECT_EQ(prefill->variant, d <= 256 ? AppendVariant::mma : AppendVariant::fast) << to_string(*prefill);
+      const std::optional<AppendChoice> decode = tw.append(1, DType::f16, Layout::contiguous, rng, -1, false, false);
+      ASSERT_TRUE(decode.has_value());
+      EXPECT_EQ(decode->variant, AppendVariant::fast) << to_string(*decode);
       tw.expect_gpu_matches_cpu();
     }
 }
 
-// Calls of many vectors take other kernels than the small calls above (at 8 bits, blocks of 128
-// threads from kManyVectors = 16384 vectors on): every dtype and layout there too, with signs,
-// the least-squares scale and special values.
+// Calls of many vectors take other kernels than the small calls above (from kv::kManyVectors =
+// 16,384 vectors on: the tensor cores where they serve the call, else at 8 bits the staged fast
+// kernel in blocks of 128 threads): every dtype and layout there too, with signs, the
+// least-squares scale and special values.
 TEST(KvCacheCuda, LargeAppendsMatchCpuForEveryDtypeAndLayout) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
@@ -784,8 +799,21 @@ TEST(KvCacheCuda, LargeAppendsMatchCpuForEveryDtypeAndLayout) {
       if ((i / 2) % 2) cfg.scale_rule = ScaleRule::least_squares;
       if (i % 3 != 2) cfg.sign_seed = test_seed() + 100 + i;
       Twin tw(cfg, true);
-      tw.append(2100, kDtypes[i % 3], kLayouts[(i / 2) % 3], rng, -1, true);  // 16,800 vectors
-      tw.append(1, kDtypes[(i + 1) % 3], kLayouts[i % 3], rng, -1, true);
+      const DType dt = kDtypes[i % 3];
+      const Layout layout = kLayouts[(i / 2) % 3];
+      const std::optional<AppendChoice> large = tw.append(2100, dt, layout, rng, -1, true);  // 16,800 vectors
+      ASSERT_TRUE(large.has_value());
+      const bool tensor_cores = dt != DType::f32 && layout != Layout::misaligned &&
+                                cfg.scale_rule == ScaleRule::l2_norm && d <= 256;
+      EXPECT_EQ(large->variant, tensor_cores ? AppendVariant::mma : AppendVariant::fast) << to_string(*large);
+      if (!tensor_cores && bits == 8 && d <= 256) {
+        EXPECT_EQ(large->max_threads, 128) << to_string(*large);
+        EXPECT_TRUE(large->staged) << to_string(*large);
+      }
+      const std::optional<AppendChoice> small = tw.append(1, kDtypes[(i + 1) % 3], kLayouts[i % 3], rng, -1, true);
+      ASSERT_TRUE(small.has_value());
+      EXPECT_EQ(small->variant, AppendVariant::fast) << to_string(*small);
+      EXPECT_EQ(small->max_threads, 256) << to_string(*small);
       tw.expect_gpu_matches_cpu();
       ++i;
     }
@@ -802,50 +830,86 @@ TEST(KvCacheCuda, LargeAppendWrapsTheRing) {
       SCOPED_TRACE("D = " + std::to_string(d) + ", bits = " + std::to_string(bits));
       Twin tw({.num_kv_heads = 8, .head_dim = d, .capacity = 2300, .sliding = true, .bits = bits, .sign_seed = 5},
               true);
-      tw.append(333, DType::f16, Layout::contiguous, rng, -1, true);
-      tw.append(2100, DType::bf16, Layout::strided_heads, rng, -1, true);  // 16,800 vectors, wraps at 1,967
-      tw.append(2100, DType::f32, Layout::contiguous, rng, -1, true);
+      const std::optional<AppendChoice> small = tw.append(333, DType::f16, Layout::contiguous, rng, -1, true);
+      // 16,800 vectors, wrapping at 1,967: the tensor cores for bf16, the fast kernel for f32.
+      const std::optional<AppendChoice> half = tw.append(2100, DType::bf16, Layout::strided_heads, rng, -1, true);
+      const std::optional<AppendChoice> full = tw.append(2100, DType::f32, Layout::contiguous, rng, -1, true);
+      ASSERT_TRUE(small && half && full);
+      EXPECT_EQ(small->variant, AppendVariant::fast) << to_string(*small);
+      EXPECT_EQ(half->variant, AppendVariant::mma) << to_string(*half);
+      EXPECT_EQ(full->variant, AppendVariant::fast) << to_string(*full);
+      EXPECT_EQ(full->staged, bits == 8 || d <= 128) << to_string(*full);  // 4 bits at D = 256: the register prefetch
       tw.expect_gpu_matches_cpu();
     }
 }
 
 // D = 64, 128 and 256 calls of f16/bf16 vectors on 16 bytes with the original scale take the
-// tensor-core kernel from kManyVectors (16,384) vectors on: both widths and dtypes, contiguous and strided heads, with
-// and without random signs, a ring wrapped inside the call, special values; then the same appends through the shuffle
-// kernel (FRUGAL_KV_APPEND_KERNEL=shuffle).
+// tensor-core kernel from kv::kManyVectors (16,384) vectors on: both widths and dtypes, contiguous
+// and strided heads, with and without random signs, a ring wrapped inside the call, special
+// values; then the same appends forced through the fast kernel. Each append asserts the kernel
+// that served it.
 TEST(KvCacheCuda, TensorCoreAppendMatchesCpu) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed() + 28);
-  for (const char* kernel : {"", "shuffle"}) {
+  for (const std::optional<AppendVariant> forced : {std::optional<AppendVariant>{}, std::optional(AppendVariant::fast)}) {
+    const std::string name = forced ? std::string("forced ") + to_string(*forced) : "chosen";
+    const AppendOptions options{.variant = forced};
     int64_t differing = 0, rows = 0;
-    if (*kernel)
-      setenv("FRUGAL_KV_APPEND_KERNEL", kernel, 1);
-    else
-      unsetenv("FRUGAL_KV_APPEND_KERNEL");
     int i = 0;
     for (int d : {64, 128, 256})
       for (int bits : {4, 8})
         for (DType dt : {DType::f16, DType::bf16})
           for (Layout layout : {Layout::contiguous, Layout::strided_heads}) {
-            SCOPED_TRACE(std::string("kernel ") + (*kernel ? kernel : "default") + ", D " + std::to_string(d) +
-                         ", bits " + std::to_string(bits) + ", " + to_string(dt) +
-                         (layout == Layout::contiguous ? ", contiguous" : ", strided heads"));
+            SCOPED_TRACE("kernel " + name + ", D " + std::to_string(d) + ", bits " + std::to_string(bits) + ", " +
+                         to_string(dt) + (layout == Layout::contiguous ? ", contiguous" : ", strided heads"));
             CacheConfig cfg{.num_kv_heads = 8, .head_dim = d, .capacity = 2300, .sliding = true, .bits = bits};
             if (i++ % 2) cfg.sign_seed = test_seed() + 200 + i;
             Twin tw(cfg, true);
-            tw.append(333, dt, layout, rng, -1, true);
-            tw.append(2100, dt, layout, rng, -1, true);  // 16,800 vectors, the ring wraps at 1,967
+            const std::optional<AppendChoice> small = tw.append(333, dt, layout, rng, -1, true, true, options);
+            // 16,800 vectors, the ring wraps at 1,967.
+            const std::optional<AppendChoice> large = tw.append(2100, dt, layout, rng, -1, true, true, options);
+            ASSERT_TRUE(small && large);
+            EXPECT_EQ(small->variant, AppendVariant::fast) << to_string(*small);
+            EXPECT_EQ(large->variant, forced ? *forced : AppendVariant::mma) << to_string(*large);
             int64_t rows_differing = 0;
             tw.expect_gpu_matches_cpu(&rows_differing);
             tw.expect_gpu_dequantize_matches_cpu(dt);
+            if (forced) EXPECT_EQ(rows_differing, 0) << "the fast kernel is bit-exact with the CPU";
             differing += rows_differing;
             rows += 8 * 2300;
           }
-    std::printf("kernel %s: %lld of %lld rows differ from the CPU's in a boundary case\n", *kernel ? kernel : "default",
+    std::printf("kernel %s: %lld of %lld rows differ from the CPU's in a boundary case\n", name.c_str(),
                 static_cast<long long>(differing), static_cast<long long>(rows));
   }
-  unsetenv("FRUGAL_KV_APPEND_KERNEL");
+}
+
+// A variant forced where it cannot serve the call is refused before anything runs, naming the
+// variant and the reason; a forced tensor-core append of a decode step runs (the kernel handles a
+// partial tile) and matches the CPU up to boundary cases.
+TEST(KvCacheCuda, ForcedKernelsAreRefusedWhereTheyCannotServe) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed() + 29);
+  Cache c({.num_kv_heads = 2, .head_dim = 128, .capacity = 8}, Device::cuda(0));
+  const Tensor f32 = Tensor::zeros({1, 2, 128}, DType::f32, Device::cuda(0));
+  expect_error([&] { c.append(f32, nullptr, {.variant = AppendVariant::mma}); }, ErrorCode::unsupported,
+               {"[kv::append]", "forced mma", "f16 or bf16", "got f32"});
+  Cache small_dim({.num_kv_heads = 2, .head_dim = 32, .capacity = 8}, Device::cuda(0));
+  expect_error(
+      [&] {
+        small_dim.append(Tensor::zeros({1, 2, 32}, DType::f16, Device::cuda(0)), nullptr, {.variant = AppendVariant::fast});
+      },
+      ErrorCode::unsupported, {"[kv::append]", "forced fast", "64..512", "D = 32"});
+  EXPECT_EQ(c.write_pos(), 0);
+  EXPECT_EQ(small_dim.write_pos(), 0);
+
+  Twin tw({.num_kv_heads = 3, .head_dim = 128, .capacity = 16}, true);
+  const std::optional<AppendChoice> forced =
+      tw.append(5, DType::f16, Layout::contiguous, rng, -1, false, true, {.variant = AppendVariant::mma});
+  ASSERT_TRUE(forced.has_value());
+  EXPECT_EQ(forced->variant, AppendVariant::mma);
+  tw.expect_gpu_matches_cpu();
 }
 
 TEST(KvCacheCuda, ManySequencesUseTheDeviceStartArray) {

@@ -23,12 +23,13 @@
 // count_nonfinite_scales).
 // Backends: the CPU is the reference. On the GPU, appends of 16K+ vectors at D = 64, 128 or 256
 // (4 or 8 bits, f16/bf16 input on 16 bytes, L2 scale) run the transform on tensor cores: the same
-// scales, and the same codes except where u lies within ~1e-6 of a boundary (45–53 of 441,600
-// rows in the tests); every other call matches the CPU bit for bit.
+// scales, and the same codes except where u lies within ~1e-6 of a boundary (about one row in
+// ten thousand); every other call matches the CPU bit for bit.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "frugal/tensor.h"
@@ -74,6 +75,34 @@ struct CacheConfig {
 // Throws frugal::Error naming `op` and the offending field when the config is unusable.
 void validate(const CacheConfig& config, const char* op);
 
+// ---- which CUDA kernel serves an append ------------------------------------------------------
+enum class AppendVariant : uint8_t {
+  generic,  // lane groups with the group width and bits at run time: every head dim and width
+  fast,     // lane groups of D/32 lanes × 4 chunks of 8 fixed at compile time: D = 64..512, 4 or 8 bits
+  mma,      // the transform on tensor cores: D = 64, 128, 256 at 4 or 8 bits, f16/bf16 on 16 bytes, L2 scale
+};
+const char* to_string(AppendVariant variant);
+
+// The kernel and its tile parameters, as the choice (src/core/kv_choose.h) fixes them for a call.
+struct AppendChoice {
+  AppendVariant variant = AppendVariant::generic;
+  int chunk = 8;          // C: consecutive elements of a lane's chunk (0 for mma)
+  int chunks = 1;         // K: chunks per lane (0 for mma)
+  int lanes = 0;          // G: lanes per vector fixed at compile time; 0: D / chunk at run time
+  int max_threads = 512;  // the kernel's __launch_bounds__: threads per block
+  int min_blocks = 1;     //   and blocks per multiprocessor
+  bool staged = false;    // the input is copied through shared memory by cp.async
+  bool operator==(const AppendChoice&) const = default;
+};
+std::string to_string(const AppendChoice& choice);  // "fast C=8 K=4 G=4 256x2 staged"
+
+struct AppendOptions {
+  // Forces the CUDA kernel (for tests and benchmarks); unset: the rule of choose_append. Its tile
+  // parameters are the variant's own for the call. A variant that cannot serve the call on this
+  // device, or any variant on a CPU cache, is refused with frugal::Error.
+  std::optional<AppendVariant> variant;
+};
+
 // One layer's K (or V) cache for `batch` sequences. Write positions live on the host; each
 // sequence has its own. A cache is used from one stream at a time.
 class Cache {
@@ -88,9 +117,13 @@ class Cache {
   // in one launch. x: [T, H, D] when batch == 1, or [batch, T, H, D]; f32 | f16 | bf16; the
   // last dimension contiguous. A global cache refuses to write past capacity; a sliding one
   // wraps (T larger than capacity is refused: the first tokens would be overwritten at once).
-  void append(const TensorView& x, Stream stream = nullptr);
+  void append(const TensorView& x, Stream stream = nullptr, const AppendOptions& options = {});
   // The same for one sequence: x [T, H, D].
-  void append(int seq, const TensorView& x, Stream stream = nullptr);
+  void append(int seq, const TensorView& x, Stream stream = nullptr, const AppendOptions& options = {});
+  // The CUDA kernel an append of x ([T, H, D] for one sequence, or [batch, T, H, D]) with these
+  // options takes on this cache's device: the same choice append makes (nullopt on the CPU, which
+  // has one implementation). Throws as append does for an x or a forced variant it refuses.
+  std::optional<AppendChoice> append_choice(const TensorView& x, const AppendOptions& options = {}) const;
 
   // Tokens [begin, end) of sequence `seq` (absolute positions), dequantized into
   // out [end - begin, H, D] (f32 | f16 | bf16, on the cache's device). Every token must still
@@ -115,7 +148,8 @@ class Cache {
 
  private:
   Cache() = default;
-  void append_impl(int seq_begin, int seq_count, const TensorView& x, int64_t tokens, Stream stream);
+  void append_impl(int seq_begin, int seq_count, const TensorView& x, int64_t tokens, Stream stream,
+                   const AppendOptions& options);
 
   CacheConfig config_;
   Tensor packed_, scales_, signs_, centroids_, boundaries_;

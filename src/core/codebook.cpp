@@ -1,9 +1,11 @@
 // Lloyd–Max codebooks for N(0,1), computed by Lloyd iteration in double precision, and the
 // random signs of the randomized Hadamard transform.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <mutex>
 
+#include "core/kv_backend.h"
 #include "frugal/error.h"
 #include "frugal/kv_cache.h"
 
@@ -92,5 +94,21 @@ std::vector<float> random_signs(uint64_t seed, int dim) {
   }
   return s;
 }
+
+namespace backend {
+
+CellGrid cell_grid(int bits) {
+  const std::vector<float>& b = lloyd_max_codebook(bits).boundaries;
+  double gap = INFINITY, reach = 0;
+  for (size_t i = 0; i + 1 < b.size(); ++i) gap = std::min(gap, static_cast<double>(b[i + 1]) - b[i]);
+  for (float x : b) reach = std::max(reach, std::fabs(static_cast<double>(x)));
+  CellGrid g;
+  g.w = std::exp2(std::floor(std::log2(std::min(gap, 1.0))));
+  if (g.w >= gap) g.w *= 0.5;
+  g.half = static_cast<int>(std::ceil(reach / g.w + 0.5)) + 1;  // cells ±half hold no boundary
+  return g;
+}
+
+}  // namespace backend
 
 }  // namespace frugal::kv

@@ -24,6 +24,15 @@ inline float inv_sqrt_dim(int d) { return static_cast<float>(1.0 / std::sqrt(sta
 // transform could overflow (every stage's values stay below √D·n ≤ 2^6·2^120 < FLT_MAX otherwise).
 constexpr double kMaxNorm = 0x1p120;
 
+// The grid of the codebook lookup tables of both backends: cell j = rint(u/w) covers
+// [(j − ½)w, (j + ½)w], w the largest power of two below the smallest gap between the boundaries
+// of `bits` (so a cell holds at most one boundary), and cells beyond ±half hold none.
+struct CellGrid {
+  double w = 0;
+  int half = 0;
+};
+CellGrid cell_grid(int bits);  // src/core/codebook.cpp
+
 // Quantize `seqs × tokens × heads` vectors of x into the cache storage.
 struct AppendArgs {
   const void* x = nullptr;  // element (s, t, h, i) at x[s*x_stride_seq + t*x_stride_tok + h*x_stride_head + i]
@@ -43,6 +52,10 @@ struct AppendArgs {
   const float* boundaries = nullptr;     // [2^bits - 1]
   ScaleRule rule = ScaleRule::l2_norm;
   int device = 0;  // the CUDA device holding the cache
+  // Facts of x's layout, computed from the fields above before the choice (kv::describe_layout):
+  bool aligned = false;  // every vector starts on its chunks' vector-load alignment (16 bytes at D >= 64)
+  bool dense = false;    // x is a contiguous [seqs, tokens, heads, dim]: vector v starts at element v·dim
+  AppendChoice choice;   // the CUDA kernel serving the call (kv::choose_append); the CPU ignores it
 };
 
 // Dequantize tokens [begin, begin + count) of one sequence into out [count, heads, dim].

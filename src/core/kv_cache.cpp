@@ -4,7 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "core/device_caps.h"
 #include "core/kv_backend.h"
+#include "core/kv_choose.h"
 #include "core/validate.h"
 #include "frugal/kv_cache.h"
 
@@ -96,7 +98,59 @@ Cache Cache::to(Device device, Stream stream) const {
 
 void Cache::reset() { std::fill(positions_.begin(), positions_.end(), 0); }
 
-void Cache::append(const TensorView& x, Stream stream) {
+namespace {
+
+// The checks of x that do not depend on the write positions (x of `tokens` tokens per sequence).
+void check_append_input(const Cache& c, const TensorView& x, int64_t tokens, const char* op) {
+  detail::check_tensor(x, op, "x", x.rank, {DType::f32, DType::f16, DType::bf16});
+  FRUGAL_CHECK(x.device == c.device(), invalid_argument, op,
+               "x is on " << to_string(x.device) << " but the cache is on " << to_string(c.device()));
+  FRUGAL_CHECK(tokens >= 1, invalid_argument, op, "x holds no tokens (T = 0); append needs T >= 1");
+  FRUGAL_CHECK(x.stride(-1) == 1, invalid_argument, op,
+               "the last dimension of x must be contiguous, got stride " << x.stride(-1));
+}
+
+// The kernel arguments of an append of x ([T, H, D], or [batch, T, H, D] when rank 4) into
+// sequences [seq_begin, seq_begin + seq_count), with the layout facts and the kernel choice.
+backend::AppendArgs append_args(const Cache& c, int seq_begin, int seq_count, const TensorView& x, int64_t tokens,
+                                const AppendOptions& options, const char* op) {
+  const CacheConfig& cfg = c.config();
+  backend::AppendArgs a;
+  a.x = x.data;
+  a.x_dtype = x.dtype;
+  const bool batched = x.rank == 4;
+  a.x_stride_seq = batched ? x.stride(0) : 0;
+  a.x_stride_tok = x.stride(batched ? 1 : 0);
+  a.x_stride_head = x.stride(batched ? 2 : 1);
+  a.seqs = seq_count;
+  a.tokens = tokens;
+  a.heads = cfg.num_kv_heads;
+  a.dim = cfg.head_dim;
+  a.bits = cfg.bits;
+  a.capacity = cfg.capacity;
+  a.sliding = cfg.sliding;
+  const int64_t seq_bytes = static_cast<int64_t>(a.heads) * a.capacity * c.bytes_per_vector();
+  a.packed = c.packed().data_as<uint8_t>() + seq_begin * seq_bytes;
+  a.scales = c.scales().data_as<float>() + static_cast<int64_t>(seq_begin) * a.heads * a.capacity;
+  a.signs = c.signs().defined() ? c.signs().data_as<const float>() : nullptr;
+  a.centroids = c.centroids().data_as<const float>();
+  a.boundaries = c.boundaries().data_as<const float>();
+  a.rule = cfg.scale_rule;
+  a.host_starts = c.write_positions().data() + seq_begin;
+  a.device = c.device().index;
+  describe_layout(a);
+  if (c.device().is_cuda()) {
+    a.choice = resolve_append(a, cuda::device_caps(a.device), options.variant, op);
+  } else {
+    FRUGAL_CHECK(!options.variant, invalid_argument, op,
+                 "a forced " << to_string(*options.variant) << " kernel needs a CUDA cache; this cache is on the cpu");
+  }
+  return a;
+}
+
+}  // namespace
+
+void Cache::append(const TensorView& x, Stream stream, const AppendOptions& options) {
   constexpr const char* op = "kv::append";
   const int64_t h = config_.num_kv_heads, d = config_.head_dim;
   if (x.rank == 3) {
@@ -104,31 +158,43 @@ void Cache::append(const TensorView& x, Stream stream) {
                  "x of rank 3 [T, H, D] needs a cache of batch 1; this cache holds " << config_.batch
                      << " sequences: pass x as [batch, T, H, D] or append(seq, x)");
     detail::check_shape(x, op, "x", {-1, h, d});
-    append_impl(0, 1, x, x.size(0), stream);
+    append_impl(0, 1, x, x.size(0), stream, options);
     return;
   }
   FRUGAL_CHECK(x.rank == 4, invalid_argument, op, "x must be [T, H, D] or [batch, T, H, D], got " << x.describe());
   detail::check_shape(x, op, "x", {config_.batch, -1, h, d});
-  append_impl(0, config_.batch, x, x.size(1), stream);
+  append_impl(0, config_.batch, x, x.size(1), stream, options);
 }
 
-void Cache::append(int seq, const TensorView& x, Stream stream) {
+void Cache::append(int seq, const TensorView& x, Stream stream, const AppendOptions& options) {
   constexpr const char* op = "kv::append";
   FRUGAL_CHECK(seq >= 0 && seq < config_.batch, out_of_range, op,
                "sequence " << seq << " does not exist; the cache holds " << config_.batch);
   FRUGAL_CHECK(x.rank == 3, invalid_argument, op, "x must be [T, H, D] for one sequence, got " << x.describe());
   detail::check_shape(x, op, "x", {-1, config_.num_kv_heads, config_.head_dim});
-  append_impl(seq, 1, x, x.size(0), stream);
+  append_impl(seq, 1, x, x.size(0), stream, options);
 }
 
-void Cache::append_impl(int seq_begin, int seq_count, const TensorView& x, int64_t tokens, Stream stream) {
+std::optional<AppendChoice> Cache::append_choice(const TensorView& x, const AppendOptions& options) const {
   constexpr const char* op = "kv::append";
-  detail::check_tensor(x, op, "x", x.rank, {DType::f32, DType::f16, DType::bf16});
-  FRUGAL_CHECK(x.device == device(), invalid_argument, op,
-               "x is on " << to_string(x.device) << " but the cache is on " << to_string(device()));
-  FRUGAL_CHECK(tokens >= 1, invalid_argument, op, "x holds no tokens (T = 0); append needs T >= 1");
-  FRUGAL_CHECK(x.stride(-1) == 1, invalid_argument, op,
-               "the last dimension of x must be contiguous, got stride " << x.stride(-1));
+  const int64_t h = config_.num_kv_heads, d = config_.head_dim;
+  FRUGAL_CHECK(x.rank == 3 || x.rank == 4, invalid_argument, op,
+               "x must be [T, H, D] or [batch, T, H, D], got " << x.describe());
+  if (x.rank == 3)
+    detail::check_shape(x, op, "x", {-1, h, d});
+  else
+    detail::check_shape(x, op, "x", {config_.batch, -1, h, d});
+  const int64_t tokens = x.size(x.rank - 3);
+  check_append_input(*this, x, tokens, op);
+  const backend::AppendArgs a = append_args(*this, 0, x.rank == 4 ? config_.batch : 1, x, tokens, options, op);
+  if (device().is_cpu()) return std::nullopt;
+  return a.choice;
+}
+
+void Cache::append_impl(int seq_begin, int seq_count, const TensorView& x, int64_t tokens, Stream stream,
+                        const AppendOptions& options) {
+  constexpr const char* op = "kv::append";
+  check_append_input(*this, x, tokens, op);
   for (int s = seq_begin; s < seq_begin + seq_count; ++s) {
     const int64_t w = positions_[s];
     if (config_.sliding) {
@@ -141,29 +207,7 @@ void Cache::append_impl(int seq_begin, int seq_count, const TensorView& x, int64
                                << " passes the global cache's capacity " << config_.capacity);
     }
   }
-  backend::AppendArgs a;
-  a.x = x.data;
-  a.x_dtype = x.dtype;
-  const bool batched = x.rank == 4;
-  a.x_stride_seq = batched ? x.stride(0) : 0;
-  a.x_stride_tok = x.stride(batched ? 1 : 0);
-  a.x_stride_head = x.stride(batched ? 2 : 1);
-  a.seqs = seq_count;
-  a.tokens = tokens;
-  a.heads = config_.num_kv_heads;
-  a.dim = config_.head_dim;
-  a.bits = config_.bits;
-  a.capacity = config_.capacity;
-  a.sliding = config_.sliding;
-  const int64_t seq_bytes = static_cast<int64_t>(a.heads) * a.capacity * bytes_per_vector();
-  a.packed = packed_.data_as<uint8_t>() + seq_begin * seq_bytes;
-  a.scales = scales_.data_as<float>() + static_cast<int64_t>(seq_begin) * a.heads * a.capacity;
-  a.signs = signs_.defined() ? signs_.data_as<const float>() : nullptr;
-  a.centroids = centroids_.data_as<const float>();
-  a.boundaries = boundaries_.data_as<const float>();
-  a.rule = config_.scale_rule;
-  a.host_starts = positions_.data() + seq_begin;
-  a.device = device().index;
+  backend::AppendArgs a = append_args(*this, seq_begin, seq_count, x, tokens, options, op);
   if (device().is_cpu()) {
     a.starts = a.host_starts;
     cpu::kv_append(a);

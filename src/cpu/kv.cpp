@@ -1,13 +1,19 @@
-// CPU backend of the KV cache: FWHT, Lloyd–Max quantization and bit packing, one head vector
-// per iteration, OpenMP over vectors. This is the reference the CUDA kernels must match
-// bit for bit (packed codes and scales): same FWHT stage order (h = 1, 2, 4, ...), same
-// final multiply by 1/√D in f32, the norm and scale reductions in f64 (the norm from x, see
-// kv::backend::kMaxNorm). The tensor-core kernel of the CUDA backend rounds the transform
-// differently: its codes may differ where u lies within ~1e-6 of a boundary.
+// CPU backend of the KV cache: FWHT, Lloyd–Max quantization and bit packing; the append sixteen
+// vectors at a time in SIMD lanes, OpenMP over those batches; dequantize one vector per iteration.
+// This is the reference the CUDA kernels must match bit for bit (packed codes and scales): same
+// FWHT stage order (h = 1, 2, 4, ...), same final multiply by 1/√D in f32, the norm and scale
+// reductions in f64 (the norm from x, see kv::backend::kMaxNorm). The tensor-core kernel of the
+// CUDA backend rounds the transform differently: its codes may differ where u lies within ~1e-6 of
+// a boundary. Where the compiler fuses a multiply into the add after it (C++ allows it), the
+// product is exact (f32 squares and products in f64, u times a power of two), so the bits do not
+// change.
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 #include "core/kv_backend.h"
@@ -21,60 +27,246 @@ namespace {
 using kv::backend::AppendArgs;
 using kv::backend::DequantizeArgs;
 
+// ---- the append: kLanes vectors at a time, one per SIMD lane --------------------------------
+// Every step is a loop over the lanes of a batch (y[i·kLanes + l] is element i of the batch's
+// vector l), which the compiler vectorizes; each lane computes exactly what one vector on its own
+// would: the same f32 operations in the same order, the f64 sums in element order. Sixteen lanes:
+// one AVX-512 register of f32 (two of AVX2, four of SSE2).
+constexpr int kLanes = 16;
 
-// Quantizes y (already rotated: y = FWHT(s ⊙ x)/√D) into one packed row; returns the scale.
-// ss = ‖x‖² in f64 (= ‖y‖² up to the rounding of y).
-float quantize_rotated(const float* y, double ss, int d, int bits, const float* centroids, const float* boundaries,
-                       kv::ScaleRule rule, uint8_t* row) {
-  const int nb = (1 << bits) - 1;
-  std::memset(row, 0, static_cast<size_t>(d) * bits / 8);
-  const double n = std::sqrt(ss);
-  if (!(n <= kv::backend::kMaxNorm)) return std::numeric_limits<float>::quiet_NaN();  // flagged: codes stay 0
-  if (n <= 1e-10) {
-    const unsigned zero_code = static_cast<unsigned>(std::lower_bound(boundaries, boundaries + nb, 0.0f) - boundaries);
-    for (int i = 0; i < d; ++i) put_code(row, i, bits, zero_code);
-    return 0.0f;
+// The batch's loops are compiled for three x86-64 levels (SSE2, AVX2, AVX-512), the best one the
+// CPU runs picked at load time; other targets compile them once. Helpers are inlined into each.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define FRUGAL_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FRUGAL_CPU_CLONES
+#endif
+#define FRUGAL_INLINE [[gnu::always_inline]] inline
+
+// x[i] as f32, without branches (the compiler vectorizes the loops that call these).
+FRUGAL_INLINE float load_f32(float x) { return x; }
+FRUGAL_INLINE float load_f32(bf16_t x) { return std::bit_cast<float>(static_cast<uint32_t>(x.bits) << 16); }
+// Exactly half_to_float: normal, inf and NaN by re-biasing the exponent; subnormals m·2^-24 through
+// an exact integer conversion (no denormal float arithmetic).
+FRUGAL_INLINE float load_f32(f16_t x) {
+  const int32_t h = x.bits, em = h & 0x7fff, sign = (h & 0x8000) << 16;
+  const int32_t special = -static_cast<int32_t>(em >= 0x7c00), small = -static_cast<int32_t>(em < 0x400);  // masks
+  const int32_t normal = (em << 13) + 0x38000000 + (special & 0x38000000);
+  const int32_t subnormal = std::bit_cast<int32_t>(static_cast<float>(em) * 0x1p-24f);
+  return std::bit_cast<float>(sign | (subnormal & small) | (normal & ~small));
+}
+
+// idx(u) = the number of boundaries strictly below u, for the 8-bit codebook's 255 boundaries, in
+// one table read: cell j = rint(u/w) covers [(j − ½)w, (j + ½)w] with w a power of two below the
+// smallest gap between boundaries, so it holds at most one boundary `bnd`, and idx(u) = base +
+// (bnd < u) with base the boundaries below the cell (the CUDA kernels' lookup). Cells past ±half
+// hold no boundary: u is clamped to them.
+struct CellTable {
+  float inv_w = 0;
+  int half = 0;
+  struct Entry {
+    float bnd;     // the boundary inside the cell, or +inf
+    int32_t base;  // the boundaries below the cell
+  };
+  std::vector<Entry> cells;  // cell j at index j + half
+};
+
+const CellTable& cell_table(int bits) {
+  static std::array<CellTable, 9> tables;
+  static std::array<std::once_flag, 9> once;
+  std::call_once(once[bits], [bits] {
+    const std::vector<float>& b = kv::lloyd_max_codebook(bits).boundaries;  // the values the cache holds
+    const kv::backend::CellGrid grid = kv::backend::cell_grid(bits);
+    const double w = grid.w;
+    CellTable& t = tables[bits];
+    t.inv_w = static_cast<float>(1.0 / w);
+    t.half = grid.half;
+    for (int j = -t.half; j <= t.half; ++j) {
+      const float lo = static_cast<float>((j - 0.5) * w), hi = static_cast<float>((j + 0.5) * w);
+      const auto base = static_cast<int32_t>(std::lower_bound(b.begin(), b.end(), lo) - b.begin());
+      const bool inside = base < static_cast<int32_t>(b.size()) && b[base] <= hi;
+      t.cells.push_back({inside ? b[base] : INFINITY, base});
+    }
+  });
+  return tables[bits];
+}
+
+// idx(u) for the NB = 3, 7 or 15 boundaries of 2, 3 or 4 bits: NB comparisons (each u finite).
+template <int NB>
+FRUGAL_INLINE void codes_by_count(const float* __restrict u, int64_t n, const float* boundaries, int32_t* __restrict code) {
+  float b[NB];
+  std::copy(boundaries, boundaries + NB, b);
+  for (int64_t e = 0; e < n; ++e) {
+    int32_t c = 0;
+    for (int k = 0; k < NB; ++k) c += b[k] < u[e];
+    code[e] = c;
   }
-  const float k = static_cast<float>(std::sqrt(static_cast<double>(d)) / n);
-  double yc = 0, cc = 0;
-  for (int i = 0; i < d; ++i) {
-    const float u = y[i] * k;
-    const unsigned code = static_cast<unsigned>(std::lower_bound(boundaries, boundaries + nb, u) - boundaries);
-    put_code(row, i, bits, code);
-    yc += static_cast<double>(y[i]) * centroids[code];
-    cc += static_cast<double>(centroids[code]) * centroids[code];
+}
+
+FRUGAL_INLINE void codes_by_table(const float* __restrict u, int64_t n, const CellTable& t, int32_t* __restrict code) {
+  constexpr float kMagic = 12582912.0f;  // 1.5·2^23: adding it rounds |v| < 2^22 to an integer exactly
+  const CellTable::Entry* __restrict cells = t.cells.data();
+  const float inv_w = t.inv_w;
+  const int32_t half = t.half;
+  for (int64_t e = 0; e < n; ++e) {
+    const float v = u[e] * inv_w;  // exact: inv_w is a power of two
+    const int32_t j = std::min(std::max(static_cast<int32_t>((v + kMagic) - kMagic), -half), half) + half;
+    const CellTable::Entry c = cells[j];
+    code[e] = c.base + (c.bnd < u[e]);
   }
-  if (rule == kv::ScaleRule::least_squares) return cc > 0 ? static_cast<float>(std::sqrt(double(d)) * yc / cc) : 0.0f;
-  return static_cast<float>(n);
+}
+
+// Packs lane l's codes (code[i·kLanes + l]) into its row of dim·bits/8 bytes, one code at a time.
+FRUGAL_INLINE void pack_row(const int32_t* code, int l, int dim, int bits, uint8_t* row) {
+  std::memset(row, 0, static_cast<size_t>(dim) * bits / 8);
+  for (int i = 0; i < dim; ++i) put_code(row, i, bits, static_cast<unsigned>(code[i * kLanes + l]));
+}
+
+// The same for the first `count` lanes at once, 64 bits of each row at a time (64/BITS codes: the
+// row's little-endian bit stream is the word's), the words of all lanes formed together.
+template <int BITS>
+FRUGAL_INLINE void pack_rows(const int32_t* __restrict code, int dim, int count, uint8_t* const* rows) {
+  constexpr int kPerWord = 64 / BITS;
+  for (int w = 0; w < dim / kPerWord; ++w) {
+    uint64_t word[kLanes] = {};
+    for (int e = 0; e < kPerWord; ++e)
+      for (int l = 0; l < kLanes; ++l)
+        word[l] |= static_cast<uint64_t>(code[(w * kPerWord + e) * kLanes + l]) << (e * BITS);
+    for (int l = 0; l < count; ++l) std::memcpy(rows[l] + 8 * w, &word[l], 8);
+  }
+}
+
+// v ← FWHT(v) for the kLanes vectors of a batch, stages h = 1, 2, 4, ... (the reference order).
+FRUGAL_INLINE void fwht_lanes(float* v, int dim) {
+  for (int h = 1; h < dim; h <<= 1)
+    for (int i = 0; i < dim; i += 2 * h)
+      for (int j = i; j < i + h; ++j) {
+        float* a = v + static_cast<int64_t>(j) * kLanes;
+        float* b = v + static_cast<int64_t>(j + h) * kLanes;
+        for (int l = 0; l < kLanes; ++l) {
+          const float x = a[l], y = b[l];
+          a[l] = x + y;
+          b[l] = x - y;
+        }
+      }
+}
+
+// A thread's scratch for one batch.
+struct Batch {
+  std::vector<float> y, u;    // [dim][kLanes]: the transform (after ×1/√D), the normalized coordinates
+  std::vector<int32_t> code;  // [dim][kLanes]
+  std::vector<float> row;     // [dim]: one vector as f32
+  explicit Batch(int dim)
+      : y(static_cast<size_t>(dim) * kLanes), u(y.size()), code(y.size()), row(static_cast<size_t>(dim)) {}
+};
+
+// Quantizes vectors [first, first + count) of the call (count ≤ kLanes) into their cache rows.
+template <typename T>
+FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int count, Batch& bt) {
+  const int dim = a.dim, bits = a.bits;
+  const int64_t row_bytes = static_cast<int64_t>(dim) * bits / 8;
+  float* y = bt.y.data();
+  // Load (signs applied) and ‖x‖² in f64, element by element; lanes past `count` hold zeros.
+  int64_t rows[kLanes];  // each lane's cache row
+  double ss[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    ss[l] = 0;
+    if (l >= count) {
+      for (int i = 0; i < dim; ++i) y[i * kLanes + l] = 0.0f;
+      continue;
+    }
+    const int64_t v = first + l;
+    const int h = static_cast<int>(v % a.heads);
+    const int64_t t = (v / a.heads) % a.tokens;
+    const int s = static_cast<int>(v / (static_cast<int64_t>(a.heads) * a.tokens));
+    const T* x = static_cast<const T*>(a.x) + s * a.x_stride_seq + t * a.x_stride_tok + h * a.x_stride_head;
+    const int64_t pos = a.starts[s] + t;
+    rows[l] = (static_cast<int64_t>(s) * a.heads + h) * a.capacity + (a.sliding ? pos % a.capacity : pos);
+    float* r = bt.row.data();
+    if (a.signs) {
+      for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]) * a.signs[i];
+    } else {
+      for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]);
+    }
+    for (int i = 0; i < dim; ++i) y[i * kLanes + l] = r[i];
+  }
+  for (int i = 0; i < dim; ++i)
+    for (int l = 0; l < kLanes; ++l) ss[l] += static_cast<double>(y[i * kLanes + l]) * y[i * kLanes + l];
+
+  fwht_lanes(y, dim);
+
+  // u = y·k, k = f32(√D/n); a zero vector (n ≤ 1e-10) and a flagged one (n not finite or above
+  // kMaxNorm: codes 0, a NaN scale) get u = 0, so every u is finite.
+  float k[kLanes], keep[kLanes];
+  bool flagged[kLanes];
+  double norm[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    norm[l] = std::sqrt(ss[l]);
+    flagged[l] = !(norm[l] <= kv::backend::kMaxNorm);
+    k[l] = flagged[l] || norm[l] <= 1e-10 ? 0.0f : static_cast<float>(std::sqrt(static_cast<double>(dim)) / norm[l]);
+    keep[l] = flagged[l] ? 0.0f : 1.0f;
+  }
+  const float inv = kv::backend::inv_sqrt_dim(dim);
+  float* u = bt.u.data();
+  for (int i = 0; i < dim; ++i)
+    for (int l = 0; l < kLanes; ++l) {
+      const int64_t e = static_cast<int64_t>(i) * kLanes + l;
+      y[e] *= inv;
+      u[e] = keep[l] != 0.0f ? y[e] * k[l] : 0.0f;
+    }
+  const int64_t n_elems = static_cast<int64_t>(dim) * kLanes;
+  if (bits == 8) {
+    codes_by_table(u, n_elems, cell_table(bits), bt.code.data());
+  } else if (bits == 4) {
+    codes_by_count<15>(u, n_elems, a.boundaries, bt.code.data());
+  } else if (bits == 3) {
+    codes_by_count<7>(u, n_elems, a.boundaries, bt.code.data());
+  } else {
+    codes_by_count<3>(u, n_elems, a.boundaries, bt.code.data());
+  }
+
+  uint8_t* dst[kLanes];
+  for (int l = 0; l < count; ++l) dst[l] = a.packed + rows[l] * row_bytes;
+  const bool whole_words = std::endian::native == std::endian::little && dim * bits % 64 == 0;
+  if (whole_words && bits == 8) {
+    pack_rows<8>(bt.code.data(), dim, count, dst);
+  } else if (whole_words && bits == 4) {
+    pack_rows<4>(bt.code.data(), dim, count, dst);
+  } else if (whole_words && bits == 2) {
+    pack_rows<2>(bt.code.data(), dim, count, dst);
+  } else {
+    for (int l = 0; l < count; ++l) pack_row(bt.code.data(), l, dim, bits, dst[l]);
+  }
+  for (int l = 0; l < count; ++l) {
+    if (flagged[l]) {
+      std::memset(dst[l], 0, static_cast<size_t>(row_bytes));
+      a.scales[rows[l]] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    float scale = norm[l] <= 1e-10 ? 0.0f : static_cast<float>(norm[l]);
+    if (a.rule == kv::ScaleRule::least_squares && norm[l] > 1e-10) {
+      double yc = 0, cc = 0;
+      for (int i = 0; i < dim; ++i) {
+        const double c = a.centroids[bt.code[i * kLanes + l]];
+        yc += static_cast<double>(y[i * kLanes + l]) * c;
+        cc += c * c;
+      }
+      scale = cc > 0 ? static_cast<float>(std::sqrt(static_cast<double>(dim)) * yc / cc) : 0.0f;
+    }
+    a.scales[rows[l]] = scale;
+  }
 }
 
 template <typename T>
 void append_typed(const AppendArgs& a) {
   const int64_t total = static_cast<int64_t>(a.seqs) * a.tokens * a.heads;
-  const int64_t row_bytes = static_cast<int64_t>(a.dim) * a.bits / 8;
-  const float inv = kv::backend::inv_sqrt_dim(a.dim);
-#pragma omp parallel if (total > 16)
+  const int64_t batches = (total + kLanes - 1) / kLanes;
+#pragma omp parallel if (batches > 1)
   {
-    std::vector<float> y(a.dim);
+    Batch bt(a.dim);
 #pragma omp for schedule(static)
-    for (int64_t v = 0; v < total; ++v) {
-      const int h = static_cast<int>(v % a.heads);
-      const int64_t t = (v / a.heads) % a.tokens;
-      const int s = static_cast<int>(v / (static_cast<int64_t>(a.heads) * a.tokens));
-      const T* x = static_cast<const T*>(a.x) + s * a.x_stride_seq + t * a.x_stride_tok + h * a.x_stride_head;
-      double ss = 0;
-      for (int i = 0; i < a.dim; ++i) {
-        y[i] = a.signs ? to_float(x[i]) * a.signs[i] : to_float(x[i]);
-        ss += static_cast<double>(y[i]) * y[i];
-      }
-      fwht_inplace(y.data(), a.dim);
-      for (int i = 0; i < a.dim; ++i) y[i] *= inv;
-      const int64_t pos = a.starts[s] + t;
-      const int64_t slot = a.sliding ? pos % a.capacity : pos;
-      const int64_t vec = (static_cast<int64_t>(s) * a.heads + h) * a.capacity + slot;
-      a.scales[vec] = quantize_rotated(y.data(), ss, a.dim, a.bits, a.centroids, a.boundaries, a.rule,
-                                       a.packed + vec * row_bytes);
-    }
+    for (int64_t b = 0; b < batches; ++b)
+      append_batch<T>(a, b * kLanes, static_cast<int>(std::min<int64_t>(kLanes, total - b * kLanes)), bt);
   }
 }
 

@@ -1,7 +1,7 @@
-// Device building blocks of the KV-cache kernels: a head vector spread over a group of lanes,
-// its fast Walsh–Hadamard transform in registers (warp shuffles, shared memory across warps),
-// group sums, the codebook lookup table and the bit packing. The decode-attention kernels can
-// reuse them (rotate q, unpack codes).
+// Device building blocks of the KV-cache kernels (src/cuda/kv/): a head vector spread over a group
+// of lanes, its fast Walsh–Hadamard transform in registers (warp shuffles, shared memory across
+// warps), group sums, the codebook lookup table, the bit packing, and the blocks' shared-memory
+// layout. The decode-attention kernels can reuse them (rotate q, unpack codes).
 //
 // Layout of one vector of D = C·K·g elements over a group of g lanes (g a power of two): lane t
 // holds K chunks of C consecutive elements, chunk k being chunk number k·g + t of the vector,
@@ -14,6 +14,7 @@
 // cannot fuse them into the adds that follow.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda/common.cuh"
@@ -330,6 +331,50 @@ __device__ __forceinline__ CodeWord load_codes(const uint8_t* p, int bits) {
 // Flips the sign of x where bit `bit` of mask is set: x · (±1) exactly, as the CPU multiplies.
 __device__ __forceinline__ float apply_sign(float x, uint32_t mask, int bit) {
   return __int_as_float(__float_as_int(x) ^ static_cast<int>(((mask >> bit) & 1u) << 31));
+}
+
+// ---- shared memory ------------------------------------------------------------------------
+__device__ __forceinline__ unsigned char* dynamic_smem() {
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  return smem_bytes;
+}
+
+// Byte offsets into the dynamic shared memory of one block; computed the same way on both sides.
+struct SmemLayout {
+  int table = 0, bounds = 0, centroids = 0, red = 0, xbuf = 0, stage = 0, total = 0;
+};
+
+__host__ __device__ inline int align_up(int x, int a) { return (x + a - 1) / a * a; }
+
+// `wide`: the group spans several warps, so the transform and the sums go through shared memory.
+// `stage_bytes`: per thread, the append's input tiles in flight (staged variant), else 0.
+__host__ __device__ inline SmemLayout smem_layout(int cells, int bits, int nthreads, int elems, bool wide,
+                                                  int stage_bytes = 0) {
+  SmemLayout s;
+  int at = 0;
+  s.table = at;
+  at += cells * static_cast<int>(sizeof(TableEntry));
+  s.bounds = at;
+  at = align_up(at + ((1 << bits) - 1) * 4, 16);
+  s.centroids = at;
+  at = align_up(at + (1 << bits) * 4, 16);
+  s.red = at;
+  if (wide) at = align_up(at + (nthreads / 32) * 3 * 8, 16);
+  s.xbuf = at;
+  if (wide) at += nthreads * elems * 4;
+  at = align_up(at, 16);
+  s.stage = at;
+  at += nthreads * stage_bytes;
+  s.total = at;
+  return s;
+}
+
+// ---- launch ---------------------------------------------------------------------------------
+// A grid of as many blocks as fit on the GPU at once (the kernels stride over their tiles).
+// `resident`: the kernel's occupancy at this launch's shape.
+inline int blocks_for(int64_t tiles, int resident, int device) {
+  const int64_t all = static_cast<int64_t>(multiprocessor_count(device)) * std::max(resident, 1);
+  return static_cast<int>(std::max<int64_t>(1, std::min(tiles, all)));
 }
 
 }  // namespace frugal::cuda::kvdev
