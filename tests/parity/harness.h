@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct ParityCase {
 };
 
 std::vector<ParityCase>& parity_cases();
+
+// How GoogleTest prints a case (instead of its bytes).
+inline void PrintTo(const ParityCase& c, std::ostream* os) {
+  *os << c.op << " " << c.shape << " " << c.dtype << " " << c.backend << " " << c.variant;
+}
 
 struct ParityRegistrar {
   explicit ParityRegistrar(const std::function<void(std::vector<ParityCase>&)>& add) { add(parity_cases()); }
