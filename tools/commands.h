@@ -10,6 +10,7 @@
 #include <string>
 
 #include "frugal/frugal.h"
+#include "host_memory.h"
 
 namespace frugal::tools {
 
@@ -52,9 +53,6 @@ CLI::Option* add_int_option(CLI::App* cmd, const char* op, const std::string& na
 CLI::Option* add_text_option(CLI::App* cmd, const char* op, const std::string& name, std::string& value,
                              const std::string& help);
 
-// Host memory this process may still use: MemAvailable from /proc/meminfo (physical memory
-// when that cannot be read), in bytes.
-double host_memory_available();
 // Refuses with "[op] <what> needs an estimated X GiB of host memory; Y GiB are available" when
 // `bytes` exceeds what is available. Call it before allocating.
 void check_host_memory(const char* op, double bytes, const std::string& what);

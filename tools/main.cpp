@@ -1,9 +1,7 @@
 // frugal: demos and checks of the library from the command line.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <charconv>
-#include <fstream>
 #include <new>
 
 #include "commands.h"
@@ -60,13 +58,6 @@ CLI::Option* add_text_option(CLI::App* cmd, const char* op, const std::string& n
       help);
   if (!value.empty()) o->default_str(value);
   return o;
-}
-
-double host_memory_available() {
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string line; std::getline(meminfo, line);)
-    if (line.rfind("MemAvailable:", 0) == 0) return std::stod(line.substr(13)) * 1024.0;  // "MemAvailable: N kB"
-  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
 std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }

@@ -3,16 +3,26 @@
 
 #include <assimp/postprocess.h>
 #include <assimp/scene.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <assimp/Importer.hpp>
+#include <cctype>
+#include <cerrno>
 #include <cfloat>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <unordered_set>
 
 #include "frugal/error.h"
+#include "host_memory.h"
 
 namespace frugal::tools {
 
@@ -28,7 +38,8 @@ constexpr unsigned kImportFlags =
     aiProcess_ValidateDataStructure | aiProcess_Triangulate | aiProcess_PreTransformVertices;
 
 std::string reason_of(const Assimp::Importer& importer) {
-  const std::string r = importer.GetErrorString();
+  std::string r = importer.GetErrorString();
+  while (!r.empty() && std::isspace(static_cast<unsigned char>(r.back()))) r.pop_back();
   return r.empty() ? std::string("assimp gave no reason") : r;
 }
 
@@ -77,6 +88,93 @@ std::vector<Triangle> import_with(const std::string& name, Read read) {
   return triangles_of(scene, importer, name);
 }
 
+bool write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// The child's side: the triangles ('T', a count, 9 floats each) or the error ('E', its code, its
+// message) down the pipe, then _exit (no destructor or stdio flush of the parent's state runs).
+template <typename Import>
+[[noreturn]] void import_in_child(int fd, Import import) {
+  // A crash ends the child with its signal, whatever handlers the parent had installed.
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
+  // Past what the machine has available, an allocation fails (and is reported) instead of
+  // swapping the machine or waking the OOM killer.
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0;
+  statm >> pages;
+  const double cap = pages * static_cast<double>(sysconf(_SC_PAGESIZE)) + host_memory_available();
+  const rlimit limit{static_cast<rlim_t>(cap), static_cast<rlim_t>(cap)};
+  setrlimit(RLIMIT_AS, &limit);
+  try {
+    const std::vector<Triangle> tris = import();
+    const uint64_t n = tris.size();
+    const bool ok = write_all(fd, "T", 1) && write_all(fd, &n, sizeof n) && write_all(fd, tris.data(), n * sizeof(Triangle));
+    _exit(ok ? 0 : 1);
+  } catch (const Error& e) {
+    const uint8_t code = static_cast<uint8_t>(e.code());
+    const std::string m = e.what();
+    _exit(write_all(fd, "E", 1) && write_all(fd, &code, 1) && write_all(fd, m.data(), m.size()) ? 0 : 1);
+  } catch (...) {
+    _exit(1);
+  }
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    const char* sig = strsignal(WTERMSIG(status));
+    return "the importer crashed reading it (signal " + std::to_string(WTERMSIG(status)) + ": " +
+           (sig ? sig : "unknown") + ")";
+  }
+  return "the importer exited with status " + std::to_string(WEXITSTATUS(status)) + " reading it";
+}
+
+// Runs `import` in a child process: assimp aborts on some malformed files (its assertions are
+// compiled in) or reads past a buffer, and that must be an error naming the file, not the end of
+// the program. The triangles come back through a pipe.
+template <typename Import>
+std::vector<Triangle> isolated(const std::string& name, Import import) {
+  int fds[2];
+  FRUGAL_CHECK(pipe(fds) == 0, internal, kOp, "cannot load mesh '" << name << "': pipe() failed");
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    import_in_child(fds[1], import);
+  }
+  close(fds[1]);
+  FRUGAL_CHECK(pid > 0, internal, kOp, "cannot load mesh '" << name << "': fork() failed");
+  std::string got;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t r = read(fds[0], buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got.append(buf, static_cast<size_t>(r));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!got.empty() && got[0] == 'E' && got.size() >= 2) throw Error(static_cast<ErrorCode>(got[1]), got.substr(2));
+  uint64_t n = 0;
+  const bool whole = got.size() >= 1 + sizeof n && got[0] == 'T' &&
+                     (std::memcpy(&n, got.data() + 1, sizeof n), got.size() == 1 + sizeof n + n * sizeof(Triangle));
+  FRUGAL_CHECK(whole && WIFEXITED(status) && WEXITSTATUS(status) == 0, invalid_argument, kOp,
+               "cannot load mesh '" << name << "': " << describe_status(status));
+  std::vector<Triangle> tris(n);
+  std::memcpy(tris.data(), got.data() + 1 + sizeof n, n * sizeof(Triangle));
+  return tris;
+}
+
 using Point = std::array<double, 3>;
 
 // The triangle in voxel coordinates: (v - lo) · scale + 1.
@@ -104,13 +202,17 @@ std::vector<Triangle> read_mesh(const std::string& path) {
   FRUGAL_CHECK(std::filesystem::exists(path, ec), invalid_argument, kOp, "mesh file '" << path << "' does not exist");
   FRUGAL_CHECK(std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) > 0 && !ec,
                invalid_argument, kOp, "mesh file '" << path << "' is empty or not a regular file");
-  return import_with(path, [&](Assimp::Importer& im) { return im.ReadFile(path, kImportFlags); });
+  return isolated(path, [&] {
+    return import_with(path, [&](Assimp::Importer& im) { return im.ReadFile(path, kImportFlags); });
+  });
 }
 
 std::vector<Triangle> read_mesh(std::span<const uint8_t> bytes, const char* hint, const std::string& name) {
   FRUGAL_CHECK(!bytes.empty(), invalid_argument, kOp, "mesh '" << name << "' is empty");
-  return import_with(name, [&](Assimp::Importer& im) {
-    return im.ReadFileFromMemory(bytes.data(), bytes.size(), kImportFlags, hint);
+  return isolated(name, [&] {
+    return import_with(name, [&](Assimp::Importer& im) {
+      return im.ReadFileFromMemory(bytes.data(), bytes.size(), kImportFlags, hint);
+    });
   });
 }
 

@@ -14,7 +14,9 @@ using Triangle = std::array<std::array<float, 3>, 3>;
 
 // The triangles of every mesh in the file, in scene coordinates (node transforms applied).
 // Refuses, with the file's name and a reason: a missing or empty file, what assimp cannot read or
-// its validation step rejects, a scene without triangles, a non-finite vertex.
+// its validation step rejects, a scene without triangles, a non-finite vertex. assimp runs in a
+// child process capped at the available memory, so its crashes and assertions on malformed files
+// are refusals too ("the importer crashed reading it (signal 6: Aborted)").
 std::vector<Triangle> read_mesh(const std::string& path);
 // The same for a file's bytes in memory; `hint` is its extension ("obj", "ply", ...) and `name`
 // what the errors call it.
