@@ -9,6 +9,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -414,6 +416,19 @@ inline void run_spconv_case(std::span<const uint8_t> bytes, Device dev, Record& 
     require(std::sqrt(num) <= (dt == DType::f32 ? 1e-5 : 2e-2) * std::sqrt(den) + 1e-6,
             "the conv differs from the double reference");
   }
+}
+
+// One libFuzzer input: the case on the CPU; a broken invariant aborts (a finding).
+using Case = void (*)(std::span<const uint8_t>, Device, Record&);
+inline int fuzz_one(Case run, const uint8_t* data, size_t size) {
+  Record rec;
+  try {
+    run({data, size}, Device::cpu(), rec);
+  } catch (const Broken& e) {
+    std::fprintf(stderr, "broken invariant after %zu calls: %s\n", rec.outcomes.size(), e.what());
+    std::abort();
+  }
+  return 0;
 }
 
 }  // namespace frugal::fuzz

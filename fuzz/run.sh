@@ -14,7 +14,7 @@ for tool in clang clang++; do
   command -v "$tool" >/dev/null || { echo "fuzz: $tool not found (Debian: apt-get install clang libclang-rt-dev libomp-dev)"; exit 1; }
 done
 build=build-fuzz
-cmake -S fuzz -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+cmake -S fuzz -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 targets=()
 for h in "${harnesses[@]}"; do targets+=("fuzz_$h"); done
