@@ -70,7 +70,7 @@ class Bytes {
 // ---- what a call returned ----------------------------------------------------------------------
 
 struct Outcome {
-  std::string call;            // "append #3", ...
+  std::string call;  // "append #3", ...
   bool ok = true;
   ErrorCode code = ErrorCode::internal;
   std::string message;
@@ -100,12 +100,18 @@ class Record {
 
 inline double element(const Tensor& host, int64_t i) {
   switch (host.dtype()) {
-    case DType::f32: return host.data_as<const float>()[i];
-    case DType::f16: return half_to_float(host.data_as<const uint16_t>()[i]);
-    case DType::bf16: return bf16_to_float(host.data_as<const uint16_t>()[i]);
-    case DType::u8: return host.data_as<const uint8_t>()[i];
-    case DType::i32: return host.data_as<const int32_t>()[i];
-    case DType::i64: return static_cast<double>(host.data_as<const int64_t>()[i]);
+    case DType::f32:
+      return host.data_as<const float>()[i];
+    case DType::f16:
+      return half_to_float(host.data_as<const uint16_t>()[i]);
+    case DType::bf16:
+      return bf16_to_float(host.data_as<const uint16_t>()[i]);
+    case DType::u8:
+      return host.data_as<const uint8_t>()[i];
+    case DType::i32:
+      return host.data_as<const int32_t>()[i];
+    case DType::i64:
+      return static_cast<double>(host.data_as<const int64_t>()[i]);
   }
   return 0;
 }
@@ -121,12 +127,24 @@ inline std::vector<double> to_doubles(const TensorView& v) {
 // Element i from the input: a value of the float dtypes, raw bytes of the others.
 inline void fill(Tensor& host, int64_t i, Bytes& in, bool tame) {
   switch (host.dtype()) {
-    case DType::f32: host.data_as<float>()[i] = in.value(tame); break;
-    case DType::f16: host.data_as<uint16_t>()[i] = float_to_half(in.value(tame)); break;
-    case DType::bf16: host.data_as<uint16_t>()[i] = float_to_bf16(in.value(tame)); break;
-    case DType::u8: host.data_as<uint8_t>()[i] = in.u8(); break;
-    case DType::i32: host.data_as<uint32_t>()[i] = in.u32(); break;
-    case DType::i64: host.data_as<uint64_t>()[i] = in.u64(); break;
+    case DType::f32:
+      host.data_as<float>()[i] = in.value(tame);
+      break;
+    case DType::f16:
+      host.data_as<uint16_t>()[i] = float_to_half(in.value(tame));
+      break;
+    case DType::bf16:
+      host.data_as<uint16_t>()[i] = float_to_bf16(in.value(tame));
+      break;
+    case DType::u8:
+      host.data_as<uint8_t>()[i] = in.u8();
+      break;
+    case DType::i32:
+      host.data_as<uint32_t>()[i] = in.u32();
+      break;
+    case DType::i64:
+      host.data_as<uint64_t>()[i] = in.u64();
+      break;
   }
 }
 
@@ -183,8 +201,8 @@ inline std::optional<kv::CacheConfig> kv_config(Bytes& in, Record& rec) {
   c.scale_rule = static_cast<kv::ScaleRule>(in.pick(3));  // 2 is not a rule
   if (in.chance(2)) c.sign_seed = in.u64();
   if (!rec.call("kv::validate", [&](Outcome&) { kv::validate(c, "fuzz"); })) return std::nullopt;
-  const double bytes = static_cast<double>(c.batch) * c.num_kv_heads * static_cast<double>(c.capacity) *
-                       (c.head_dim * c.bits / 8 + 4);
+  const double bytes =
+      static_cast<double>(c.batch) * c.num_kv_heads * static_cast<double>(c.capacity) * (c.head_dim * c.bits / 8 + 4);
   if (bytes > kMaxCaseCacheBytes) return std::nullopt;
   return c;
 }
@@ -277,7 +295,8 @@ inline void run_kv_case(std::span<const uint8_t> bytes, Device dev, Record& rec)
         attention::decode_attention(q.view, *k, *v, out.view(), opt);
         o.values = to_doubles(out.view());
         o.tolerance = dt == DType::f32 && opt.math != attention::Math::f16 ? 1e-4 : 3e-2;
-        if (tame && tame_scale) require(all_finite(o.values), "decode attention over finite input gave a non-finite value");
+        if (tame && tame_scale)
+          require(all_finite(o.values), "decode attention over finite input gave a non-finite value");
       });
     } else if (op == 4) {  // the transform alone
       const int64_t rows = in.pick(5), d = in.usual_or_wild({4, 16, 64, 96, 8192});
@@ -342,7 +361,8 @@ inline std::vector<int32_t> brute_force_map(const std::vector<int32_t>& c, int64
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j)
         if (c[j * 4] == c[i * 4] && int64_t{c[j * 4 + 1]} == int64_t{c[i * 4 + 1]} + off[0] &&
-            int64_t{c[j * 4 + 2]} == int64_t{c[i * 4 + 2]} + off[1] && int64_t{c[j * 4 + 3]} == int64_t{c[i * 4 + 3]} + off[2])
+            int64_t{c[j * 4 + 2]} == int64_t{c[i * 4 + 2]} + off[1] &&
+            int64_t{c[j * 4 + 3]} == int64_t{c[i * 4 + 3]} + off[2])
           nbr[k * n + i] = static_cast<int32_t>(j);
   }
   return nbr;
@@ -391,12 +411,13 @@ inline void run_spconv_case(std::span<const uint8_t> bytes, Device dev, Record& 
     if (!map.empty()) std::memcpy(map_h.data(), map.data(), map.size() * 4);
     const Tensor map_d = dev.is_cpu() ? map_h : map_h.to(dev);
     const bool ok = rec.call("submanifold_conv", [&](Outcome& o) {
-      const Tensor out = spconv::submanifold_conv(feats.view, map_d, weight.view, with_bias ? &bias.view : nullptr,
-                                                  nullptr, check);
+      const Tensor out =
+          spconv::submanifold_conv(feats.view, map_d, weight.view, with_bias ? &bias.view : nullptr, nullptr, check);
       o.values = to_doubles(out.view());
       o.tolerance = dt == DType::f32 ? 1e-5 : 2e-2;
     });
-    if (ok && check == spconv::MapCheck::checked) require(!out_of_range, "a checked conv took an out-of-range map entry");
+    if (ok && check == spconv::MapCheck::checked)
+      require(!out_of_range, "a checked conv took an out-of-range map entry");
     if (!ok || !tame) continue;
     // The f32-accumulated sum against a double one (entries outside [0, N] count as absent).
     const std::vector<double> f = to_doubles(feats.view), w = to_doubles(weight.view), bv = to_doubles(bias.view);

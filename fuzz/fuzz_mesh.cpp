@@ -13,9 +13,10 @@
 namespace {
 
 // Formats assimp reads from memory without other files beside them.
-constexpr const char* kHints[] = {"obj", "off", "ply", "stl", "3ds", "ac",  "ase", "dae",  "x",   "glb", "gltf", "fbx",
-                                  "md2", "md3", "mdl", "ms3d", "nff", "raw", "smd", "ogex", "cob", "q3o", "dxf", "lwo",
-                                  "ter", "irrmesh", "xgl", "b3d", "3d", "hmp", "amf", "csm", "bvh", "m3d", "sib", "mdc"};
+constexpr const char* kHints[] = {"obj", "off",  "ply", "stl", "3ds", "ac",  "ase",  "dae",     "x",
+                                  "glb", "gltf", "fbx", "md2", "md3", "mdl", "ms3d", "nff",     "raw",
+                                  "smd", "ogex", "cob", "q3o", "dxf", "lwo", "ter",  "irrmesh", "xgl",
+                                  "b3d", "3d",   "hmp", "amf", "csm", "bvh", "m3d",  "sib",     "mdc"};
 constexpr size_t kHintCount = sizeof(kHints) / sizeof(kHints[0]);
 
 }  // namespace
@@ -38,8 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // "[frugal spconv] ... 'fuzz input.obj' ...: <a reason with at least one letter>"
     const std::string m = e.what();
     const size_t named = m.find("'" + name + "'");
-    const bool reason = named != std::string::npos &&
-                        std::any_of(m.begin() + named + name.size() + 2, m.end(), [](char c) { return std::isalpha(c); });
+    const bool reason = named != std::string::npos && std::any_of(m.begin() + named + name.size() + 2, m.end(),
+                                                                  [](char c) { return std::isalpha(c); });
     if (!reason) {
       std::fprintf(stderr, "an error that does not name the input and a reason: %s\n", m.c_str());
       std::abort();

@@ -52,8 +52,8 @@ fuzz::Record replay(Case run, const std::vector<uint8_t>& input, Device dev, con
   } catch (const fuzz::Broken& e) {
     ADD_FAILURE() << file.filename() << " on " << to_string(dev) << ": " << e.what();
   } catch (const std::exception& e) {
-    ADD_FAILURE() << file.filename() << " on " << to_string(dev) << ": an exception that is not frugal::Error: "
-                  << e.what();
+    ADD_FAILURE() << file.filename() << " on " << to_string(dev)
+                  << ": an exception that is not frugal::Error: " << e.what();
   }
   return rec;
 }
@@ -118,14 +118,20 @@ TEST(CheckedSizes, ProductsThatFitAndThatDoNot) {
   EXPECT_EQ(detail::checked_product({int64_t{1} << 40, int64_t{1} << 40, 0}, "t", "x"), 0);
   expect_error([] { detail::checked_mul(int64_t{1} << 32, int64_t{1} << 31, "op", "the size"); },
                ErrorCode::invalid_argument, {"[op] the size overflows 64 bits: 4294967296 × 2147483648"});
-  expect_error([] { detail::checked_product({3, int64_t{1} << 62}, "op", "the size"); }, ErrorCode::invalid_argument,
-               {"[op] the size overflows 64 bits: the product of [3, 4611686018427387904]"});
+  expect_error(
+      [] {
+        detail::checked_product({3, int64_t{1} << 62}, "op", "the size");
+      },
+      ErrorCode::invalid_argument, {"[op] the size overflows 64 bits: the product of [3, 4611686018427387904]"});
   expect_error([] { detail::checked_mul(-1, 2, "op", "the size"); }, ErrorCode::invalid_argument, {"negative"});
 }
 
 TEST(CheckedSizes, AViewWhoseElementCountOverflowsIsRefused) {
-  expect_error([] { TensorView(nullptr, DType::f32, {int64_t{1} << 40, int64_t{1} << 40}); },
-               ErrorCode::invalid_argument, {"[TensorView] the element count of the shape overflows 64 bits"});
+  expect_error(
+      [] {
+        TensorView(nullptr, DType::f32, {int64_t{1} << 40, int64_t{1} << 40});
+      },
+      ErrorCode::invalid_argument, {"[TensorView] the element count of the shape overflows 64 bits"});
 }
 
 TEST(CheckedSizes, AViewWhoseByteSizeOverflowsIsRefused) {
@@ -140,8 +146,11 @@ TEST(CheckedSizes, AStridedViewWhoseSpanOverflowsIsRefused) {
 }
 
 TEST(CheckedSizes, TensorEmptyNamesItselfAndAllocatesNothing) {
-  expect_error([] { Tensor::empty({int64_t{1} << 61, 2}, DType::f16); }, ErrorCode::invalid_argument,
-               {"[Tensor::empty] the byte size of the shape overflows 64 bits"});
+  expect_error(
+      [] {
+        Tensor::empty({int64_t{1} << 61, 2}, DType::f16);
+      },
+      ErrorCode::invalid_argument, {"[Tensor::empty] the byte size of the shape overflows 64 bits"});
 }
 
 TEST(CheckedSizes, ACacheTooLargeToCountIsRefusedByValidate) {
@@ -205,8 +214,7 @@ TEST(NonFinite, ANanFeaturePropagatesToTheRowsThatSumOverIt) {
       Tensor feats = Tensor::empty({4, 8}, dt), weight = Tensor::empty({27, 8, 8}, dt);
       for (int64_t i = 0; i < feats.numel(); ++i) testing::store_as(dt, feats.data(), i, i < 8 ? NAN : 0.25f);
       for (int64_t i = 0; i < weight.numel(); ++i) testing::store_as(dt, weight.data(), i, 0.125f);
-      const std::vector<double> out =
-          testing::to_double(spconv::submanifold_conv(feats.to(dev), nbr, weight.to(dev)));
+      const std::vector<double> out = testing::to_double(spconv::submanifold_conv(feats.to(dev), nbr, weight.to(dev)));
       for (int r = 0; r < 4; ++r)
         for (int o = 0; o < 8; ++o) ASSERT_EQ(std::isnan(out[r * 8 + o]), r <= 1) << "row " << r;
     }
@@ -287,7 +295,8 @@ std::string judge(const Child& r, int status) {
   if (!WIFEXITED(status)) return "did not exit";
   if (WEXITSTATUS(status) == 0) return "";
   const size_t at = out.find("error: [frugal spconv] ");
-  if (WEXITSTATUS(status) != 2 || at == std::string::npos) return "exit " + std::to_string(WEXITSTATUS(status)) + "\n" + out;
+  if (WEXITSTATUS(status) != 2 || at == std::string::npos)
+    return "exit " + std::to_string(WEXITSTATUS(status)) + "\n" + out;
   const std::string message = out.substr(at, out.find('\n', at) - at);
   const std::string quoted = "'" + r.file.string() + "'";
   const size_t named = message.find(quoted);
@@ -301,7 +310,8 @@ std::string judge(const Child& r, int status) {
 TEST(MeshFiles, EveryAssimpTestModelLoadsOrIsRefusedWithItsNameAndAReason) {
   if (!fs::is_directory(kModels)) GTEST_SKIP() << kModels << " missing (Debian: apt-get install assimp-testmodels)";
   const fs::path cli = cli_path();
-  if (cli.empty() || !fs::exists(cli)) GTEST_SKIP() << "the frugal program was not built (" << cli << "); set FRUGAL_CLI";
+  if (cli.empty() || !fs::exists(cli))
+    GTEST_SKIP() << "the frugal program was not built (" << cli << "); set FRUGAL_CLI";
   std::vector<fs::path> files;
   for (const auto& e : fs::recursive_directory_iterator(kModels))
     if (e.is_regular_file()) files.push_back(e.path());

@@ -237,7 +237,8 @@ void add_kv_command(CLI::App& app) {
   cmd->add_option("--dtype", opts->dtype, "input dtype: f32, f16 or bf16")->default_val(opts->dtype);
   add_int_option(cmd, kOp, "--seed", opts->seed, uint64_t{0}, std::numeric_limits<uint64_t>::max(),
                  "seed of the synthetic stream");
-  add_int_option(cmd, kOp, "--outliers", opts->outliers, 0, 4096, "outlier channels (x20) per K head, at most --head-dim");
+  add_int_option(cmd, kOp, "--outliers", opts->outliers, 0, 4096,
+                 "outlier channels (x20) per K head, at most --head-dim");
   add_device_option(cmd, opts->device);
   cmd->callback([opts] { run_kv(*opts); });
 }

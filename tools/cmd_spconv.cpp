@@ -124,7 +124,7 @@ double host_bytes_fixed(const Options& o, DType dt) {
 // Voxels of a built-in shell at `res`: its area times the shell's thickness (2 · 0.87 voxels).
 double shell_voxels(const std::string& shape, int res) {
   const double r = res;
-  const double area = shape == "sphere" ? 4.0 * std::numbers::pi * (0.45 * r) * (0.45 * r)    // 4πr², r = 0.45 res
+  const double area = shape == "sphere" ? 4.0 * std::numbers::pi * (0.45 * r) * (0.45 * r)  // 4πr², r = 0.45 res
                                         : 4.0 * std::numbers::pi * std::numbers::pi * (0.3 * r) * (0.12 * r);  // 4π²Rr
   return 2.0 * 0.87 * area;
 }
@@ -135,7 +135,8 @@ std::vector<int32_t> voxels_within_memory(const Options& o, DType dt) {
   const double per_voxel = host_bytes_per_voxel(o, dt), fixed = host_bytes_fixed(o, dt);
   if (o.mesh.empty()) {
     const double n = shell_voxels(o.shape, o.res);
-    check_host_memory(kOp, fixed + n * per_voxel, fmt::format("a {} at res {} (about {:.3g} voxels)", o.shape, o.res, n));
+    check_host_memory(kOp, fixed + n * per_voxel,
+                      fmt::format("a {} at res {} (about {:.3g} voxels)", o.shape, o.res, n));
     return o.shape == "sphere" ? sphere_shell(o.res) : torus_shell(o.res);
   }
   check_host_memory(kOp, fixed, fmt::format("one layer of {} channels", o.channels));

@@ -64,9 +64,9 @@ std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / (1024.0
 
 void check_host_memory(const char* op, double bytes, const std::string& what) {
   const double available = host_memory_available();
-  FRUGAL_CHECK(bytes <= available, invalid_argument, op,
-               what << " needs an estimated " << gib(bytes) << " of host memory; " << gib(available)
-                    << " are available");
+  FRUGAL_CHECK(
+      bytes <= available, invalid_argument, op,
+      what << " needs an estimated " << gib(bytes) << " of host memory; " << gib(available) << " are available");
 }
 
 void Progress::update(double fraction) {

@@ -57,9 +57,9 @@ std::vector<Triangle> triangles_of(const aiScene* scene, const Assimp::Importer&
       Triangle t;
       for (int c = 0; c < 3; ++c) {
         const unsigned i = face.mIndices[c];
-        FRUGAL_CHECK(i < mesh->mNumVertices, invalid_argument, kOp,
-                     "mesh '" << name << "' has a face index " << i << " past its " << mesh->mNumVertices
-                              << " vertices");
+        FRUGAL_CHECK(
+            i < mesh->mNumVertices, invalid_argument, kOp,
+            "mesh '" << name << "' has a face index " << i << " past its " << mesh->mNumVertices << " vertices");
         const aiVector3D& v = mesh->mVertices[i];
         FRUGAL_CHECK(std::isfinite(v.x) && std::isfinite(v.y) && std::isfinite(v.z), invalid_argument, kOp,
                      "mesh '" << name << "' has a non-finite vertex");
@@ -117,7 +117,8 @@ template <typename Import>
   try {
     const std::vector<Triangle> tris = import();
     const uint64_t n = tris.size();
-    const bool ok = write_all(fd, "T", 1) && write_all(fd, &n, sizeof n) && write_all(fd, tris.data(), n * sizeof(Triangle));
+    const bool ok =
+        write_all(fd, "T", 1) && write_all(fd, &n, sizeof n) && write_all(fd, tris.data(), n * sizeof(Triangle));
     _exit(ok ? 0 : 1);
   } catch (const Error& e) {
     const uint8_t code = static_cast<uint8_t>(e.code());
@@ -202,9 +203,8 @@ std::vector<Triangle> read_mesh(const std::string& path) {
   FRUGAL_CHECK(std::filesystem::exists(path, ec), invalid_argument, kOp, "mesh file '" << path << "' does not exist");
   FRUGAL_CHECK(std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) > 0 && !ec,
                invalid_argument, kOp, "mesh file '" << path << "' is empty or not a regular file");
-  return isolated(path, [&] {
-    return import_with(path, [&](Assimp::Importer& im) { return im.ReadFile(path, kImportFlags); });
-  });
+  return isolated(
+      path, [&] { return import_with(path, [&](Assimp::Importer& im) { return im.ReadFile(path, kImportFlags); }); });
 }
 
 std::vector<Triangle> read_mesh(std::span<const uint8_t> bytes, const char* hint, const std::string& name) {

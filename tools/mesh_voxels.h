@@ -28,7 +28,7 @@ std::vector<Triangle> read_mesh(std::span<const uint8_t> bytes, const char* hint
 // coordinates cannot resolve it), more than `max_samples` samples (the work), or more than
 // `max_voxels` voxels (the memory the caller can give).
 constexpr int64_t kMaxMeshSamples = int64_t{1} << 31;  // about a minute of sampling on one core
-std::vector<int32_t> voxelize(const std::vector<Triangle>& tris, int res, const std::string& name,
-                              int64_t max_voxels, int64_t max_samples = kMaxMeshSamples);
+std::vector<int32_t> voxelize(const std::vector<Triangle>& tris, int res, const std::string& name, int64_t max_voxels,
+                              int64_t max_samples = kMaxMeshSamples);
 
 }  // namespace frugal::tools

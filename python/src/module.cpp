@@ -104,7 +104,8 @@ void bind_kv(nb::module_& m) {
             const int64_t w = c.write_pos(checked_seq(c, seq, op));
             const int64_t e = end.value_or(w);
             // The range before the output is sized: a far end is an out_of_range, not an allocation.
-            FRUGAL_CHECK(begin >= 0 && begin <= e, invalid_argument, op, "bad token range [" << begin << ", " << e << ")");
+            FRUGAL_CHECK(begin >= 0 && begin <= e, invalid_argument, op,
+                         "bad token range [" << begin << ", " << e << ")");
             FRUGAL_CHECK(e <= w, out_of_range, op,
                          "token range [" << begin << ", " << e << ") passes write_pos " << w << " of sequence " << seq);
             return to_array(c.dequantize(seq, begin, e, parse_dtype(dtype), to_stream(stream)));
@@ -115,8 +116,7 @@ void bind_kv(nb::module_& m) {
           "write_pos", [](const kv::Cache& c, int seq) { return c.write_pos(checked_seq(c, seq, "kv::write_pos")); },
           "seq"_a = 0)
       .def(
-          "first_held",
-          [](const kv::Cache& c, int seq) { return c.first_held(checked_seq(c, seq, "kv::first_held")); },
+          "first_held", [](const kv::Cache& c, int seq) { return c.first_held(checked_seq(c, seq, "kv::first_held")); },
           "seq"_a = 0)
       .def("reset", &kv::Cache::reset)
       .def(
@@ -126,13 +126,9 @@ void bind_kv(nb::module_& m) {
       // Read-only views by default: a write there changes what dequantize and attention read,
       // behind the quantizer's back. writable_views() gives the same storage writable.
       .def_prop_ro("packed",
-                   [](nb::handle self) {
-                     return to_readonly_array(nb::cast<kv::Cache&>(self).packed().view(), self);
-                   })
+                   [](nb::handle self) { return to_readonly_array(nb::cast<kv::Cache&>(self).packed().view(), self); })
       .def_prop_ro("scales",
-                   [](nb::handle self) {
-                     return to_readonly_array(nb::cast<kv::Cache&>(self).scales().view(), self);
-                   })
+                   [](nb::handle self) { return to_readonly_array(nb::cast<kv::Cache&>(self).scales().view(), self); })
       .def(
           "writable_views",
           [](nb::handle self) {
