@@ -20,6 +20,10 @@ namespace frugal::tools {
 
 namespace {
 
+constexpr const char* kOp = "frugal kv";
+constexpr int kMaxHeads = 4096;
+constexpr int64_t kMaxTokens = int64_t{1} << 40;  // the host memory estimate refuses far fewer
+
 struct KvOptions {
   int heads = 8;
   int head_dim = 128;
@@ -128,21 +132,30 @@ Timing stream_into(kv::Cache& cache, const KvStream& s, const KvOptions& o, Devi
   return t;
 }
 
+// Host bytes the run holds at its peak: both streams as f32 and in the input dtype, the two caches
+// of the attention step, and two dequantized f32 copies of the held tokens.
+double host_bytes_estimate(const KvOptions& o, const kv::CacheConfig& cfg, DType dt) {
+  const double vectors = static_cast<double>(o.tokens) * o.heads;
+  const double streams = 2.0 * vectors * o.head_dim * (4.0 + static_cast<double>(size_of(dt)));
+  const double caches = 2.0 * static_cast<double>(cfg.capacity) * o.heads * (o.head_dim * o.bits / 8.0 + 4.0);
+  const double held = static_cast<double>(std::min(o.tokens, cfg.capacity)) * o.heads * o.head_dim;
+  return streams + caches + 2.0 * 4.0 * held;
+}
+
 void run_kv(const KvOptions& o) {
-  constexpr const char* op = "frugal kv";
-  FRUGAL_CHECK(o.tokens >= 1, invalid_argument, op, "--tokens must be at least 1, got " << o.tokens);
-  FRUGAL_CHECK(o.window >= 0, invalid_argument, op,
-               "--window must be 0 (global cache) or a capacity, got " << o.window);
-  FRUGAL_CHECK(o.outliers >= 0, invalid_argument, op, "--outliers must be 0 or more, got " << o.outliers);
+  FRUGAL_CHECK(o.outliers <= o.head_dim, invalid_argument, kOp,
+               "--outliers must be at most --head-dim (" << o.head_dim << "), got " << o.outliers);
   const DType dt = parse_dtype(o.dtype);
-  FRUGAL_CHECK(is_floating(dt), invalid_argument, op, "--dtype must be f32, f16 or bf16, got " << o.dtype);
+  FRUGAL_CHECK(is_floating(dt), invalid_argument, kOp, "--dtype must be f32, f16 or bf16, got " << o.dtype);
   const Device dev = resolve_device(o.device);
   kv::CacheConfig cfg{.num_kv_heads = o.heads,
                       .head_dim = o.head_dim,
                       .capacity = o.window > 0 ? o.window : o.tokens,
                       .sliding = o.window > 0,
                       .bits = o.bits};
-  kv::validate(cfg, op);  // refuses a bad --heads / --head-dim / --bits before any work
+  check_host_memory(kOp, host_bytes_estimate(o, cfg, dt),
+                    fmt::format("{} tokens x {} heads x {} dims", o.tokens, o.heads, o.head_dim));
+  kv::validate(cfg, kOp);  // refuses a bad --heads / --head-dim / --bits before any work
 
   const int64_t held = std::min(o.tokens, cfg.capacity);
   const int vec_bytes = o.head_dim * o.bits / 8 + 4;
@@ -215,16 +228,17 @@ void add_kv_command(CLI::App& app) {
   auto opts = std::make_shared<KvOptions>();
   CLI::App* cmd =
       app.add_subcommand("kv", "quantize a synthetic K/V stream into a low-bit KV cache and report its error");
-  cmd->add_option("--heads", opts->heads, "KV heads per token")->default_val(opts->heads);
-  cmd->add_option("--head-dim", opts->head_dim, "head dimension (a power of two, 4..4096)")
-      ->default_val(opts->head_dim);
-  cmd->add_option("--tokens", opts->tokens, "tokens in the stream")->default_val(opts->tokens);
-  cmd->add_option("--bits", opts->bits, "bits per coordinate: 2, 3, 4 or 8")->default_val(opts->bits);
-  cmd->add_option("--window", opts->window, "sliding-window capacity in tokens; 0: a global cache")
-      ->default_val(opts->window);
+  add_int_option(cmd, kOp, "--heads", opts->heads, 1, kMaxHeads, "KV heads per token");
+  add_int_option(cmd, kOp, "--head-dim", opts->head_dim, 4, 4096, "head dimension (a power of two)");
+  add_int_option(cmd, kOp, "--tokens", opts->tokens, int64_t{1}, kMaxTokens, "tokens in the stream");
+  add_int_option(cmd, kOp, "--bits", opts->bits, 2, 8, "bits per coordinate: 2, 3, 4 or 8");
+  add_int_option(cmd, kOp, "--window", opts->window, int64_t{0}, kMaxTokens,
+                 "sliding-window capacity in tokens; 0: a global cache");
   cmd->add_option("--dtype", opts->dtype, "input dtype: f32, f16 or bf16")->default_val(opts->dtype);
-  cmd->add_option("--seed", opts->seed, "seed of the synthetic stream")->default_val(opts->seed);
-  cmd->add_option("--outliers", opts->outliers, "outlier channels (x20) per K head")->default_val(opts->outliers);
+  add_int_option(cmd, kOp, "--seed", opts->seed, uint64_t{0}, std::numeric_limits<uint64_t>::max(),
+                 "seed of the synthetic stream");
+  add_int_option(cmd, kOp, "--outliers", opts->outliers, 0, 4096,
+                 "outlier channels (x20) per K head, at most --head-dim");
   add_device_option(cmd, opts->device);
   cmd->callback([opts] { run_kv(*opts); });
 }

@@ -2,23 +2,20 @@
 // its kernel map, run a small stack of submanifold convs, and report the time of each stage, the
 // memory the fused path holds next to what the materialized (K, N, Ci) gather would need, and the
 // error of each layer against a double-precision sum over the neighbors of sampled rows.
-#include <assimp/postprocess.h>
-#include <assimp/scene.h>
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <assimp/Importer.hpp>
 #include <bit>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
+#include <numbers>
 #include <random>
-#include <unordered_set>
 #include <vector>
 
 #include "commands.h"
 #include "frugal/half.h"
 #include "frugal/sparse_conv.h"
+#include "mesh_voxels.h"
 
 namespace frugal::tools {
 
@@ -60,59 +57,6 @@ std::vector<int32_t> torus_shell(int res) {
         const float d = std::sqrt(q * q + (z - h) * (z - h));
         if (std::fabs(d - small) < 0.87f) c.insert(c.end(), {0, x, y, z});
       }
-  return c;
-}
-
-// Every voxel a triangle of the mesh passes through (up to sampling): the mesh is scaled to fit
-// [1, res - 2]³, and each triangle sampled on a barycentric grid whose step is at most half a
-// voxel along every edge.
-std::vector<int32_t> voxelize_mesh(const std::string& path, int res) {
-  FRUGAL_CHECK(std::filesystem::exists(path), invalid_argument, kOp, "mesh file '" << path << "' does not exist");
-  FRUGAL_CHECK(std::filesystem::is_regular_file(path) && std::filesystem::file_size(path) > 0, invalid_argument, kOp,
-               "mesh file '" << path << "' is empty or not a regular file");
-  Assimp::Importer importer;
-  const aiScene* scene = importer.ReadFile(path, aiProcess_Triangulate | aiProcess_PreTransformVertices);
-  FRUGAL_CHECK(scene != nullptr && !(scene->mFlags & AI_SCENE_FLAGS_INCOMPLETE), invalid_argument, kOp,
-               "cannot load mesh '" << path << "': " << importer.GetErrorString());
-  std::vector<std::array<aiVector3D, 3>> tris;
-  for (unsigned m = 0; m < scene->mNumMeshes; ++m) {
-    const aiMesh* mesh = scene->mMeshes[m];
-    for (unsigned f = 0; f < mesh->mNumFaces; ++f) {
-      const aiFace& face = mesh->mFaces[f];
-      if (face.mNumIndices != 3) continue;  // points and lines survive triangulation; skip them
-      tris.push_back(
-          {mesh->mVertices[face.mIndices[0]], mesh->mVertices[face.mIndices[1]], mesh->mVertices[face.mIndices[2]]});
-    }
-  }
-  FRUGAL_CHECK(!tris.empty(), invalid_argument, kOp, "mesh '" << path << "' holds no triangles");
-  aiVector3D lo(INFINITY, INFINITY, INFINITY), hi(-INFINITY, -INFINITY, -INFINITY);
-  for (const auto& t : tris)
-    for (const auto& v : t) {
-      FRUGAL_CHECK(std::isfinite(v.x) && std::isfinite(v.y) && std::isfinite(v.z), invalid_argument, kOp,
-                   "mesh '" << path << "' has a non-finite vertex");
-      lo = aiVector3D(std::min(lo.x, v.x), std::min(lo.y, v.y), std::min(lo.z, v.z));
-      hi = aiVector3D(std::max(hi.x, v.x), std::max(hi.y, v.y), std::max(hi.z, v.z));
-    }
-  const float extent = std::max({hi.x - lo.x, hi.y - lo.y, hi.z - lo.z});
-  const float scale = extent > 0 ? (res - 3) / extent : 1.0f;
-  std::unordered_set<uint64_t> seen;
-  std::vector<int32_t> c;
-  auto add = [&](const aiVector3D& p) {
-    const int x = std::clamp(static_cast<int>(std::floor(p.x)), 0, res - 1);
-    const int y = std::clamp(static_cast<int>(std::floor(p.y)), 0, res - 1);
-    const int z = std::clamp(static_cast<int>(std::floor(p.z)), 0, res - 1);
-    if (seen.insert((static_cast<uint64_t>(x) * res + y) * res + z).second) c.insert(c.end(), {0, x, y, z});
-  };
-  for (auto t : tris) {
-    for (auto& v : t) v = (v - lo) * scale + aiVector3D(1.0f, 1.0f, 1.0f);
-    const float longest = std::max({(t[1] - t[0]).Length(), (t[2] - t[1]).Length(), (t[0] - t[2]).Length()});
-    const int steps = std::max(1, static_cast<int>(std::ceil(longest / 0.5f)));
-    for (int i = 0; i <= steps; ++i)
-      for (int j = 0; i + j <= steps; ++j) {
-        const float a = static_cast<float>(i) / steps, b = static_cast<float>(j) / steps;
-        add(t[0] + (t[1] - t[0]) * a + (t[2] - t[0]) * b);
-      }
-  }
   return c;
 }
 
@@ -163,14 +107,47 @@ double sampled_error(const std::vector<int64_t>& rows, const std::vector<int32_t
 
 std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0)); }
 
-void run(const Options& o, bool shape_given) {
-  FRUGAL_CHECK(o.res >= 4 && o.res <= 4096, invalid_argument, kOp, "--res must be in [4, 4096], got " << o.res);
-  FRUGAL_CHECK(o.channels >= 1 && o.channels <= 4096, invalid_argument, kOp,
-               "--channels must be in [1, 4096], got " << o.channels);
-  FRUGAL_CHECK(o.layers >= 1 && o.layers <= 64, invalid_argument, kOp, "--layers must be in [1, 64], got " << o.layers);
+// Host bytes one voxel costs at the run's peak (the error check): its coordinates twice, the map
+// three times (the map, its host copy, a vector of it), the map build's table and key (24 bytes),
+// the features in and out, and both again as doubles for the reference.
+double host_bytes_per_voxel(const Options& o, DType dt) {
+  const double k = spconv::kernel_volume(o.kernel_size), c = o.channels, es = static_cast<double>(size_of(dt));
+  return 32.0 + 12.0 * k + 24.0 + 2.0 * c * es + 16.0 * c;
+}
+
+// The same for what does not grow with the voxels: one layer's weight, also as doubles.
+double host_bytes_fixed(const Options& o, DType dt) {
+  const double k = spconv::kernel_volume(o.kernel_size), c = o.channels, es = static_cast<double>(size_of(dt));
+  return k * c * c * (es + 8.0);
+}
+
+// Voxels of a built-in shell at `res`: its area times the shell's thickness (2 · 0.87 voxels).
+double shell_voxels(const std::string& shape, int res) {
+  const double r = res;
+  const double area = shape == "sphere" ? 4.0 * std::numbers::pi * (0.45 * r) * (0.45 * r)  // 4πr², r = 0.45 res
+                                        : 4.0 * std::numbers::pi * std::numbers::pi * (0.3 * r) * (0.12 * r);  // 4π²Rr
+  return 2.0 * 0.87 * area;
+}
+
+// The voxels of the shape or mesh, refused (before any large allocation) when the run would need
+// more host memory than there is.
+std::vector<int32_t> voxels_within_memory(const Options& o, DType dt) {
+  const double per_voxel = host_bytes_per_voxel(o, dt), fixed = host_bytes_fixed(o, dt);
+  if (o.mesh.empty()) {
+    const double n = shell_voxels(o.shape, o.res);
+    check_host_memory(kOp, fixed + n * per_voxel,
+                      fmt::format("a {} at res {} (about {:.3g} voxels)", o.shape, o.res, n));
+    return o.shape == "sphere" ? sphere_shell(o.res) : torus_shell(o.res);
+  }
+  check_host_memory(kOp, fixed, fmt::format("one layer of {} channels", o.channels));
+  const double room = (host_memory_available() - fixed) / per_voxel;
+  return voxelize(read_mesh(o.mesh), o.res, o.mesh, static_cast<int64_t>(std::min(room, 9e18)));
+}
+
+void run(const Options& o, bool shape_given, bool mesh_given) {
   FRUGAL_CHECK(o.shape == "sphere" || o.shape == "torus", invalid_argument, kOp,
                "--shape must be sphere or torus, got '" << o.shape << "'");
-  FRUGAL_CHECK(!(shape_given && !o.mesh.empty()), invalid_argument, kOp, "give --shape or --mesh, not both");
+  FRUGAL_CHECK(!(shape_given && mesh_given), invalid_argument, kOp, "give --shape or --mesh, not both");
   const DType dt = parse_dtype(o.dtype);
   FRUGAL_CHECK(is_floating(dt), invalid_argument, kOp, "--dtype must be f32, f16 or bf16, got " << o.dtype);
   const Device dev = resolve_device(o.device);
@@ -178,8 +155,7 @@ void run(const Options& o, bool shape_given) {
 
   auto t = Clock::now();
   const std::string what = o.mesh.empty() ? o.shape : "mesh '" + o.mesh + "'";
-  const std::vector<int32_t> flat =
-      o.mesh.empty() ? (o.shape == "sphere" ? sphere_shell(o.res) : torus_shell(o.res)) : voxelize_mesh(o.mesh, o.res);
+  const std::vector<int32_t> flat = voxels_within_memory(o, dt);
   const double t_vox = ms_since(t);
   const int64_t n = static_cast<int64_t>(flat.size() / 4);
   const int k = spconv::kernel_volume(o.kernel_size), c = o.channels;
@@ -249,17 +225,18 @@ void add_spconv_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "spconv", "voxelize a shape or mesh, build its kernel map and run a stack of fused submanifold convs");
   cmd->add_option("--shape", opts->shape, "built-in shape: sphere (shell) or torus")->default_val(opts->shape);
-  cmd->add_option("--mesh", opts->mesh,
+  add_text_option(cmd, kOp, "--mesh", opts->mesh,
                   "voxelize this mesh file instead (any format assimp reads: obj, ply, stl, ...)");
-  cmd->add_option("--res", opts->res, "grid resolution (voxels along the longest side)")->default_val(opts->res);
-  cmd->add_option("--channels", opts->channels, "channels of every layer (Ci = Co)")->default_val(opts->channels);
-  cmd->add_option("--kernel-size", opts->kernel_size, "odd kernel size, 1 to 7")->default_val(opts->kernel_size);
-  cmd->add_option("--dilation", opts->dilation, "kernel dilation, at least 1")->default_val(opts->dilation);
-  cmd->add_option("--layers", opts->layers, "convs run one after the other")->default_val(opts->layers);
+  add_int_option(cmd, kOp, "--res", opts->res, 4, 4096, "grid resolution (voxels along the longest side)");
+  add_int_option(cmd, kOp, "--channels", opts->channels, 1, 4096, "channels of every layer (Ci = Co)");
+  add_int_option(cmd, kOp, "--kernel-size", opts->kernel_size, 1, spconv::kMaxKernelSize, "odd kernel size");
+  add_int_option(cmd, kOp, "--dilation", opts->dilation, 1, 65536, "kernel dilation");
+  add_int_option(cmd, kOp, "--layers", opts->layers, 1, 64, "convs run one after the other");
   cmd->add_option("--dtype", opts->dtype, "f32, f16 or bf16")->default_val(opts->dtype);
-  cmd->add_option("--seed", opts->seed, "seed of the random features and weights")->default_val(opts->seed);
+  add_int_option(cmd, kOp, "--seed", opts->seed, uint64_t{0}, std::numeric_limits<uint64_t>::max(),
+                 "seed of the random features and weights");
   add_device_option(cmd, opts->device);
-  cmd->callback([opts, cmd] { run(*opts, cmd->count("--shape") > 0); });
+  cmd->callback([opts, cmd] { run(*opts, cmd->count("--shape") > 0, cmd->count("--mesh") > 0); });
 }
 
 }  // namespace frugal::tools

@@ -1,6 +1,9 @@
 // frugal: demos and checks of the library from the command line.
 #include <fmt/core.h>
 
+#include <charconv>
+#include <new>
+
 #include "commands.h"
 
 namespace frugal::tools {
@@ -20,6 +23,50 @@ Device resolve_device(const std::string& name) {
                  "--device " << name << ": this machine has " << cuda_device_count() << " CUDA device(s)");
   }
   return d;
+}
+
+namespace {
+
+template <typename T>
+T parse_integer(const std::string& text, T lo, T hi, const char* op, const std::string& name) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  FRUGAL_CHECK(!text.empty() && ec == std::errc() && ptr == end && v >= lo && v <= hi, invalid_argument, op,
+               name << " must be an integer in [" << lo << ", " << hi << "], got '" << text << "'");
+  return v;
+}
+
+}  // namespace
+
+int64_t parse_int(const std::string& text, int64_t lo, int64_t hi, const char* op, const std::string& name) {
+  return parse_integer(text, lo, hi, op, name);
+}
+
+uint64_t parse_uint(const std::string& text, uint64_t lo, uint64_t hi, const char* op, const std::string& name) {
+  return parse_integer(text, lo, hi, op, name);
+}
+
+CLI::Option* add_text_option(CLI::App* cmd, const char* op, const std::string& name, std::string& value,
+                             const std::string& help) {
+  CLI::Option* o = cmd->add_option_function<std::string>(
+      name,
+      [&value, op, name](const std::string& text) {
+        FRUGAL_CHECK(!text.empty(), invalid_argument, op, name << " must not be empty");
+        value = text;
+      },
+      help);
+  if (!value.empty()) o->default_str(value);
+  return o;
+}
+
+std::string gib(double bytes) { return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024.0 * 1024.0)); }
+
+void check_host_memory(const char* op, double bytes, const std::string& what) {
+  const double available = host_memory_available();
+  FRUGAL_CHECK(
+      bytes <= available, invalid_argument, op,
+      what << " needs an estimated " << gib(bytes) << " of host memory; " << gib(available) << " are available");
 }
 
 void Progress::update(double fraction) {
@@ -48,10 +95,21 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    fmt::print(stderr, "error: [frugal] {}\nRun with --help for more information.\n", e.what());
+    return e.get_exit_code();
   } catch (const frugal::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "error: [frugal] out of memory: an allocation failed (try a smaller size)\n");
+    return 3;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: [frugal] unexpected failure: {}\n", e.what());
+    return 3;
+  } catch (...) {
+    fmt::print(stderr, "error: [frugal] unexpected failure of an unknown kind\n");
+    return 3;
   }
   return 0;
 }

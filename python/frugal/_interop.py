@@ -1,7 +1,54 @@
-"""Hands results back in the caller's array framework, and finds the caller's CUDA stream."""
+"""Hands results back in the caller's array framework, finds the caller's CUDA stream, and checks
+the Python arguments the C++ types cannot hold (so that the error names the argument)."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Optional
+
+from . import _frugal
+
+# The C++ integer types of the bindings' arguments, as inclusive ranges.
+INT_RANGES = {
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint64": (0, 2**64 - 1),
+}
+
+# Result dtypes each framework can hold (numpy and cupy have no bfloat16).
+FRAMEWORK_DTYPES = {
+    "numpy": ("f32", "f16", "u8", "i32", "i64"),
+    "cupy": ("f32", "f16", "u8", "i32", "i64"),
+    "torch": ("f32", "f16", "bf16", "u8", "i32", "i64"),
+    "jax": ("f32", "f16", "bf16", "u8", "i32", "i64"),
+    "dlpack": ("f32", "f16", "bf16", "u8", "i32", "i64"),
+}
+
+
+def int_arg(op: str, name: str, value: Any, kind: str = "int32") -> Any:
+    """`value` as a Python int if it is an integer that fits the C++ type `kind`; None stays None.
+
+    Raises TypeError for a non-integer and frugal.Error for an integer out of range, both naming
+    `op` and `name` (nanobind's own TypeError names neither)."""
+    if value is None:
+        return None
+    try:
+        v = operator.index(value)  # ints, numpy integers, 0-d integer tensors; not floats or strings
+    except TypeError:
+        raise TypeError(f"[{op}] {name} must be an integer, got {type(value).__name__} {value!r}") from None
+    lo, hi = INT_RANGES[kind]
+    if not lo <= v <= hi:
+        raise _frugal.Error(f"[{op}] {name} must be in [{lo}, {hi}] ({kind}), got {v}")
+    return v
+
+
+def check_result_dtype(op: str, dtype: str, like: Any) -> None:
+    """Refuses, before any work, a result dtype the framework of `like` cannot hold."""
+    fw = framework_of(like) if like is not None else "dlpack"
+    allowed = FRAMEWORK_DTYPES[fw]
+    if dtype in FRAMEWORK_DTYPES["torch"] and dtype not in allowed:
+        takes = "; ".join(f"{k}: {', '.join(v)}" for k, v in FRAMEWORK_DTYPES.items() if k != "dlpack")
+        raise _frugal.Error(f"[{op}] a {fw} result cannot be {dtype} ({fw} has no such dtype); "
+                            f"ask for another dtype or pass like= an array of a framework that has it ({takes})")
 
 
 def framework_of(x: Any) -> str:

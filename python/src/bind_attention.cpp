@@ -26,12 +26,17 @@ attention::Math parse_math(const std::string& m) {
 void bind_attention(nb::module_& m) {
   m.def(
       "decode_attention",
-      [](nb::ndarray<> q, const kv::Cache& k, const kv::Cache& v, std::optional<nb::ndarray<>> out,
+      [](InArray q, const kv::Cache& k, const kv::Cache& v, std::optional<nb::ndarray<>> out,
          std::optional<float> softmax_scale, std::optional<std::vector<int64_t>> lengths, const std::string& math,
          int num_splits, std::optional<uintptr_t> stream) -> nb::object {
         constexpr const char* op = "attention::decode_attention";
         attention::DecodeOptions o;
         o.softmax_scale = softmax_scale;
+        // C++ takes an empty span for "every held token"; from Python that is None, and [] is a
+        // list with no entry for any sequence.
+        FRUGAL_CHECK(!lengths || !lengths->empty(), invalid_argument, op,
+                     "lengths must hold one entry per sequence (" << k.config().batch
+                                                                  << "), got 0; pass None for every held token");
         if (lengths) o.lengths = *lengths;
         o.math = parse_math(math);
         o.num_splits = num_splits;

@@ -35,7 +35,8 @@ nb::dlpack::dtype to_dlpack(DType t) {
   return {};
 }
 
-TensorView view_of(const nb::ndarray<>& a, const char* op, const char* name) {
+template <typename Array>
+TensorView view_of(const Array& a, const char* op, const char* name) {
   Device device;
   if (a.device_type() == nb::device::cpu::value) {
     device = Device::cpu();
@@ -56,25 +57,29 @@ TensorView view_of(const nb::ndarray<>& a, const char* op, const char* name) {
                     strides, device);
 }
 
-OutArray make_array(const TensorView& v, nb::handle owner) {
+template <typename Array>
+Array make_array(const TensorView& v, nb::handle owner) {
   std::vector<size_t> shape(v.rank);
   for (int i = 0; i < v.rank; ++i) shape[i] = static_cast<size_t>(v.shape[i]);
   const int dev_type = v.device.is_cpu() ? nb::device::cpu::value : nb::device::cuda::value;
-  return OutArray(v.data, shape.size(), shape.data(), owner, v.strides.data(), to_dlpack(v.dtype), dev_type,
-                  v.device.index);
+  return Array(v.data, shape.size(), shape.data(), owner, v.strides.data(), to_dlpack(v.dtype), dev_type,
+               v.device.index);
 }
 
 }  // namespace
 
+TensorView to_view(const InArray& a, const char* op, const char* name) { return view_of(a, op, name); }
 TensorView to_view(const nb::ndarray<>& a, const char* op, const char* name) { return view_of(a, op, name); }
 
 OutArray to_array(const Tensor& t) {
   // The capsule owns a copy of the Tensor handle: the storage lives as long as any array on it.
   auto* keep = new Tensor(t);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-  return make_array(t.view(), owner);
+  return make_array<OutArray>(t.view(), owner);
 }
 
-OutArray to_array(const TensorView& v, nb::handle owner) { return make_array(v, owner); }
+OutArray to_array(const TensorView& v, nb::handle owner) { return make_array<OutArray>(v, owner); }
+
+ReadOnlyArray to_readonly_array(const TensorView& v, nb::handle owner) { return make_array<ReadOnlyArray>(v, owner); }
 
 }  // namespace frugal::python

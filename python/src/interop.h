@@ -15,14 +15,22 @@ namespace frugal::python {
 
 namespace nb = nanobind;
 
-// The input side is nb::ndarray<> (any device and dtype; the op validates what it needs).
-// The output side: an Array-API object that torch.from_dlpack / numpy.from_dlpack take as is.
+// Arrays an op only reads: any device and dtype (the op validates what it needs), read-only ones
+// included (np.broadcast_to, setflags(write=False), np.load(mmap_mode="r")).
+using InArray = nb::ndarray<nb::ro>;
+// Arrays an op writes (`out=`): nb::ndarray<>, which refuses read-only arrays.
+// Results: an Array-API object that torch.from_dlpack / numpy.from_dlpack take as is.
 using OutArray = nb::ndarray<nb::array_api>;
+// A read-only result: numpy and cupy get a read-only array (DLPack's read-only flag); torch has no
+// read-only tensors and ignores it.
+using ReadOnlyArray = nb::ndarray<nb::array_api, nb::ro>;
 
+TensorView to_view(const InArray& a, const char* op, const char* name);
 TensorView to_view(const nb::ndarray<>& a, const char* op, const char* name);
 OutArray to_array(const Tensor& t);
 // A view into storage owned by `owner` (a Python object holding it, e.g. a Cache).
 OutArray to_array(const TensorView& v, nb::handle owner);
+ReadOnlyArray to_readonly_array(const TensorView& v, nb::handle owner);
 
 inline Stream to_stream(std::optional<uintptr_t> s) { return s ? reinterpret_cast<Stream>(*s) : nullptr; }
 

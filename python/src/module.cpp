@@ -18,6 +18,18 @@ namespace frugal::python {
 void bind_spconv(nb::module_& m);
 void bind_attention(nb::module_& m);
 
+namespace {
+
+// A sequence index checked before anything looks it up (kv::Cache::write_pos uses vector::at,
+// whose std::out_of_range would surface as libstdc++'s message).
+int checked_seq(const kv::Cache& c, int seq, const char* op) {
+  FRUGAL_CHECK(seq >= 0 && seq < c.config().batch, out_of_range, op,
+               "sequence " << seq << " does not exist; the cache holds " << c.config().batch);
+  return seq;
+}
+
+}  // namespace
+
 void bind_kv(nb::module_& m) {
   nb::enum_<kv::ScaleRule>(m, "ScaleRule", "How a quantized vector's scale is chosen.")
       .value("l2_norm", kv::ScaleRule::l2_norm, "the original format: the rotated vector's L2 norm")
@@ -34,7 +46,7 @@ void bind_kv(nb::module_& m) {
 
   m.def(
       "hadamard_transform",
-      [](nb::ndarray<> x, std::optional<nb::ndarray<>> out, std::optional<uintptr_t> stream) -> nb::object {
+      [](InArray x, std::optional<nb::ndarray<>> out, std::optional<uintptr_t> stream) -> nb::object {
         constexpr const char* op = "kv::hadamard_transform";
         const TensorView xv = to_view(x, op, "x");
         if (out) {
@@ -73,7 +85,7 @@ void bind_kv(nb::module_& m) {
           "stream"_a = nb::none())
       .def(
           "append",
-          [](kv::Cache& c, nb::ndarray<> x, std::optional<int> seq, std::optional<uintptr_t> stream) {
+          [](kv::Cache& c, InArray x, std::optional<int> seq, std::optional<uintptr_t> stream) {
             const TensorView xv = to_view(x, "kv::append", "x");
             if (seq) {
               c.append(*seq, xv, to_stream(stream));
@@ -88,20 +100,42 @@ void bind_kv(nb::module_& m) {
           "dequantize",
           [](const kv::Cache& c, int seq, int64_t begin, std::optional<int64_t> end, const std::string& dtype,
              std::optional<uintptr_t> stream) {
-            return to_array(c.dequantize(seq, begin, end.value_or(c.write_pos(seq)), parse_dtype(dtype),
-                                         to_stream(stream)));
+            constexpr const char* op = "kv::dequantize";
+            const int64_t w = c.write_pos(checked_seq(c, seq, op));
+            const int64_t e = end.value_or(w);
+            // The range before the output is sized: a far end is an out_of_range, not an allocation.
+            FRUGAL_CHECK(begin >= 0 && begin <= e, invalid_argument, op,
+                         "bad token range [" << begin << ", " << e << ")");
+            FRUGAL_CHECK(e <= w, out_of_range, op,
+                         "token range [" << begin << ", " << e << ") passes write_pos " << w << " of sequence " << seq);
+            return to_array(c.dequantize(seq, begin, e, parse_dtype(dtype), to_stream(stream)));
           },
           "seq"_a = 0, "begin"_a = 0, "end"_a = nb::none(), "dtype"_a = "f32", "stream"_a = nb::none(),
           "Tokens [begin, end) of sequence `seq` back as [end-begin, H, D] (end defaults to write_pos).")
-      .def("write_pos", &kv::Cache::write_pos, "seq"_a = 0)
-      .def("first_held", &kv::Cache::first_held, "seq"_a = 0)
+      .def(
+          "write_pos", [](const kv::Cache& c, int seq) { return c.write_pos(checked_seq(c, seq, "kv::write_pos")); },
+          "seq"_a = 0)
+      .def(
+          "first_held", [](const kv::Cache& c, int seq) { return c.first_held(checked_seq(c, seq, "kv::first_held")); },
+          "seq"_a = 0)
       .def("reset", &kv::Cache::reset)
       .def(
           "to", [](const kv::Cache& c, const std::string& device) { return c.to(parse_device(device)); }, "device"_a)
       .def_prop_ro("device", [](const kv::Cache& c) { return to_string(c.device()); })
       .def_prop_ro("bytes_per_vector", &kv::Cache::bytes_per_vector)
-      .def_prop_ro("packed", [](nb::handle self) { return to_array(nb::cast<kv::Cache&>(self).packed().view(), self); })
-      .def_prop_ro("scales", [](nb::handle self) { return to_array(nb::cast<kv::Cache&>(self).scales().view(), self); })
+      // Read-only views by default: a write there changes what dequantize and attention read,
+      // behind the quantizer's back. writable_views() gives the same storage writable.
+      .def_prop_ro("packed",
+                   [](nb::handle self) { return to_readonly_array(nb::cast<kv::Cache&>(self).packed().view(), self); })
+      .def_prop_ro("scales",
+                   [](nb::handle self) { return to_readonly_array(nb::cast<kv::Cache&>(self).scales().view(), self); })
+      .def(
+          "writable_views",
+          [](nb::handle self) {
+            const kv::Cache& c = nb::cast<kv::Cache&>(self);
+            return nb::make_tuple(to_array(c.packed().view(), self), to_array(c.scales().view(), self));
+          },
+          "(packed, scales) as writable views of the cache's storage (what you write is what it holds).")
       .def_prop_ro("config", [](const kv::Cache& c) {
         const kv::CacheConfig& k = c.config();
         nb::dict d;

@@ -100,3 +100,20 @@ def test_jax_hadamard_and_conv(jax, rng):
     assert isinstance(out, jax.Array)
     ref = dense_oracle(coords, feats, weight, np.zeros(4, np.float32), 3, 1)
     np.testing.assert_allclose(np.asarray(jnp.asarray(out)), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@cuda_only
+def test_cupy_has_no_bf16_results_and_frugal_says_so(cupy, rng):
+    c = kv.Cache(num_kv_heads=2, head_dim=64, capacity=8, device="cuda")
+    c.append(cupy.asarray(rng.standard_normal((3, 2, 64)).astype(np.float32)))
+    with pytest.raises(frugal.Error, match=r"a cupy result cannot be bf16.*jax: f32, f16, bf16"):
+        c.dequantize(dtype="bf16")
+    assert c.dequantize(dtype="f16").dtype == cupy.float16
+
+
+@cuda_only
+def test_cupy_gets_plain_views_of_the_storage(cupy, rng):
+    c = kv.Cache(num_kv_heads=2, head_dim=64, capacity=8, device="cuda")
+    c.append(cupy.asarray(rng.standard_normal((3, 2, 64)).astype(np.float32)))
+    assert isinstance(c.packed, cupy.ndarray) and isinstance(c.scales, cupy.ndarray)
+    assert c.scales.shape == (1, 2, 8)

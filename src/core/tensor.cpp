@@ -1,6 +1,7 @@
 // TensorView geometry, owning Tensor allocation on the CPU or a GPU, and copies between them.
 #include "frugal/tensor.h"
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -12,6 +13,8 @@ namespace frugal {
 
 namespace {
 
+// Fills rank and shape, and refuses a shape whose element or byte count does not fit in 64 bits:
+// every size computed from a view afterwards (numel, nbytes, offsets) is then free of overflow.
 void fill_shape(TensorView& v, std::span<const int64_t> shape, const char* op) {
   FRUGAL_CHECK(shape.size() <= static_cast<size_t>(kMaxRank), invalid_argument, op,
                "rank " << shape.size() << " exceeds the maximum rank " << kMaxRank);
@@ -20,18 +23,38 @@ void fill_shape(TensorView& v, std::span<const int64_t> shape, const char* op) {
     FRUGAL_CHECK(shape[i] >= 0, invalid_argument, op, "negative dimension in shape " << detail::shape_string(shape));
     v.shape[i] = shape[i];
   }
+  const int64_t n = detail::checked_product(shape, op, "the element count of the shape");
+  detail::checked_mul(n, static_cast<int64_t>(size_of(v.dtype)), op, "the byte size of the shape");
+}
+
+// The elements a strided view spans, Σ (shape_i − 1)·|stride_i|, must fit in 64 bits, in bytes too.
+void check_span(const TensorView& v, const char* op) {
+  if (v.numel() == 0) return;
+  int64_t last = 0;
+  for (int i = 0; i < v.rank; ++i) {
+    FRUGAL_CHECK(v.strides[i] > INT64_MIN, invalid_argument, op, "stride " << v.strides[i] << " is out of range");
+    const int64_t step = detail::checked_mul(v.shape[i] - 1, v.strides[i] < 0 ? -v.strides[i] : v.strides[i], op,
+                                             "the span of the strided view");
+    FRUGAL_CHECK(!__builtin_add_overflow(last, step, &last), invalid_argument, op,
+                 "the span of the strided view overflows 64 bits");
+  }
+  detail::checked_mul(last, static_cast<int64_t>(size_of(v.dtype)), op, "the byte span of the strided view");
+}
+
+void fill_contiguous(TensorView& v, std::span<const int64_t> shape, const char* op) {
+  fill_shape(v, shape, op);
+  int64_t s = 1;
+  for (int i = v.rank - 1; i >= 0; --i) {
+    v.strides[i] = s;
+    s *= v.shape[i];
+  }
 }
 
 }  // namespace
 
 TensorView::TensorView(void* data_, DType dtype_, std::span<const int64_t> shape_, Device device_)
     : data(data_), dtype(dtype_), device(device_) {
-  fill_shape(*this, shape_, "TensorView");
-  int64_t s = 1;
-  for (int i = rank - 1; i >= 0; --i) {
-    strides[i] = s;
-    s *= shape[i];
-  }
+  fill_contiguous(*this, shape_, "TensorView");
 }
 
 TensorView::TensorView(void* data_, DType dtype_, std::span<const int64_t> shape_, std::span<const int64_t> strides_,
@@ -41,6 +64,7 @@ TensorView::TensorView(void* data_, DType dtype_, std::span<const int64_t> shape
   FRUGAL_CHECK(strides_.size() == shape_.size(), invalid_argument, "TensorView",
                "shape has " << shape_.size() << " dimensions but strides have " << strides_.size());
   for (int i = 0; i < rank; ++i) strides[i] = strides_[i];
+  check_span(*this, "TensorView");
 }
 
 int64_t TensorView::numel() const {
@@ -67,7 +91,9 @@ std::string TensorView::describe() const {
 
 Tensor Tensor::empty(std::span<const int64_t> shape, DType dtype, Device device) {
   Tensor t;
-  t.view_ = TensorView(nullptr, dtype, shape, device);
+  t.view_.dtype = dtype;
+  t.view_.device = device;
+  fill_contiguous(t.view_, shape, "Tensor::empty");
   const size_t bytes = t.view_.nbytes();
   if (bytes == 0) return t;
   if (device.is_cpu()) {

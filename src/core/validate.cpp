@@ -68,4 +68,26 @@ void check_device_usable(Device d, const char* op) {
   cuda::require_device(op, d.index);
 }
 
+int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what) {
+  FRUGAL_CHECK(a >= 0 && b >= 0, invalid_argument, op, what << " has a negative factor: " << a << " × " << b);
+  int64_t r = 0;
+  FRUGAL_CHECK(!__builtin_mul_overflow(a, b, &r), invalid_argument, op,
+               what << " overflows 64 bits: " << a << " × " << b);
+  return r;
+}
+
+int64_t checked_product(std::span<const int64_t> dims, const char* op, const char* what) {
+  bool empty = false;
+  for (int64_t d : dims) {
+    FRUGAL_CHECK(d >= 0, invalid_argument, op, what << " has a negative factor in " << shape_string(dims));
+    empty = empty || d == 0;
+  }
+  if (empty) return 0;  // an empty shape holds nothing, whatever its other sizes
+  int64_t r = 1;
+  for (int64_t d : dims)
+    FRUGAL_CHECK(!__builtin_mul_overflow(r, d, &r), invalid_argument, op,
+                 what << " overflows 64 bits: the product of " << shape_string(dims));
+  return r;
+}
+
 }  // namespace frugal::detail

@@ -1,7 +1,9 @@
 // One-line argument checks for the public entry points. Kernels never validate; entry points do.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <sstream>
 #include <string>
 
@@ -23,5 +25,13 @@ void check_same_device(const TensorView& a, const TensorView& b, const char* op,
                        const char* name_b);
 // The device is usable: the CPU, or a CUDA device this build can run on.
 void check_device_usable(Device d, const char* op);
+
+// Sizes computed from user input: a · b, or the product of `dims`, for non-negative operands;
+// frugal::Error (invalid_argument) "[op] <what> overflows 64 bits: ..." instead of wrapping.
+int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what);
+int64_t checked_product(std::span<const int64_t> dims, const char* op, const char* what);
+inline int64_t checked_product(std::initializer_list<int64_t> dims, const char* op, const char* what) {
+  return checked_product(std::span<const int64_t>(dims.begin(), dims.size()), op, what);
+}
 
 }  // namespace frugal::detail
