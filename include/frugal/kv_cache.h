@@ -150,6 +150,7 @@ class Cache {
   Cache() = default;
   void append_impl(int seq_begin, int seq_count, const TensorView& x, int64_t tokens, Stream stream,
                    const AppendOptions& options);
+  void check_range(int seq, int64_t begin, int64_t end) const;  // dequantize's sequence and token range
 
   CacheConfig config_;
   Tensor packed_, scales_, signs_, centroids_, boundaries_;

@@ -37,9 +37,8 @@ void validate(const CacheConfig& c, const char* op) {
                                                                       << c.head_dim * c.bits << " bits per vector)");
   FRUGAL_CHECK(c.scale_rule == ScaleRule::l2_norm || c.scale_rule == ScaleRule::least_squares, invalid_argument, op,
                "unknown scale rule " << static_cast<int>(c.scale_rule));
-  const int64_t bytes = static_cast<int64_t>(c.batch) * c.num_kv_heads * c.capacity * (c.head_dim * c.bits / 8);
-  FRUGAL_CHECK(bytes / c.batch / c.num_kv_heads / c.capacity == c.head_dim * c.bits / 8, invalid_argument, op,
-               "batch × heads × capacity × row bytes overflows 64 bits");
+  detail::checked_product({c.batch, c.num_kv_heads, c.capacity, c.head_dim * c.bits / 8 + 4}, op,
+                          "the cache's size (batch × heads × capacity × (row bytes + 4))");
 }
 
 void hadamard_transform(const TensorView& x, const TensorView& out, Stream stream) {
@@ -223,7 +222,7 @@ void Cache::append_impl(int seq_begin, int seq_count, const TensorView& x, int64
   for (int s = seq_begin; s < seq_begin + seq_count; ++s) positions_[s] += tokens;
 }
 
-void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& out, Stream stream) const {
+void Cache::check_range(int seq, int64_t begin, int64_t end) const {
   constexpr const char* op = "kv::dequantize";
   FRUGAL_CHECK(seq >= 0 && seq < config_.batch, out_of_range, op,
                "sequence " << seq << " does not exist; the cache holds " << config_.batch);
@@ -234,6 +233,11 @@ void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& ou
   FRUGAL_CHECK(begin >= first_held(seq), out_of_range, op,
                "tokens before " << first_held(seq) << " have been overwritten in the ring of capacity "
                                 << config_.capacity << "; asked for [" << begin << ", " << end << ")");
+}
+
+void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& out, Stream stream) const {
+  constexpr const char* op = "kv::dequantize";
+  check_range(seq, begin, end);
   detail::check_tensor(out, op, "out", 3, {DType::f32, DType::f16, DType::bf16});
   detail::check_shape(out, op, "out", {end - begin, config_.num_kv_heads, config_.head_dim});
   detail::check_contiguous(out, op, "out");
@@ -264,8 +268,7 @@ void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& ou
 }
 
 Tensor Cache::dequantize(int seq, int64_t begin, int64_t end, DType dtype, Stream stream) const {
-  FRUGAL_CHECK(begin >= 0 && begin <= end, invalid_argument, "kv::dequantize",
-               "bad token range [" << begin << ", " << end << ")");
+  check_range(seq, begin, end);  // before the output is sized: a far end is out_of_range, not an allocation
   Tensor out = Tensor::empty({end - begin, config_.num_kv_heads, config_.head_dim}, dtype, device());
   dequantize(seq, begin, end, out.view(), stream);
   return out;
