@@ -116,6 +116,8 @@ Call prepare(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const 
   p.capacity = c.capacity;
   for (int b = 0; b < c.batch; ++b) p.max_len = std::max(p.max_len, call.end[b] - call.begin[b]);
   p.q_dtype = q.dtype;
+  FRUGAL_CHECK(options.math == Math::automatic || options.math == Math::f32 || options.math == Math::f16,
+               invalid_argument, kOp, "options.math must be automatic, f32 or f16, got " << static_cast<int>(options.math));
   p.math = options.math;
   p.variant = options.variant;
   p.num_splits = options.num_splits;
