@@ -28,8 +28,7 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, int bytes) 
 }
 // Waits until the phase of the given parity has completed (acquire: the copied bytes and the arrivers'
 // earlier writes are visible). With a suspend-time hint (10 ms): a waiting warp may sleep until the
-// phase completes instead of spinning on try_wait (measured on the H200 in the conv: no change in time
-// either way; bench/results/2026-11-29-spconv-tc6.md).
+// phase completes instead of spinning on try_wait (in the conv it measured no change in time either way).
 __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred done;\nwait:\n"

@@ -128,7 +128,7 @@ void allow_dynamic_smem(const void* fn, int bytes, int carveout_blocks) {
     // A percentage of the most shared memory an SM can have; the driver rounds it up to a
     // configuration it supports. Measured on the H200 for the decode-attention wide loop (two
     // blocks of 69 KB): 164 KB of shared memory (92 KB of L1) ran the long rows 1–1.4% faster than
-    // the whole 228 KB (bench/results/2026-11-30-attn-staged.md, call 5).
+    // the whole 228 KB (docs/performance.md, "Decode attention").
     int per_sm = 0, reserved = 0;
     FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
     FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));

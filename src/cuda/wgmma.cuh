@@ -27,7 +27,7 @@ __host__ __device__ constexpr uint64_t smem_desc(uint32_t addr, uint32_t lbo, ui
 // address >> 4 plus offsets (>> 4) added as integers — every tile sits below 256 KB, so the sum stays
 // inside the field's 14 bits — and the high word is a constant (it stays one in the code). In the conv
 // kernels' steps, building each descriptor from its address took five dependent instructions a wgmma;
-// this form measured 3–4% faster (bench/results/2026-12-01-s21.md).
+// this form measured 3–4% faster (docs/performance.md, "Submanifold conv").
 template <uint32_t LBO, uint32_t SBO>
 struct SmemDesc {
   static constexpr uint32_t kLo = static_cast<uint32_t>(smem_desc(0, LBO, SBO));  // at address 0
