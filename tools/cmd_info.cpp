@@ -1,18 +1,97 @@
-// `frugal info`: what this build and this machine offer.
+// `frugal info`: what this build and this machine offer, and which kernel variant each op's choice
+// gives on each GPU found for a few representative calls (the same `choose` the ops call).
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "core/attention_backend.h"
+#include "core/attention_choose.h"
+#include "core/device_caps.h"
+#include "core/kv_choose.h"
 
 namespace frugal::tools {
+namespace {
+
+// A prefill append of `vectors` f16 head vectors (T tokens × 8 heads) of dimension d, contiguous.
+kv::backend::AppendArgs kv_append_args(int64_t tokens, int d, int bits) {
+  kv::backend::AppendArgs a;
+  a.x_dtype = DType::f16;
+  a.tokens = tokens;
+  a.heads = 8;
+  a.dim = d;
+  a.bits = bits;
+  a.capacity = tokens;
+  a.x_stride_head = d;
+  a.x_stride_tok = 8 * d;
+  a.x_stride_seq = tokens * 8 * d;
+  a.x = reinterpret_cast<const void*>(uintptr_t{256});  // the layout facts read only its alignment
+  kv::describe_layout(a);
+  return a;
+}
+
+attention::DecodeProblem decode_problem(int batch, int d, int64_t len, int bits) {
+  attention::DecodeProblem p;
+  p.batch = batch;
+  p.q_heads = 32;
+  p.kv_heads = 8;
+  p.dim = d;
+  p.k_bits = p.v_bits = bits;
+  p.capacity = p.max_len = len;
+  p.q_dtype = DType::f16;
+  return p;
+}
+
+template <typename F>
+std::string or_error(F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    return std::string("none: ") + e.what();
+  }
+}
+
+void print_choices(int device) {
+  const DeviceCaps caps = cuda::device_caps(device);
+  fmt::print("  capabilities      : {}\n", to_string(caps));
+  struct Decode {
+    int b, d;
+    int64_t len;
+    int bits;
+  };
+  for (const Decode& c : {Decode{8, 128, 32768, 4}, Decode{1, 128, 131072, 4}, Decode{8, 256, 32768, 4},
+                          Decode{8, 128, 32768, 8}, Decode{8, 128, 32768, 3}}) {
+    const attention::DecodeProblem p = decode_problem(c.b, c.d, c.len, c.bits);
+    fmt::print("  decode attention  : B={} Hq=32 Hkv=8 D={} L={} K{}/V{} f16 -> {}\n", c.b, c.d, c.len, c.bits, c.bits,
+               or_error([&] {
+                 const attention::DecodeVariant v = attention::choose_variant(p, caps);
+                 return attention::to_string(attention::choose(
+                     p, caps, cuda::decode_attention_resident_blocks(v, p.dim, p.k_bits, p.v_bits, device)));
+               }));
+  }
+  struct Append {
+    int64_t tokens;
+    int d, bits;
+  };
+  for (const Append& c : {Append{1 << 20, 128, 4}, Append{1 << 20, 512, 4}, Append{1, 128, 4}}) {
+    const kv::backend::AppendArgs a = kv_append_args(c.tokens, c.d, c.bits);
+    fmt::print("  KV append         : {} tokens x 8 heads, D={} {} bits f16 -> {}\n", c.tokens, c.d, c.bits,
+               or_error([&] { return kv::to_string(kv::choose_append(a, caps)); }));
+  }
+}
+
+}  // namespace
 
 void add_info_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("info", "show the build (CUDA, architectures) and the devices found");
+  CLI::App* cmd = app.add_subcommand(
+      "info", "show the build (CUDA, architectures), the devices found and which kernel each op would use");
   cmd->callback([] {
-    fmt::print("frugal 0.1.0\n");
+    fmt::print("frugal {}\n", version());
     fmt::print("CUDA backend : {}\n", built_with_cuda() ? "compiled in (archs " + built_cuda_archs() + ")" : "not compiled in");
     fmt::print("cpu          : {}\n", device_name(Device::cpu()));
     const int n = cuda_device_count();
-    for (int i = 0; i < n; ++i) fmt::print("cuda:{}       : {}\n", i, device_name(Device::cuda(i)));
+    for (int i = 0; i < n; ++i) {
+      fmt::print("cuda:{}       : {}\n", i, or_error([&] { return device_name(Device::cuda(i)); }));
+      print_choices(i);
+    }
     if (n == 0) fmt::print("cuda         : no device\n");
   });
 }

@@ -7,6 +7,7 @@
 
 namespace frugal {
 
+std::string version();             // the library's version (the VERSION file), e.g. "0.1.0"
 bool built_with_cuda();             // CUDA backend compiled into this build
 std::string built_cuda_archs();     // e.g. "90a,90"; empty without CUDA
 int cuda_device_count();            // 0 without CUDA, without a driver, or without a GPU

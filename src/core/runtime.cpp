@@ -7,6 +7,8 @@
 
 namespace frugal {
 
+std::string version() { return FRUGAL_VERSION_STRING; }
+
 int cuda_device_count() { return cuda::device_count(); }
 bool cuda_available() { return built_with_cuda() && cuda_device_count() > 0; }
 int cpu_threads() { return omp_get_max_threads(); }
