@@ -21,12 +21,13 @@
 #include <mma.h>
 
 #include <climits>
-#include <cstdlib>
-#include <cstring>
+#include <cstddef>
 #include <optional>
 #include <type_traits>
 
+#include "core/device_caps.h"
 #include "core/sparse_conv_backend.h"
+#include "core/spconv_choose.h"
 #include "cuda/common.cuh"
 #include "cuda/sparse_conv_mma.cuh"
 
@@ -41,10 +42,16 @@ constexpr unsigned long long kNone = ULLONG_MAX;
 
 // ================================ kernel map ===================================================
 
+// What the map build or check finds, read back in one copy: the first three words start as kNone
+// (0xff bytes), the fits as 0.
 struct DeviceStatus {
-  unsigned long long bad_row;  // smallest row with an unpackable coordinate
-  unsigned long long dup;      // smallest (hi << 32 | lo) over duplicate row pairs found
+  unsigned long long bad_row;    // smallest row with an unpackable coordinate
+  unsigned long long dup;        // smallest (hi << 32 | lo) over duplicate row pairs found
+  unsigned long long bad_entry;  // smallest linear index of a map entry outside [0, n]
+  unsigned halo_fits[2][2];      // the map's sample tiles that fit the halo kernel (MapStats::halo_fits)
 };
+constexpr size_t kStatusNoneBytes = 3 * sizeof(unsigned long long);
+static_assert(offsetof(DeviceStatus, halo_fits) == kStatusNoneBytes, "the fits follow the three words");
 
 __global__ void kernel_pack_keys(const int32_t* __restrict__ coords, int64_t n, uint64_t* __restrict__ keys,
                                  DeviceStatus* st) {
@@ -107,13 +114,22 @@ __global__ void kernel_query(const uint64_t* __restrict__ keys, int64_t n, const
   if (m >= 0) nbr[static_cast<int64_t>(kv - 1 - k) * n + m] = static_cast<int32_t>(r);
 }
 
+// Every entry of nbr [k, n] (total = k·n) in [0, n]; the smallest linear index of one that is not.
+__global__ void kernel_check_map(const int32_t* __restrict__ nbr, int64_t total, int64_t n, DeviceStatus* st) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t v = nbr[i];
+    if (v < 0 || v > n) atomicMin(&st->bad_entry, static_cast<unsigned long long>(i));
+  }
+}
+
 // ================================ convolution ==================================================
 
-constexpr int kMaxOffsets = spconv::kernel_volume(spconv::kMaxKernelSize);  // 343
+using spconv::kMaxKernelVolume;
 
 struct ActiveOffsets {
-  uint32_t bits[(kMaxOffsets + 31) / 32];
-  int16_t list[kMaxOffsets];
+  uint32_t bits[(kMaxKernelVolume + 31) / 32];
+  int16_t list[kMaxKernelVolume];
   int count;
 };
 
@@ -122,7 +138,7 @@ struct ActiveOffsets {
 // Needs blockDim.x a multiple of 32 and BM a multiple of 32.
 template <int BM>
 __device__ int tile_active_offsets(const ConvParams& p, int64_t row0, ActiveOffsets& act) {
-  for (int i = threadIdx.x; i < (kMaxOffsets + 31) / 32; i += blockDim.x) act.bits[i] = 0;
+  for (int i = threadIdx.x; i < (kMaxKernelVolume + 31) / 32; i += blockDim.x) act.bits[i] = 0;
   __syncthreads();
   const int total = p.k * BM;
   for (int i = threadIdx.x; i < total; i += blockDim.x) {  // whole warps share one k (BM % 32 == 0)
@@ -377,17 +393,52 @@ void launch_simt(const ConvParams& p, cudaStream_t s) {
 
 }  // namespace
 
+namespace {
+
+// The status buffer, set up on s: the three words kNone, the fits 0.
+void clear_status(DeviceStatus* st, cudaStream_t s) {
+  FRUGAL_CUDA_CHECK(cudaMemsetAsync(st, 0xff, kStatusNoneBytes, s));
+  FRUGAL_CUDA_CHECK(cudaMemsetAsync(st->halo_fits, 0, sizeof(st->halo_fits), s));
+}
+
+// The map's fit to the pipelined halo kernel, into st, where that kernel can run (sm_90a, K ≤ 32):
+// measured once here so that the conv's choice reads it from the map's statistics. Returns the sample
+// tiles (0: not measured).
+int probe_halo_fit(const int32_t* nbr, int64_t n, int k, int device, DeviceStatus* st, cudaStream_t s) {
+  if (k > spconv::kMaxMaskedOffsets || !device_caps(device).sm90a) return 0;
+  spconv_mma::launch_halo_probes(nbr, n, k, &st->halo_fits[0][0], s);
+  return spconv::halo_samples(n);
+}
+
+// Waits for s, then turns the device's status into the backend's.
+sb::MapStatus read_status(const DeviceStatus& host, int samples) {
+  sb::MapStatus out;
+  if (host.bad_row != kNone) out.bad_row = static_cast<int64_t>(host.bad_row);
+  if (host.dup != kNone) {
+    out.dup_row_a = static_cast<int64_t>(host.dup & 0xffffffffull);
+    out.dup_row_b = static_cast<int64_t>(host.dup >> 32);
+  }
+  if (host.bad_entry != kNone) out.bad_entry = static_cast<int64_t>(host.bad_entry);
+  out.halo_samples = samples;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) out.halo_fits[i][j] = static_cast<int>(host.halo_fits[i][j]);
+  return out;
+}
+
+}  // namespace
+
 spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream) {
   DeviceGuard guard(a.device);
   const cudaStream_t s = to_cuda(stream);
   const int64_t n = a.n;
   const int ks = a.kernel_size, kv = ks * ks * ks, half = kv / 2;
   const uint64_t cap = sb::table_capacity(n);
-  DeviceStatus host{kNone, kNone};
+  DeviceStatus host{};
+  int samples = 0;
   {
     Scratch status(sizeof(DeviceStatus), s), keys(n * sizeof(uint64_t), s), table(cap * sizeof(int32_t), s);
     auto* st = status.as<DeviceStatus>();
-    FRUGAL_CUDA_CHECK(cudaMemsetAsync(st, 0xff, sizeof(DeviceStatus), s));
+    clear_status(st, s);
     FRUGAL_CUDA_CHECK(cudaMemsetAsync(table.as<int32_t>(), 0xff, cap * sizeof(int32_t), s));  // all kEmptySlot
     constexpr int threads = 256;
     const auto row_blocks = static_cast<unsigned>(ceil_div<int64_t>(n, threads));
@@ -404,79 +455,47 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
                                                               a.dilation, a.nbr);
       FRUGAL_CUDA_CHECK_LAUNCH();
     }
+    samples = probe_halo_fit(a.nbr, n, kv, a.device, st, s);
     FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host, st, sizeof(DeviceStatus), cudaMemcpyDeviceToHost, s));
   }
   FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
-  sb::MapStatus out;
-  if (host.bad_row != kNone) out.bad_row = static_cast<int64_t>(host.bad_row);
-  if (host.dup != kNone) {
-    out.dup_row_a = static_cast<int64_t>(host.dup & 0xffffffffull);
-    out.dup_row_b = static_cast<int64_t>(host.dup >> 32);
+  return read_status(host, samples);
+}
+
+spconv::backend::MapStatus spconv_check_map(const int32_t* nbr, int64_t n, int k, int device, Stream stream) {
+  DeviceGuard guard(device);
+  const cudaStream_t s = to_cuda(stream);
+  DeviceStatus host{};
+  int samples = 0;
+  {
+    Scratch status(sizeof(DeviceStatus), s);
+    auto* st = status.as<DeviceStatus>();
+    clear_status(st, s);
+    const int64_t total = static_cast<int64_t>(k) * n;
+    constexpr int threads = 256;
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(total, threads), 1 << 16));
+    kernel_check_map<<<blocks, threads, 0, s>>>(nbr, total, n, st);
+    FRUGAL_CUDA_CHECK_LAUNCH();
+    samples = probe_halo_fit(nbr, n, k, device, st, s);
+    FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host, st, sizeof(DeviceStatus), cudaMemcpyDeviceToHost, s));
   }
-  return out;
+  FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
+  return read_status(host, samples);
 }
 
-namespace {
-
-// FRUGAL_SPCONV_KERNEL (simt | wmma | mma | wgmma) overrides the automatic choice for f16/bf16; read once.
-sb::ConvKernel kernel_from_env() {
-  static const sb::ConvKernel k = [] {
-    const char* v = std::getenv("FRUGAL_SPCONV_KERNEL");
-    if (!v || !*v) return sb::ConvKernel::automatic;
-    if (!std::strcmp(v, "simt")) return sb::ConvKernel::simt;
-    if (!std::strcmp(v, "wmma")) return sb::ConvKernel::wmma;
-    if (!std::strcmp(v, "mma")) return sb::ConvKernel::mma;
-    if (!std::strcmp(v, "wgmma")) return sb::ConvKernel::wgmma;
-    FRUGAL_FAIL(invalid_argument, "spconv::submanifold_conv",
-                "FRUGAL_SPCONV_KERNEL must be simt, wmma, mma or wgmma, got '" << v << "'");
-    return sb::ConvKernel::automatic;
-  }();
-  return k;
-}
-
-sb::ConvKernel choose_kernel(const sb::ConvArgs& a) {
-  if (a.kernel != sb::ConvKernel::automatic) return a.kernel;
-  if (a.dtype == DType::f32) return sb::ConvKernel::simt;
-  sb::ConvKernel env = kernel_from_env();
-  // wgmma asked for on a device without sm_90a code: the mma kernel, under the same rule below.
-  if (env == sb::ConvKernel::wgmma && !spconv_mma::wgmma_available(a.device)) env = sb::ConvKernel::mma;
-  const bool sorted = env == sb::ConvKernel::mma || env == sb::ConvKernel::wgmma;
-  if (env != sb::ConvKernel::automatic && (!sorted || spconv_mma::supports(a))) return env;
-  if (!spconv_mma::supports(a)) return sb::ConvKernel::wmma;
-  // wgmma where the device runs it: 2.0× the mma kernel at R = 1024, C = 256 on the H200 and
-  // faster on every shape measured (bench/results/2026-11-29-spconv-tc3.md).
-  return spconv_mma::wgmma_available(a.device) ? sb::ConvKernel::wgmma : sb::ConvKernel::mma;
-}
-
-}  // namespace
-
-bool spconv_wgmma_available(int device) { return spconv_mma::wgmma_available(device); }
-int64_t spconv_halo_pipe_launches() { return spconv_mma::halo_pipe_launches(); }
-
-int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
+spconv::backend::ConvReport spconv_conv(const sb::ConvArgs& a, const spconv::ConvChoice& c, Stream stream) {
   DeviceGuard guard(a.device);
   const cudaStream_t s = to_cuda(stream);
   ConvParams p{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, nullptr};
-  const sb::ConvKernel kernel = choose_kernel(a);
-  constexpr const char* op = "spconv::submanifold_conv";
-  FRUGAL_CHECK(kernel == sb::ConvKernel::simt || a.dtype != DType::f32, unsupported, op,
-               "the tensor-core kernels take f16 or bf16, got f32");
-  const bool sorted = kernel == sb::ConvKernel::mma || kernel == sb::ConvKernel::wgmma;
-  FRUGAL_CHECK(kernel != sb::ConvKernel::wgmma || spconv_mma::wgmma_available(a.device), unsupported, op,
-               "the wgmma kernel needs a device of compute capability 9.0 and a build for sm_90a");
-  FRUGAL_CHECK(!sorted || spconv_mma::supports(a), unsupported, op,
-               "the mma kernel needs K <= " << spconv_mma::kMaxOffsets
-                                            << ", Ci and Co multiples of 8 and 16-byte aligned tensors, got K = "
-                                            << a.k << ", Ci = " << a.ci << ", Co = " << a.co);
-  // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the sorted-row kernels'
-  // (spconv_mma::workspace_bytes: the row order, a split wgmma launch's f32 partials, the pipelined
-  // halo kernel's hand-off list).
+  // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the masked-row kernels'
+  // (spconv::workspace_bytes: the row order, a split launch's f32 partials, the halo kernel's hand-off list).
   constexpr size_t kFlagBytes = 256;
-  sb::ConvArgs b = a;  // what the sorted-row kernels see: the chosen kernel
-  b.kernel = kernel;
-  const size_t mma_bytes = sorted ? spconv_mma::workspace_bytes(b) : 0;
+  const bool masked = spconv::is_masked(c.variant);
+  const size_t mma_bytes = masked ? spconv::workspace_bytes(a, c) : 0;
   const size_t ws_bytes = (a.check ? kFlagBytes : 0) + mma_bytes;
   unsigned long long host_bad = kNone;
+  sb::ConvReport report;
+  report.variant = c.variant;
   {
     std::optional<Scratch> ws;
     if (ws_bytes) ws.emplace(ws_bytes, s);
@@ -484,29 +503,28 @@ int64_t spconv_conv(const sb::ConvArgs& a, Stream stream) {
       p.bad = ws->as<unsigned long long>();
       FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.bad, 0xff, sizeof(unsigned long long), s));
     }
-    if (sorted) {
-      spconv_mma::run(b, p.bad, mma_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
+    if (masked) {
+      report.variant = spconv_mma::run(a, c, p.bad, mma_bytes ? ws->as<char>() + (a.check ? kFlagBytes : 0) : nullptr, s);
     } else {
       const bool vec =
           a.ci % 8 == 0 && a.co % 8 == 0 && is_aligned(a.feats, 16) && is_aligned(a.weight, 16) && is_aligned(a.out, 16);
-      const int tile_co = a.tile_co ? a.tile_co : (a.co > 64 ? 128 : 64);
-      FRUGAL_CHECK(kernel == sb::ConvKernel::simt || tile_co == 64 || tile_co == 128, invalid_argument, op,
-                   "the WMMA kernel's tile_co must be 64 or 128, got " << tile_co);
-      dispatch_float(a.dtype, op, [&]<typename T>() {
+      const bool simt = c.variant == spconv::ConvVariant::simt;
+      dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() {
         if constexpr (std::is_same_v<T, float>) {
           launch_simt<T>(p, s);
         } else {
-          if (kernel == sb::ConvKernel::simt) return launch_simt<T>(p, s);
-          if (tile_co == 128) return vec ? launch_wmma<T, 128, true>(p, s) : launch_wmma<T, 128, false>(p, s);
+          if (simt) return launch_simt<T>(p, s);
+          if (c.tile_co == 128) return vec ? launch_wmma<T, 128, true>(p, s) : launch_wmma<T, 128, false>(p, s);
           return vec ? launch_wmma<T, 64, true>(p, s) : launch_wmma<T, 64, false>(p, s);
         }
       });
     }
     if (a.check) FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host_bad, p.bad, sizeof(host_bad), cudaMemcpyDeviceToHost, s));
   }
-  if (!a.check) return -1;
+  if (!a.check) return report;
   FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
-  return host_bad == kNone ? -1 : static_cast<int64_t>(host_bad);
+  if (host_bad != kNone) report.bad_entry = static_cast<int64_t>(host_bad);
+  return report;
 }
 
 }  // namespace frugal::cuda

@@ -53,6 +53,10 @@
 
 namespace frugal::cuda::spconv_mma {
 
+using spconv::ConvVariant;
+using spconv::halo_passes;
+using spconv::kHaloPasses;
+
 namespace {
 
 #ifdef FRUGAL_WGMMA
@@ -142,7 +146,7 @@ struct WgTile {
   static_assert(A_RSTEP % 8 == 0, "fixed A row phase per thread");
   static_assert(size_t(BM) * LDC * 2 <= size_t(STAGES) * STAGE, "the epilogue staging reuses the stages");
   // 227 KB of shared memory a block (sm_90): the stages, the slack and the map slice at K = 32.
-  static_assert(SMEM + size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
+  static_assert(SMEM + size_t(kMaxMaskedOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
 };
 
 // ---- the tile's epilogue (both kernels) -----------------------------------------------------------
@@ -227,12 +231,6 @@ __device__ __forceinline__ void gather_a(unsigned char* dst, const int32_t* nb_k
   }
 }
 
-// Whether the launch's halo kernel took its rows (run(): at Ci > 64 the halo kernel's launch decides on
-// the device, and the kernel the rules pick otherwise follows it and returns at once where it did).
-__device__ __forceinline__ bool halo_took_the_rows(const Params& p) {
-  return p.halo_min_fits && __ldcg(p.handoff_count + kProbeFits) >= (p.halo_min_fits & ~kHaloOthersFollow);
-}
-
 // Only the offsets no row of the tile has are skipped (act_s). Skipping per 64-row warpgroup too was
 // measured slower at every shape (results file tc3: ptxas cannot prove that branch uniform per
 // warpgroup and serializes the wgmmas, warning C7520) and removed.
@@ -244,7 +242,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   extern __shared__ unsigned char smem_raw[];
   __shared__ int32_t row_s[BM];              // output row of each tile row; -1: past the end
   __shared__ uint32_t group_s[GROUPS];       // offsets present in each 16-row group
-  __shared__ int8_t act_s[kMaxOffsets];      // offsets present in the tile, ascending
+  __shared__ int8_t act_s[kMaxMaskedOffsets];      // offsets present in the tile, ascending
   __shared__ int act_count;
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* smem = smem_raw + ((1024 - (raw_addr & 1023)) & 1023);
@@ -256,7 +254,6 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   const int64_t t0 = static_cast<int64_t>(blockIdx.x / col_tiles) * BM;  // within this launch's rows
   const int co0 = static_cast<int>(blockIdx.x % col_tiles) * BN;
   const int tid = threadIdx.x, wg = tid / 128;
-  if (halo_took_the_rows(p)) return;
 
   tile_prologue<BM, THREADS>(p, t0, nb_s, row_s, group_s, act_s, &act_count);
   const int chunks = (p.ci + BK - 1) / BK;
@@ -360,7 +357,7 @@ struct WsTile {
   static_assert(size_t(BM) * (BN + 8) * 2 <= size_t(STAGES) * STAGE, "the epilogue staging reuses the stages");
   // One block's shared memory at K = 32; two blocks fit a multiprocessor's 228 KB up to K = 27 (2 × (97 +
   // 13.5 (map slice) + 0.7 + 1 (reserved)) KB), larger K runs one.
-  static_assert(SMEM + size_t(kMaxOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
+  static_assert(SMEM + size_t(kMaxMaskedOffsets) * BM * 4 + 2048 <= 232448, "fits one block's shared memory");
 };
 
 // kHandoff: the instance that runs the tiles the pipelined halo kernel left (p.handoff; its own
@@ -374,7 +371,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   extern __shared__ unsigned char smem_raw[];
   __shared__ int32_t row_s[BM];
   __shared__ uint32_t group_s[GROUPS];
-  __shared__ int8_t act_s[kMaxOffsets];
+  __shared__ int8_t act_s[kMaxMaskedOffsets];
   __shared__ int act_count;
   __shared__ alignas(8) uint64_t full_s[STAGES], empty_s[STAGES];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
@@ -384,9 +381,6 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
   const uint32_t empty0 = static_cast<uint32_t>(__cvta_generic_to_shared(empty_s));
   int32_t* nb_s = reinterpret_cast<int32_t*>(smem + size_t(STAGES) * Tile::STAGE);
   int64_t tile = blockIdx.x / col_tiles;
-  if constexpr (!kHandoff) {
-    if (halo_took_the_rows(p)) return;
-  }
   if constexpr (kHandoff) {  // the tiles the pipelined halo kernel left, the grid sized for all of them
     __shared__ int64_t handoff_tile;
     if (threadIdx.x == 0) {
@@ -599,9 +593,6 @@ struct HaloPipe {
   static_assert(STAGING <= HALO, "the epilogue stages in the tile's halo buffer");
   static_assert(size_t(CAP) * 128 >= 3 * kHaloBoxSpan, "a tile's box flags (a byte a box) fit a halo buffer");
 };
-constexpr int kHaloPasses = 2;  // Ci ≤ 64 · kHaloPasses
-// The passes of 64 input channels the halo kernel makes at Ci (its PASSES).
-__host__ __device__ constexpr int halo_passes(int64_t ci) { return ci > 64 ? 2 : 1; }
 
 // The third of the offsets offset k belongs to (per = ⌈K / 3⌉): the halo range its neighbors come from.
 __device__ __forceinline__ int offset_third(int k, int per) { return (k >= per) + (k >= 2 * per); }
@@ -755,7 +746,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   constexpr int STATES = H::STATES;
   constexpr bool kCopy = H::kCopyWarp;
   __shared__ int32_t row_s[STATES][BM];
-  __shared__ int8_t act_s[STATES][kMaxOffsets];
+  __shared__ int8_t act_s[STATES][kMaxMaskedOffsets];
   __shared__ int act_count[STATES], range_lo[STATES][3], range_hi[STATES][3];
   __shared__ uint32_t any_s[STATES];
   __shared__ int64_t next_s;  // the prologue's next tile, claimed from the launch's tile counter
@@ -793,16 +784,6 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
   // template parameter: as a runtime value the one-pass kernel measured 5% slower at C = 64.)
   static_assert(PASSES >= 1 && PASSES <= kHaloPasses, "Ci ≤ 64 · kHaloPasses");
   constexpr bool kBoxes = halo_by_boxes(64 * PASSES, BN);  // tiles that do not fit by ranges, by boxes
-  if (p.halo_min_fits && !halo_took_the_rows(p)) {  // the rows do not suit it (decided on the device)
-    if (tid == 0) {
-      if (!(p.halo_min_fits & kHaloOthersFollow))  // every tile to the hand-off kernel
-        for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x)
-          p.handoff[atomicAdd(p.handoff_count + kListed, 1u)] = static_cast<int32_t>(t);
-      __threadfence();
-      atomicAdd(p.handoff_count + kListersDone, 1u);
-    }
-    return;
-  }
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
       mbar_init(full0 + 8 * i, 1);  // + the weight slice's bytes
@@ -834,14 +815,14 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     // Tile t's map slice, this thread's row: into map_s, one 4-byte copy an offset (the rows of a warp
     // are consecutive: 128 bytes a copy instruction), all in flight at once and no register held; or
     // (H::kMapInRegisters) into nx, one load an offset.
-    [[maybe_unused]] int32_t nx[kMaxOffsets];
+    [[maybe_unused]] int32_t nx[kMaxMaskedOffsets];
     auto fetch_map = [&](int64_t t) {
       const int64_t t0 = t * BM;
       const bool in = t0 + pt < p.rows;
       const int64_t row = in ? (p.perm ? __ldg(&p.perm[t0 + pt]) : p.row_begin + t0 + pt) : 0;
       if constexpr (H::kMapInRegisters) {
 #pragma unroll
-        for (int k = 0; k < kMaxOffsets; ++k) nx[k] = in && k < p.k ? __ldg(p.nbr + k * p.n + row) : 0;
+        for (int k = 0; k < kMaxMaskedOffsets; ++k) nx[k] = in && k < p.k ? __ldg(p.nbr + k * p.n + row) : 0;
       } else {
         if (in)
           for (int k = 0; k < p.k; ++k) cp_async4(map_s + k * BM + pt, p.nbr + k * p.n + row);
@@ -925,9 +906,9 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
         }
       };
       // The map phase and the slot entries, with the offsets' groups known at compile time where K is
-      // 27 (KC = 27; KC = 0: any K ≤ kMaxOffsets) and no branch per entry.
+      // 27 (KC = 27; KC = 0: any K ≤ kMaxMaskedOffsets) and no branch per entry.
       auto phase = [&](auto kc) {
-        constexpr int KC = decltype(kc)::value, KN = KC ? KC : kMaxOffsets;
+        constexpr int KC = decltype(kc)::value, KN = KC ? KC : kMaxMaskedOffsets;
         const int kcount = KC ? KC : p.k, per = KC ? (KC + 2) / 3 : (p.k + 2) / 3;
         const int n32 = static_cast<int>(p.n);  // n < INT32_MAX (checked by the API): the absent mark is an int32
         int32_t v[KN];
@@ -940,7 +921,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
 #pragma unroll
           for (int k = 0; k < KN; ++k) v[k] = live && k < kcount ? map_s[k * BM + r] : n32;
         }
-        int badk = kMaxOffsets;
+        int badk = kMaxMaskedOffsets;
 #pragma unroll
         for (int k = 0; k < KN; ++k) {
           const bool ok = static_cast<unsigned>(v[k]) < static_cast<unsigned>(n32);
@@ -952,7 +933,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           for (int q = 0; q < 3; ++q)
             if (g == q) lo[q] = min(lo[q], ok ? v[k] : INT32_MAX), hi[q] = max(hi[q], v[k]);
         }
-        if (badk < kMaxOffsets && p.bad) atomicMin(p.bad, static_cast<unsigned long long>(badk * p.n + row));
+        if (badk < kMaxMaskedOffsets && p.bad) atomicMin(p.bad, static_cast<unsigned long long>(badk * p.n + row));
         any = __reduce_or_sync(0xffffffffu, any);
 #pragma unroll
         for (int q = 0; q < 3; ++q)
@@ -1333,8 +1314,6 @@ __global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap
   if (r == 0 && (ranges <= cap || (boxes && spans && 8 * boxes_s <= cap))) atomicAdd(fits, 1u);
 }
 
-std::atomic<int64_t> g_halo_pipe_launches{0};
-
 // out[row_begin + r, c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
 template <typename T>
 __global__ void kernel_finish_split(Params p, int splits) {
@@ -1355,38 +1334,7 @@ __global__ void kernel_finish_split(Params p, int splits) {
   }
 }
 
-__device__ int probe_result;
-__global__ void kernel_probe_wgmma() {
-#ifdef FRUGAL_WGMMA
-  probe_result = 1;
-#else
-  probe_result = 0;
-#endif
-}
-
 }  // namespace
-
-bool wgmma_available(int device) {
-  constexpr int kMaxDevices = 64;
-  static std::mutex mu;
-  static int8_t known[kMaxDevices] = {};  // 0: not probed yet, 1: yes, 2: no
-  if (device < 0 || device >= kMaxDevices) return false;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!known[device]) {
-    DeviceGuard guard(device);
-    int major = 0, minor = 0;
-    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    int got = 0;
-    if (major == 9 && minor == 0) {
-      kernel_probe_wgmma<<<1, 1>>>();
-      FRUGAL_CUDA_CHECK_LAUNCH();
-      FRUGAL_CUDA_CHECK(cudaMemcpyFromSymbol(&got, probe_result, sizeof(int)));
-    }
-    known[device] = got == 1 ? 1 : 2;
-  }
-  return known[device] == 1;
-}
 
 // One launch of either kernel over p's rows: fn(lead..., p, col_tiles), where lead is nothing (the
 // plain kernel) or the weights' tensor map (the warp-specialized one); a programmatic dependent of the
@@ -1447,32 +1395,23 @@ bool feature_map(const Params& p, CUtensorMap* map, cuuint32_t rows = 8) {
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// Up to 256 tiles spread over the launch, at least 3/4 of them fitting: on the H200 the kernel beat
-// the two-block kernel with 88% of the tiles fitting (the R = 1024 shell, map order: 2.75 against
-// 3.35 ms, the rest handed off) and lost 1.2× with none (rows in random order: the prologue sorts
-// out every tile before the two-block kernel runs them all); bench/results/2026-11-30-spconv-handoff.md.
-constexpr int kHaloSamples = 256;
-unsigned halo_samples(const Params& p) {
-  return static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(p.rows, kTileRows), kHaloSamples));
-}
-unsigned halo_min_fits(const Params& p) { return std::max(1u, (3 * halo_samples(p) + 3) / 4); }
-
 template <typename T, int BN>
-void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s) {
-  // ws = 4 where the halo kernel cannot run (no tensor maps): another kernel sums every tile here, with
-  // the device-side decision off (q), so that it does not return early.
-  Params q = p;
-  if (ws == 4) q.halo_min_fits = 0;
+ConvVariant launch_wgmma(const Params& p, ConvVariant v, int rows, int splits, cudaStream_t s) {
+  // ws: 0 every warp gathers and multiplies, 1 warp-specialized, 2 its two-block form, 4 the halo kernel.
+  const int ws = v == ConvVariant::wgmma ? 0 : v == ConvVariant::wgmma_ws ? 1 : v == ConvVariant::wgmma_ws2 ? 2 : 4;
+  const Params& q = p;
   CUtensorMap map;
   const bool tma = ws && weight_map<T>(p, &map);
   if constexpr (BN <= 128) {
     if (rows == 2 * kTileRows && ws != 4) {  // (the halo kernel's tiles are 128 rows)
       if (tma) {
         using Tile = WsTile<BN, 1, 2 * kTileRows>;
-        return launch_tile<Tile>(kernel_conv_wgmma_ws<T, Tile>, p, splits, s, false, map);
+        launch_tile<Tile>(kernel_conv_wgmma_ws<T, Tile>, p, splits, s, false, map);
+        return ConvVariant::wgmma_ws;
       }
       using Tile = WgTile<BN, 2 * kTileRows>;
-      return launch_tile<Tile>(kernel_conv_wgmma<T, Tile>, p, splits, s, false);
+      launch_tile<Tile>(kernel_conv_wgmma<T, Tile>, p, splits, s, false);
+      return ConvVariant::wgmma;
     }
   }
   if (tma) {
@@ -1485,7 +1424,7 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         FRUGAL_CUDA_CHECK(cudaGetDevice(&device));
         const int sms = multiprocessor_count(device);
         const int64_t tiles = ceil_div<int64_t>(p.rows, H::BM);
-        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, kProbeFits * sizeof(unsigned), s));  // all but the probe's
+        FRUGAL_CUDA_CHECK(cudaMemsetAsync(p.handoff_count, 0, kHandoffWords * sizeof(unsigned), s));
         const auto blocks = static_cast<unsigned>(std::min<int64_t>(tiles, sms));
         const bool one = halo_passes(p.ci) == 1;
         const auto kernel = one ? kernel_conv_halo_pipe<T, BN, 1> : kernel_conv_halo_pipe<T, BN, 2>;
@@ -1493,7 +1432,6 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(smem));
         kernel<<<blocks, H::THREADS, smem, s>>>(map, fmap, fmap64, p);
         FRUGAL_CUDA_CHECK_LAUNCH();
-        ++g_halo_pipe_launches;
         // The tiles it left, through the warp-specialized kernel (two blocks a multiprocessor at BN =
         // 64): a block a tile of the launch (those past the count return), launched as a programmatic
         // dependent, so that it runs on the multiprocessors the pipelined kernel's blocks leave as they
@@ -1505,14 +1443,19 @@ void launch_wgmma(const Params& p, int ws, int rows, int splits, cudaStream_t s)
         Params left = p;
         left.handoff_blocks = blocks;
         using Left = WsTile<BN, BN == 64 ? 2 : 1>;
-        return launch_tile<Left>(kernel_conv_wgmma_ws<T, Left, true>, left, splits, s, true, map);
+        launch_tile<Left>(kernel_conv_wgmma_ws<T, Left, true>, left, splits, s, true, map);
+        return ConvVariant::halo_pipe;
       }
-      if (BN == 64 && ws >= 2)
-        return launch_tile<WsTile<64, 2>>(kernel_conv_wgmma_ws<T, WsTile<64, 2>>, q, splits, s, false, map);
+      if (BN == 64 && ws >= 2) {
+        launch_tile<WsTile<64, 2>>(kernel_conv_wgmma_ws<T, WsTile<64, 2>>, q, splits, s, false, map);
+        return ConvVariant::wgmma_ws2;
+      }
     }
-    return launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, q, splits, s, false, map);
+    launch_tile<WsTile<BN>>(kernel_conv_wgmma_ws<T, WsTile<BN>>, q, splits, s, false, map);
+    return ConvVariant::wgmma_ws;
   }
   launch_tile<WgTile<BN>>(kernel_conv_wgmma<T, WgTile<BN>>, q, splits, s, false);
+  return ConvVariant::wgmma;
 }
 
 template <typename T>
@@ -1525,14 +1468,12 @@ void finish_split(const Params& p, int splits, cudaStream_t s) {
 template void finish_split<__half>(const Params&, int, cudaStream_t);
 template void finish_split<__nv_bfloat16>(const Params&, int, cudaStream_t);
 
-template void launch_wgmma<__half, 64>(const Params&, int, int, int, cudaStream_t);
-template void launch_wgmma<__half, 128>(const Params&, int, int, int, cudaStream_t);
-template void launch_wgmma<__half, 256>(const Params&, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 64>(const Params&, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 128>(const Params&, int, int, int, cudaStream_t);
-template void launch_wgmma<__nv_bfloat16, 256>(const Params&, int, int, int, cudaStream_t);
-
-int64_t halo_pipe_launches() { return g_halo_pipe_launches.load(); }
+template ConvVariant launch_wgmma<__half, 64>(const Params&, ConvVariant, int, int, cudaStream_t);
+template ConvVariant launch_wgmma<__half, 128>(const Params&, ConvVariant, int, int, cudaStream_t);
+template ConvVariant launch_wgmma<__half, 256>(const Params&, ConvVariant, int, int, cudaStream_t);
+template ConvVariant launch_wgmma<__nv_bfloat16, 64>(const Params&, ConvVariant, int, int, cudaStream_t);
+template ConvVariant launch_wgmma<__nv_bfloat16, 128>(const Params&, ConvVariant, int, int, cudaStream_t);
+template ConvVariant launch_wgmma<__nv_bfloat16, 256>(const Params&, ConvVariant, int, int, cudaStream_t);
 
 // The rows a halo buffer holds for p's channels (its kernel: BN, passes).
 int halo_pipe_cap(int bn, int64_t ci) {
@@ -1541,78 +1482,18 @@ int halo_pipe_cap(int bn, int64_t ci) {
                   : (one ? HaloPipe<128, 1>::CAP : HaloPipe<128, 2>::CAP);
 }
 
-// The probe on s: launch p's fitting sample tiles (halo buffers of cap rows) into *count.
-void launch_halo_probe(const Params& p, int cap, bool by_boxes, unsigned* count, cudaStream_t s) {
-  FRUGAL_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned), s));
-  kernel_halo_probe<<<halo_samples(p), kTileRows, 0, s>>>(p, cap, by_boxes, count);
-  FRUGAL_CUDA_CHECK_LAUNCH();
-}
-
-void halo_probe(const Params& p, int bn, cudaStream_t s) {
-  launch_halo_probe(p, halo_pipe_cap(bn, p.ci), halo_by_boxes(p.ci, bn), p.handoff_count + kProbeFits, s);
-}
-
-int halo_pipe_suits(const Params& p, int bn, int device, cudaStream_t s) {
-  constexpr int kMaps = 64;
-  struct Probe {
-    int device;
-    const void* nbr;
-    int64_t n, row_begin, rows;
-    int k, cap;
-    bool boxes;                  // halo_by_boxes
-    int slot;                    // its count's place in `counts`
-    cudaEvent_t done = nullptr;  // completes when the count has landed there
-    int answer = -1;             // -1 not known yet, else 0 or 1
-  };
-  static std::mutex mutex;
-  static std::vector<Probe> probes;   // the last kMaps launches asked about, oldest first
-  static unsigned* counts = nullptr;  // pinned host memory, kMaps counts (kept for the process)
-  const std::lock_guard<std::mutex> lock(mutex);
-  const int cap = halo_pipe_cap(bn, p.ci);
-  const bool boxes = halo_by_boxes(p.ci, bn);
-  for (Probe& e : probes) {
-    if (e.device != device || e.nbr != p.nbr || e.n != p.n || e.row_begin != p.row_begin || e.rows != p.rows ||
-        e.k != p.k || e.cap != cap || e.boxes != boxes)
-      continue;
-    if (e.answer < 0) {
-      const cudaError_t q = cudaEventQuery(e.done);
-      if (q == cudaErrorNotReady) return -1;
-      FRUGAL_CUDA_CHECK(q);
-      e.answer = counts[e.slot] >= halo_min_fits(p);
-      FRUGAL_CUDA_CHECK(cudaEventDestroy(e.done));
-      e.done = nullptr;
+// The probe of a whole map: for each configuration (column tile 64 or 128, one or two passes), the
+// fitting sample tiles of halo buffers of its rows, laid out as its kernel lays them out.
+void launch_halo_probes(const int32_t* nbr, int64_t n, int k, unsigned* fits, cudaStream_t s) {
+  Params p{{nullptr, nbr, nullptr, nullptr, nullptr, n, k, 0, 0, nullptr}, nullptr, 0, n};
+  const auto samples = static_cast<unsigned>(spconv::halo_samples(n));
+  for (int t = 0; t < 2; ++t)
+    for (int passes = 1; passes <= kHaloPasses; ++passes) {
+      const int bn = t ? 128 : 64, ci = spconv::kHaloChannels * passes;
+      kernel_halo_probe<<<samples, kTileRows, 0, s>>>(p, halo_pipe_cap(bn, ci), halo_by_boxes(ci, bn),
+                                                       fits + 2 * t + passes - 1);
+      FRUGAL_CUDA_CHECK_LAUNCH();
     }
-    return e.answer;
-  }
-  // A new map: the probe runs behind this launch's work and its count comes back asynchronously; this
-  // launch and those before the count is in take the two-block kernel. Not while the stream is being
-  // captured into a graph (the probe's copy to host memory would become part of the graph).
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s, &capture) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return -1;
-  }
-  if (capture != cudaStreamCaptureStatusNone) return -1;
-  if (!counts) FRUGAL_CUDA_CHECK(cudaMallocHost(&counts, kMaps * sizeof(unsigned)));
-  int slot = static_cast<int>(probes.size());
-  if (probes.size() == kMaps) {  // the oldest makes room (waits for its count only if it is still out)
-    Probe& old = probes.front();
-    if (old.done) {
-      FRUGAL_CUDA_CHECK(cudaEventSynchronize(old.done));
-      FRUGAL_CUDA_CHECK(cudaEventDestroy(old.done));
-    }
-    slot = old.slot;
-    probes.erase(probes.begin());
-  }
-  Probe e{device, p.nbr, p.n, p.row_begin, p.rows, p.k, cap, boxes};
-  e.slot = slot;
-  Scratch count(sizeof(unsigned), s);
-  launch_halo_probe(p, cap, boxes, count.as<unsigned>(), s);
-  FRUGAL_CUDA_CHECK(cudaMemcpyAsync(counts + slot, count.as<unsigned>(), sizeof(unsigned), cudaMemcpyDeviceToHost, s));
-  FRUGAL_CUDA_CHECK(cudaEventCreateWithFlags(&e.done, cudaEventDisableTiming));
-  FRUGAL_CUDA_CHECK(cudaEventRecord(e.done, s));
-  probes.push_back(e);
-  return -1;
 }
 
 }  // namespace frugal::cuda::spconv_mma
