@@ -227,7 +227,8 @@ const Row kTable[] = {
 
 TEST(ChooseSpconv, TableOfShapesAndDevices) {
   for (const Row& r : kTable) {
-    SCOPED_TRACE(std::string(r.shape) + " on " + to_string(r.caps) + " stats " + std::to_string(static_cast<int>(r.stats)));
+    SCOPED_TRACE(std::string(r.shape) + " on " + to_string(r.caps) + " stats " +
+                 std::to_string(static_cast<int>(r.stats)));
     const backend::ConvArgs a = args(r.n, r.ci, r.co);
     const ConvChoice got = pick(a, r.caps, r.stats);
     EXPECT_EQ(to_string(got), to_string(r.want));
@@ -248,7 +249,8 @@ TEST(ChooseSpconv, DtypesAndShapesOutsideTheMaskedKernels) {
   // f32: CUDA cores on every GPU; the CPU: its own loop.
   EXPECT_EQ(pick(args(289772, 64, 64, DType::f32), h200, Stats::fits).variant, V::simt);
   EXPECT_EQ(pick(args(289772, 64, 64, DType::f32), a100, Stats::fits).variant, V::simt);
-  EXPECT_EQ(to_string(pick(args(1000, 64, 64), cpu, Stats::fits)), "cpu(tile_co 64, tile_rows 16, map order, splits 1, chunk_rows 1000)");
+  EXPECT_EQ(to_string(pick(args(1000, 64, 64), cpu, Stats::fits)),
+            "cpu(tile_co 64, tile_rows 16, map order, splits 1, chunk_rows 1000)");
   // f16/bf16 the masked kernels cannot take: WMMA (K > 32, channels not multiples of 8, misaligned).
   EXPECT_EQ(to_string(pick(args(289772, 64, 64, DType::bf16, 125), h200, Stats::fits)),
             "wmma(tile_co 64, tile_rows 128, map order, splits 1, chunk_rows 289772)");

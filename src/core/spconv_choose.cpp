@@ -138,11 +138,16 @@ ConvChoice complete(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice&
   ConvChoice c = forced;
   const V v = c.variant;
   if (!c.tile_co) {
-    if (v == V::cpu) c.tile_co = a.co;
-    else if (v == V::simt) c.tile_co = kSimtTile;
-    else if (v == V::wmma) c.tile_co = a.co > 64 ? 128 : 64;
-    else if (v == V::mma) c.tile_co = mma_tile_co(a, caps);
-    else c.tile_co = tile_co_for(a.co);  // wgmma*: a small grid is filled by the split over offsets instead
+    if (v == V::cpu)
+      c.tile_co = a.co;
+    else if (v == V::simt)
+      c.tile_co = kSimtTile;
+    else if (v == V::wmma)
+      c.tile_co = a.co > 64 ? 128 : 64;
+    else if (v == V::mma)
+      c.tile_co = mma_tile_co(a, caps);
+    else
+      c.tile_co = tile_co_for(a.co);  // wgmma*: a small grid is filled by the split over offsets instead
   }
   if (!c.tile_rows) c.tile_rows = tile_rows_for(a, caps, v, c.tile_co);
   if (!c.sort_rows) c.sort_rows = sorts_for(a, v, c.tile_rows);
@@ -176,7 +181,8 @@ ConvChoice choose(const ConvArgs& a, const DeviceCaps& caps, const MapStats* sta
   else if (medium_on_a_large_grid(a, caps, tile_co))
     v = V::wgmma_ws;  // on 256-row tiles (tile_rows_for); on 128-row ones it loses to the two-block kernels
   ConvChoice c = complete(a, caps, ConvChoice{.variant = v});
-  if (is_wgmma(v) && halo_by_rule(a, caps, c, stats)) c = complete(a, caps, ConvChoice{.variant = V::halo_pipe, .tile_co = c.tile_co});
+  if (is_wgmma(v) && halo_by_rule(a, caps, c, stats))
+    c = complete(a, caps, ConvChoice{.variant = V::halo_pipe, .tile_co = c.tile_co});
   std::string why;
   FRUGAL_CHECK(can_implement(a, caps, c, &why), unsupported, kOp,
                "no kernel runs this conv on " << to_string(caps) << ": " << to_string(c) << " " << why);
@@ -221,9 +227,11 @@ bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& 
   if (is_wgmma(v) && !caps.sm90a)
     return no("needs sm_90a code on a compute capability 9.0 device, got ", to_string(caps));
   if (!takes_masked_rows(a))
-    return no("needs K <= ", kMaxMaskedOffsets, ", Ci and Co multiples of 8 and 16-byte aligned feats, weight and out, got K = ",
-              a.k, ", Ci = ", a.ci, ", Co = ", a.co);
-  if (c.tile_co != 64 && c.tile_co != 128 && c.tile_co != 256) return no("takes tile_co 64, 128 or 256, got ", c.tile_co);
+    return no("needs K <= ", kMaxMaskedOffsets,
+              ", Ci and Co multiples of 8 and 16-byte aligned feats, weight and out, got K = ", a.k, ", Ci = ", a.ci,
+              ", Co = ", a.co);
+  if (c.tile_co != 64 && c.tile_co != 128 && c.tile_co != 256)
+    return no("takes tile_co 64, 128 or 256, got ", c.tile_co);
   if (!c.sort_rows) return no("needs sort_rows set");
   if (!valid_chunk(a, c))
     return no("takes chunk_rows a multiple of ", kTileRows, " up to N = ", a.n, " (or N), got ", c.chunk_rows);
@@ -235,7 +243,8 @@ bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& 
   if (c.splits < 1 || c.splits > std::max(1, a.k)) return no("takes splits in [1, K = ", a.k, "], got ", c.splits);
   if (v == V::wgmma || v == V::wgmma_ws) {
     if (c.tile_rows != kTileRows && !(c.tile_rows == 2 * kTileRows && c.tile_co <= 128))
-      return no("takes tile_rows 128, or 256 with tile_co <= 128, got tile_rows ", c.tile_rows, ", tile_co ", c.tile_co);
+      return no("takes tile_rows 128, or 256 with tile_co <= 128, got tile_rows ", c.tile_rows, ", tile_co ",
+                c.tile_co);
     return true;
   }
   if (v == V::wgmma_ws2) {
@@ -254,8 +263,9 @@ bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& 
 }
 
 size_t order_bytes(const ConvArgs&, const ConvChoice& c) {
-  return is_masked(c.variant) && c.sort_rows.value_or(false) ? round16(static_cast<size_t>(c.chunk_rows) * sizeof(int32_t))
-                                                             : 0;
+  return is_masked(c.variant) && c.sort_rows.value_or(false)
+             ? round16(static_cast<size_t>(c.chunk_rows) * sizeof(int32_t))
+             : 0;
 }
 size_t partial_bytes(const ConvArgs& a, const ConvChoice& c) {
   return is_wgmma(c.variant) && c.splits > 1 ? static_cast<size_t>(c.splits) * c.chunk_rows * a.co * sizeof(float) : 0;
@@ -270,14 +280,22 @@ size_t workspace_bytes(const ConvArgs& a, const ConvChoice& c) {
 
 std::string to_string(ConvVariant v) {
   switch (v) {
-    case V::cpu: return "cpu";
-    case V::simt: return "simt";
-    case V::wmma: return "wmma";
-    case V::mma: return "mma";
-    case V::wgmma: return "wgmma";
-    case V::wgmma_ws: return "wgmma_ws";
-    case V::wgmma_ws2: return "wgmma_ws2";
-    case V::halo_pipe: return "halo_pipe";
+    case V::cpu:
+      return "cpu";
+    case V::simt:
+      return "simt";
+    case V::wmma:
+      return "wmma";
+    case V::mma:
+      return "mma";
+    case V::wgmma:
+      return "wgmma";
+    case V::wgmma_ws:
+      return "wgmma_ws";
+    case V::wgmma_ws2:
+      return "wgmma_ws2";
+    case V::halo_pipe:
+      return "halo_pipe";
   }
   return "unknown";
 }
@@ -285,8 +303,10 @@ std::string to_string(ConvVariant v) {
 std::string to_string(const ConvChoice& c) {
   std::ostringstream os;
   os << to_string(c.variant) << "(tile_co " << c.tile_co << ", tile_rows " << c.tile_rows << ", "
-     << (!c.sort_rows ? "order by rule" : *c.sort_rows ? "sorted" : "map order") << ", splits " << c.splits
-     << ", chunk_rows " << c.chunk_rows << ")";
+     << (!c.sort_rows   ? "order by rule"
+         : *c.sort_rows ? "sorted"
+                        : "map order")
+     << ", splits " << c.splits << ", chunk_rows " << c.chunk_rows << ")";
   return os.str();
 }
 

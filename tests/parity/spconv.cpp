@@ -136,8 +136,8 @@ FRUGAL_PARITY_CASES(cases) {
     specs.push_back({false, 128, 256, dt, true, V::wgmma, true});
     specs.push_back({false, 128, 128, dt, true, V::wgmma_ws, true});
     specs.push_back({false, 64, 64, dt, true, V::wgmma_ws2, true});
-    specs.push_back({false, 64, 64, dt, true, V::halo_pipe, true});  // every tile handed on
-    specs.push_back({true, 64, 64, dt, true, V::halo_pipe, true});   // tiles kept: one pass
+    specs.push_back({false, 64, 64, dt, true, V::halo_pipe, true});   // every tile handed on
+    specs.push_back({true, 64, 64, dt, true, V::halo_pipe, true});    // tiles kept: one pass
     specs.push_back({true, 128, 128, dt, true, V::halo_pipe, true});  // two passes
     specs.push_back({true, 64, 64, dt, true, V::wgmma_ws, true});
   }

@@ -1,5 +1,7 @@
-// Tensor-core implicit-GEMM submanifold conv for f16/bf16 (mma.sync m16n8k16, f32 accumulators)
-// over output rows reordered so that rows with the same neighbor pattern share a tile.
+// The mma.sync conv kernel (sm_80) for f16/bf16 (m16n8k16, f32 accumulators) over output rows reordered
+// so that rows with the same neighbor pattern share a tile, and that row order. Floor: per tile, K·128
+// map entries, for each offset some row has 128 gathered rows and a Ci × BN weight slice; tensor-core
+// products only for the 16-row groups that have the offset.
 //
 // Row order (kernel_sort_rows): each row's neighbor mask (bit k set when nbr[k, row] is a row) is
 // computed, and the rows of each window of kWindow consecutive rows are stable-sorted by it in
@@ -21,18 +23,15 @@
 // Only sm_80 instructions (cp.async, ldmatrix, mma.sync): the same code serves the sm_90a and the
 // sm_90 / PTX builds.
 #include <algorithm>
-#include <climits>
 #include <cub/block/block_radix_sort.cuh>
 #include <type_traits>
 
 #include "cuda/common.cuh"
-#include "cuda/sparse_conv_mma.cuh"
+#include "cuda/spconv/tile.cuh"
 
-namespace frugal::cuda::spconv_mma {
+namespace frugal::cuda::spconv_kernels {
 
 namespace {
-
-namespace sb = spconv::backend;
 
 // ================================ row order ====================================================
 
@@ -93,16 +92,14 @@ __global__ void __launch_bounds__(kSortThreads)
 // addresses of one ldmatrix phase fall in distinct bank quads (A rows 2·BK + 16 bytes apart, B rows
 // 2·BN + 16).
 //
-// Two main loops (kernel_conv_mma), chosen per width from one H200 run (2026-11-29, results file,
-// "Follow-up (helper tc2)"):
+// Two main loops (kernel_conv_mma), each the faster at its widths (docs/performance.md, "Sparse conv"):
 //   PREFETCH (BN = 64, 256): 64-deep K steps (one barrier per four k16 slices) and ldmatrix
-//     fragments double-buffered across slices. R = 1024: C = 256 58.7 → 54.0 ms, C = 64 6.20 →
-//     6.08 ms. BN = 256: 4 stages, 204 KB, one block per SM (128 accumulators a thread); BN = 64:
-//     3 stages so that two blocks fit (2 × (81 KB + 17 KB static) of the 228 KB).
-//   otherwise (BN = 128): the first loop, 32-deep steps, 4 stages, two blocks per SM, fragments
-//     loaded just before their mmas. The PREFETCH loop was slower here: 19.5 ms at R = 1024, C = 128
-//     with BK = 64 at one block per SM (two buffers and 64 accumulators need 192 registers) and
-//     18.0 with BK = 32 and single-buffered fragments at two blocks, against 16.4.
+//     fragments double-buffered across slices. BN = 256: 4 stages, 204 KB, one block per SM (128
+//     accumulators a thread); BN = 64: 3 stages so that two blocks fit (2 × (81 KB + 17 KB static) of
+//     the 228 KB).
+//   otherwise (BN = 128): 32-deep steps, 4 stages, two blocks per SM, fragments loaded just before
+//     their mmas (the PREFETCH loop needs 192 registers for its two buffers and 64 accumulators there,
+//     one block a multiprocessor, and single-buffered at two blocks it lost too).
 template <int BN_>
 struct MmaTile {
   static constexpr bool PREFETCH = BN_ != 128;
@@ -322,7 +319,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
 }
 
 template <typename T, int BN>
-void launch_conv(const Params& p, cudaStream_t s) {
+void run_mma(const Params& p, cudaStream_t s) {
   using Tile = MmaTile<BN>;
   const int col_tiles = ceil_div(p.co, BN);
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
@@ -334,48 +331,23 @@ void launch_conv(const Params& p, cudaStream_t s) {
 
 }  // namespace
 
-spconv::ConvVariant run(const sb::ConvArgs& a, const spconv::ConvChoice& c, unsigned long long* bad, void* workspace,
-                        cudaStream_t s) {
-  using spconv::ConvVariant;
-  const int bn = c.tile_co, rows = c.tile_rows, nsplit = c.splits;
-  const int64_t chunk = c.chunk_rows;
-  const bool sorted = *c.sort_rows, wgmma = spconv::is_wgmma(c.variant);
-  auto* perm = static_cast<int32_t*>(workspace);
-  char* const base = static_cast<char*>(workspace);
-  float* part = nsplit > 1 ? reinterpret_cast<float*>(base + spconv::order_bytes(a, c)) : nullptr;
-  Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0};
-  if (spconv::handoff_bytes(a, c)) {
-    char* h = base + spconv::order_bytes(a, c) + spconv::partial_bytes(a, c);
-    p.handoff_count = reinterpret_cast<unsigned*>(h);
-    p.handoff = reinterpret_cast<int32_t*>(h + kHandoffHeader);
-  }
-  ConvVariant served = c.variant;
-  for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
-    p.row_begin = r0;
-    p.rows = std::min(chunk, a.n - r0);
-    if (sorted) {
-      const auto windows = static_cast<unsigned>(ceil_div<int64_t>(p.rows, kWindow));
-      kernel_sort_rows<<<windows, kSortThreads, 0, s>>>(a.nbr, a.n, a.k, r0, p.rows, perm);
-      FRUGAL_CUDA_CHECK_LAUNCH();
-      p.perm = perm;
-    }
-    dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() {
-      if constexpr (!std::is_same_v<T, float>) {
-        if (wgmma) {
-          p.part = part;
-          if (bn == 64) served = launch_wgmma<T, 64>(p, c.variant, rows, nsplit, s);
-          else if (bn == 128) served = launch_wgmma<T, 128>(p, c.variant, rows, nsplit, s);
-          else served = launch_wgmma<T, 256>(p, c.variant, rows, nsplit, s);
-          if (part) finish_split<T>(p, nsplit, s);
-          return;
-        }
-        if (bn == 64) return launch_conv<T, 64>(p, s);
-        if (bn == 128) return launch_conv<T, 128>(p, s);
-        return launch_conv<T, 256>(p, s);
-      }
-    });
-  }
-  return served;
+void launch_sort_rows(const int32_t* nbr, int64_t n, int k, int64_t row_begin, int64_t rows, int32_t* perm,
+                      cudaStream_t s) {
+  const auto windows = static_cast<unsigned>(ceil_div<int64_t>(rows, kWindow));
+  kernel_sort_rows<<<windows, kSortThreads, 0, s>>>(nbr, n, k, row_begin, rows, perm);
+  FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace frugal::cuda::spconv_mma
+void launch_mma(const Params& p, DType dtype, int tile_co, cudaStream_t s) {
+  auto run = [&]<typename T>() {
+    if (tile_co == 64) return run_mma<T, 64>(p, s);
+    if (tile_co == 128) return run_mma<T, 128>(p, s);
+    return run_mma<T, 256>(p, s);
+  };
+  if (dtype == DType::f16)
+    run.template operator()<__half>();
+  else
+    run.template operator()<__nv_bfloat16>();
+}
+
+}  // namespace frugal::cuda::spconv_kernels
