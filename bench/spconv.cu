@@ -259,13 +259,7 @@ int main(int argc, char** argv) {
     const spconv::backend::ConvArgs args = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
     // A forced choice: 0 and an unset order take the rules of the variant.
     auto choice = [](V v, int tile = 0, std::optional<bool> sorted = std::nullopt, int splits = 0, int rows = 0) {
-      spconv::ConvChoice c;
-      c.variant = v;
-      c.tile_co = tile;
-      c.sort_rows = sorted;
-      c.splits = splits;
-      c.tile_rows = rows;
-      return c;
+      return spconv::ConvChoice{.variant = v, .tile_co = tile, .tile_rows = rows, .sort_rows = sorted, .splits = splits};
     };
     auto runs = [&](const spconv::ConvChoice& c) {
       return spconv::can_implement(args, caps, spconv::complete(args, caps, c));

@@ -123,6 +123,11 @@ struct WgTile {
   static_assert(SMEM + size_t(kMaxMaskedOffsets) * BM * 4 + 2048 <= kMaxSmemPerBlock, "fits one block's shared memory");
 };
 
+// ---- the tile's epilogue (both kernels) -----------------------------------------------------------
+// Threads without accumulators (has_acc false: the producers) only help store. Split: the f32 partial
+// of this block, no bias, at [split, row - row_begin, channel]. Else bias, round, stage the tile in
+// shared memory (the stages, which the caller has made free with a barrier; stage_acc), then one
+// 16-byte store per 8 channels of a row.
 template <typename T, int BM, int BN, int THREADS, int MB = 1>
 __device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[MB * BN / 2], bool has_acc, int co0,
                                               const int32_t* row_s, unsigned char* smem) {

@@ -25,13 +25,10 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
 
 #endif  // FRUGAL_WGMMA
 
-// ---- the tile's epilogue (both kernels) -----------------------------------------------------------
+// ---- the epilogue's staging (every wgmma kernel) ----------------------------------------------------
 // Accumulator i of block b of a thread of warp w (w < 8; warpgroup w / 4 owns MB blocks of 64 rows):
 // row 64·(MB·(w / 4) + b) + 16·(w % 4) + lane/4 + 8·(i/2 % 2) of the tile, column 8·(i/4) +
-// 2·(lane % 4) + i % 2 (the wgmma m64nN f32 layout). Threads without accumulators (has_acc false:
-// the producers) only help store. Split: the f32 partial of this block, no bias, at [split, row -
-// row_begin, channel]. Else bias, round, stage the tile in shared memory (the stages, which the
-// caller has made free with a barrier), then one 16-byte store per 8 channels of a row.
+// 2·(lane % 4) + i % 2 (the wgmma m64nN f32 layout).
 // This thread's accumulators (first: its block 0's first row) plus the bias, rounded to T, into the
 // staging tile cs (BM rows of BN + 8 elements).
 template <typename T, int BN, int MB>
@@ -53,10 +50,7 @@ __device__ __forceinline__ void stage_acc(const Params& p, const float (&acc)[MB
   }
 }
 
-// The weight [K, Ci, Co] as a 3-D tensor map (Co fastest) of 64 × 64 × 1 boxes with the 128-byte
-// swizzle: a box lands exactly as the B tile's 8 KB of one 64-channel group (the layout the wgmma
-// descriptors read); rows past Ci and channels past Co are filled with zeros. False where the driver
-// has no encoder.
+// The driver's tensor-map encoder (nullptr where it has none), looked up once.
 inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
@@ -70,6 +64,10 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encode;
 }
 
+// The weight [K, Ci, Co] as a 3-D tensor map (Co fastest) of 64 × 64 × 1 boxes with the 128-byte
+// swizzle: a box lands exactly as the B tile's 8 KB of one 64-channel group (the layout the wgmma
+// descriptors read); rows past Ci and channels past Co are filled with zeros. False where the driver
+// has no encoder.
 template <typename T>
 bool weight_map(const Params& p, CUtensorMap* map) {
   const auto encode = tensor_map_encoder();
