@@ -5,11 +5,13 @@
 // Reads coords [N, 4] int32 (raw), generates fp16 feats [N, C] and weights [27, C, CO] (CO = C by
 // default) with the deterministic generator the python script shares (gen below), then times
 //   * build_kernel_map into a preallocated map (and the allocating form),
-//   * submanifold_conv (checked: includes the one 8-byte readback; unchecked: kernel only) for the
-//     default kernel and the variants (WMMA with 64/128-wide channel tiles, CUDA cores, mma.sync on
-//     sorted rows with 64/128/256-wide tiles, mma on unsorted rows, the wgmma kernel with 64/128/256
-//     wide tiles, unsorted and unsplit, 128- and 256-row tiles, the warp-specialized kernel, and the
-//     default in bf16),
+//   * submanifold_conv over the KernelMap (the default a user gets: no per-call check, the kernel the
+//     map's statistics and the rules pick; conv_ms, with the choice), over the map as a plain tensor
+//     (checked: the one 8-byte readback; unchecked), and each variant forced through ConvOptions::choice
+//     (WMMA with 64/128-wide channel tiles, CUDA cores, mma.sync on sorted rows with 64/128/256-wide
+//     tiles, mma on unsorted rows, the wgmma kernel with 64/128/256 wide tiles, unsorted and unsplit,
+//     128- and 256-row tiles, the warp-specialized kernels, the halo kernel, and the default in bf16;
+//     a variant that cannot run the shape is left out),
 //   * the share of useful products of the mma kernel (its row order replicated on the host),
 // and writes PREFIX.nbr (nbr[:, samples] int32) and PREFIX.out (out[samples, :] fp16) for the
 // sampled rows r_i = i·(N−1)/(S−1), and one JSON line on stdout (with --burst N, first a line of the
@@ -26,11 +28,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/device_caps.h"
 #include "core/sparse_conv_backend.h"
-#include "cuda/sparse_conv_mma.cuh"
+#include "core/spconv_choose.h"
 #include "event_timing.h"
 #include "frugal/runtime.h"
 #include "frugal/sparse_conv.h"
@@ -118,7 +122,7 @@ struct Share {
   double tile = 0, group = 0, warp = 0, wg = 0;
 };
 Share useful_share(const std::vector<int32_t>& nbr, int64_t n, bool sorted) {
-  namespace sm = cuda::spconv_mma;
+  namespace sm = spconv;
   std::vector<uint32_t> mask(n, 0);
   for (int k = 0; k < 27; ++k)
     for (int64_t i = 0; i < n; ++i) {
@@ -217,7 +221,7 @@ int main(int argc, char** argv) {
     const Device gpu = Device::cuda(0);
     const Tensor coords = coords_h.to(gpu);
 
-    // ---- map build
+    // ---- map build (the preallocated form returns the map's statistics, which the KernelMap keeps)
     Tensor nbr = Tensor::empty({27, n}, DType::i32, gpu);
     pool_reset_high();
     const double map_ms = median_wall_ms(10, [&] { spconv::build_kernel_map(coords, nbr.view(), 3, 1); });
@@ -234,72 +238,81 @@ int main(int argc, char** argv) {
     kernel_gen<<<1024, 256>>>(w.data_as<__half>(), 27 * c * co, 12345, 6);
     check(cudaDeviceSynchronize(), "gen");
 
+    const spconv::KernelMap map = spconv::KernelMap::build(coords, 3, 1);
     pool_reset_high();
     const double conv_checked_ms = median_wall_ms(reps, [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out); });
     const size_t conv_workspace = pool_reserved_high();
-    auto unchecked = [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked); };
-    const double conv_ms = median_event_ms(reps, unchecked);
-    if (burst > 0) {  // --burst N: N unchecked calls back to back after 3 s of rest, each call's time (one line)
-      const std::vector<double> t = burst_event_ms(burst, 3.0, unchecked);
+    auto over_map = [&] { spconv::submanifold_conv(feats, map, w, nullptr, out); };
+    const double conv_ms = median_event_ms(reps, over_map);
+    const spconv::ConvChoice served = spconv::choose_conv(feats, map, w, nullptr, out);
+    const double conv_unchecked_ms = median_event_ms(
+        reps, [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out, nullptr, spconv::MapCheck::unchecked); });
+    if (burst > 0) {  // --burst N: N calls over the map back to back after 3 s of rest, each call's time (one line)
+      const std::vector<double> t = burst_event_ms(burst, 3.0, over_map);
       std::printf("{\"burst_ms\": [");
       for (size_t i = 0; i < t.size(); ++i) std::printf("%s%.4f", i ? ", " : "", t[i]);
       std::printf("]}\n");
     }
-    // Variants through the backend (same output buffer; the default output is re-made below).
-    using K = spconv::backend::ConvKernel;
-    spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
-    a.check = false;
-    std::string variants;
-    struct Variant {
-      K kernel;
-      int tile;
-      int sorted;  // 1, 0, or -1: by the size rule
-      const char* name;
-      int splits = 0;
-      int rows = 128;  // wgmma: rows a block (0: by the size rule)
-      int ws = 0;      // wgmma: the warp-specialized kernel
+    // Variants forced through the options (same output buffer; the default output is re-made below).
+    using V = spconv::ConvVariant;
+    const DeviceCaps caps = cuda::device_caps(0);
+    const spconv::backend::ConvArgs args = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
+    // A forced choice: 0 and an unset order take the rules of the variant.
+    auto choice = [](V v, int tile = 0, std::optional<bool> sorted = std::nullopt, int splits = 0, int rows = 0) {
+      return spconv::ConvChoice{.variant = v, .tile_co = tile, .tile_rows = rows, .sort_rows = sorted, .splits = splits};
     };
-    const bool wg = cuda::spconv_mma::wgmma_available(0);
-    for (const Variant v : {Variant{K::wmma, 64, true, "wmma64"}, Variant{K::wmma, 128, true, "wmma128"},
-                            Variant{K::simt, 0, true, "simt"}, Variant{K::mma, 64, true, "mma64"},
-                            Variant{K::mma, 128, true, "mma128"}, Variant{K::mma, 256, true, "mma256"},
-                            Variant{K::mma, 0, false, "mma_unsorted"}, Variant{K::mma, 0, true, "mma_default"},
-                            Variant{K::wgmma, 64, true, "wgmma64"}, Variant{K::wgmma, 128, true, "wgmma128"},
-                            Variant{K::wgmma, 256, true, "wgmma256"}, Variant{K::wgmma, 0, false, "wgmma_unsorted"},
-                            Variant{K::wgmma, 0, true, "wgmma_nosplit", 1},
-                            // 128- against 256-row tiles (results file tc4), rows sorted by the size rule
-                            Variant{K::wgmma, 0, -1, "wgmma_r128", 0, 128},
-                            Variant{K::wgmma, 0, 1, "wgmma_r256_sorted", 0, 256},
-                            Variant{K::wgmma, 0, 0, "wgmma_r256_unsorted", 0, 256},
-                            Variant{K::wgmma, 128, -1, "wgmma128_r256", 0, 256},
-                            // the warp-specialized kernel (128-row tiles), rows sorted by the size rule, and not
-                            Variant{K::wgmma, 0, -1, "wgmma_ws", 0, 128, 1},
-                            Variant{K::wgmma, 64, -1, "wgmma_ws64", 0, 128, 1},
-                            Variant{K::wgmma, 128, -1, "wgmma_ws128", 0, 128, 1},
-                            Variant{K::wgmma, 0, 0, "wgmma_ws_unsorted", 0, 128, 1},
-                            Variant{K::wgmma, 0, 1, "wgmma_ws_sorted", 0, 128, 1},
-                            Variant{K::wgmma, 64, -1, "wgmma_ws64x2", 0, 128, 2},
-                            Variant{K::wgmma, 64, 0, "wgmma_ws64x2_unsorted", 0, 128, 2},
-                            // its 256-row tiles (each weight slice serves twice the rows)
-                            Variant{K::wgmma, 0, 1, "wgmma_ws_r256_sorted", 0, 256, 1},
-                            Variant{K::wgmma, 0, 0, "wgmma_ws_r256_unsorted", 0, 256, 1},
-                            // the pipelined halo kernel (Ci ≤ 128, Co ≤ 64 or 128; rows in the map's order)
-                            Variant{K::wgmma, 64, 0, "wgmma_halo_pipe", 0, 128, 4},
-                            Variant{K::wgmma, 128, 0, "wgmma_halo_pipe128", 0, 128, 4},
-                            Variant{K::wgmma, 0, -1, "wgmma_old", 0, 0, 0}}) {
-      if (mma_only && v.kernel != K::mma && v.kernel != K::wgmma) continue;
+    auto runs = [&](const spconv::ConvChoice& c) {
+      return spconv::can_implement(args, caps, spconv::complete(args, caps, c));
+    };
+    auto run_choice = [&](const spconv::ConvChoice& c, const Tensor& o) {
+      spconv::ConvOptions opt;
+      opt.check = spconv::MapCheck::unchecked;
+      opt.choice = c;
+      spconv::submanifold_conv(feats, nbr, w, nullptr, o, opt);
+    };
+    std::string variants = "\"default_choice\": \"" + spconv::to_string(served) + "\"";
+    struct Variant {
+      spconv::ConvChoice c;
+      const char* name;
+    };
+    const std::optional<bool> by_rule;
+    for (const Variant& v : {Variant{choice(V::wmma, 64), "wmma64"}, Variant{choice(V::wmma, 128), "wmma128"},
+                             Variant{choice(V::simt), "simt"}, Variant{choice(V::mma, 64, true), "mma64"},
+                             Variant{choice(V::mma, 128, true), "mma128"}, Variant{choice(V::mma, 256, true), "mma256"},
+                             Variant{choice(V::mma, 0, false), "mma_unsorted"}, Variant{choice(V::mma, 0, true), "mma_default"},
+                             Variant{choice(V::wgmma, 64, true, 0, 128), "wgmma64"},
+                             Variant{choice(V::wgmma, 128, true, 0, 128), "wgmma128"},
+                             Variant{choice(V::wgmma, 256, true, 0, 128), "wgmma256"},
+                             Variant{choice(V::wgmma, 0, false, 0, 128), "wgmma_unsorted"},
+                             Variant{choice(V::wgmma, 0, true, 1, 128), "wgmma_nosplit"},
+                             // 128- against 256-row tiles, rows sorted by the size rule
+                             Variant{choice(V::wgmma, 0, by_rule, 0, 128), "wgmma_r128"},
+                             Variant{choice(V::wgmma, 0, true, 0, 256), "wgmma_r256_sorted"},
+                             Variant{choice(V::wgmma, 0, false, 0, 256), "wgmma_r256_unsorted"},
+                             Variant{choice(V::wgmma, 128, by_rule, 0, 256), "wgmma128_r256"},
+                             // the warp-specialized kernels (128-row tiles), rows sorted by the size rule, and not
+                             Variant{choice(V::wgmma_ws, 0, by_rule, 0, 128), "wgmma_ws"},
+                             Variant{choice(V::wgmma_ws, 64, by_rule, 0, 128), "wgmma_ws64"},
+                             Variant{choice(V::wgmma_ws, 128, by_rule, 0, 128), "wgmma_ws128"},
+                             Variant{choice(V::wgmma_ws, 0, false, 0, 128), "wgmma_ws_unsorted"},
+                             Variant{choice(V::wgmma_ws, 0, true, 0, 128), "wgmma_ws_sorted"},
+                             Variant{choice(V::wgmma_ws2, 64, by_rule, 0, 128), "wgmma_ws64x2"},
+                             Variant{choice(V::wgmma_ws2, 64, false, 0, 128), "wgmma_ws64x2_unsorted"},
+                             // its 256-row tiles (each weight slice serves twice the rows)
+                             Variant{choice(V::wgmma_ws, 0, true, 0, 256), "wgmma_ws_r256_sorted"},
+                             Variant{choice(V::wgmma_ws, 0, false, 0, 256), "wgmma_ws_r256_unsorted"},
+                             // the pipelined halo kernel (Ci ≤ 128, Co ≤ 64 or 128; rows in the map's order)
+                             Variant{choice(V::halo_pipe, 64, false), "wgmma_halo_pipe"},
+                             Variant{choice(V::halo_pipe, 128, false), "wgmma_halo_pipe128"},
+                             Variant{choice(V::wgmma), "wgmma_old"}}) {
+      const bool tensor_core = v.c.variant != V::simt && v.c.variant != V::wmma;
+      if (mma_only && !tensor_core) continue;
       if (!only.empty() && ("," + only + ",").find("," + std::string(v.name) + ",") == std::string::npos) continue;
-      if (v.kernel == K::wgmma && !wg) continue;
-      if (v.tile == 128 && v.rows == 256 && co <= 128) continue;  // the same as wgmma_r256 there, or half idle
-      a.kernel = v.kernel;
-      a.tile_co = v.tile;
-      a.sort_rows = v.sorted;
-      a.splits = v.splits;
-      a.tile_rows = v.rows;
-      a.wgmma_ws = static_cast<int8_t>(v.ws);
-      const int r = v.kernel == K::simt ? std::max(3, reps / 4) : reps;
-      const double ms = median_event_ms(r, [&] { cuda::spconv_conv(a, nullptr); });
-      variants += std::string(variants.empty() ? "" : ", ") + "\"" + v.name + "_ms\": " + std::to_string(ms);
+      if (!runs(v.c)) continue;  // not this shape's (or this device's)
+      if (v.c.tile_co == 128 && v.c.tile_rows == 256 && co <= 128) continue;  // the same as wgmma_r256 there, or half idle
+      const int r = v.c.variant == V::simt ? std::max(3, reps / 4) : reps;
+      const double ms = median_event_ms(r, [&] { run_choice(v.c, out); });
+      variants += ", \"" + std::string(v.name) + "_ms\": " + std::to_string(ms);
     }
     {  // the default kernel in bf16 (same values rounded to bf16)
       Tensor fb = Tensor::empty({n, c}, DType::bf16, gpu), wb = Tensor::empty({27, c, co}, DType::bf16, gpu);
@@ -307,43 +320,34 @@ int main(int argc, char** argv) {
       kernel_to_bf16<<<4096, 256>>>(feats.data_as<__half>(), fb.data_as<__nv_bfloat16>(), n * c);
       kernel_to_bf16<<<1024, 256>>>(w.data_as<__half>(), wb.data_as<__nv_bfloat16>(), 27 * c * co);
       check(cudaDeviceSynchronize(), "bf16 inputs");
-      const double ms = median_event_ms(
-          reps, [&] { spconv::submanifold_conv(fb, nbr, wb, nullptr, ob, nullptr, spconv::MapCheck::unchecked); });
+      const double ms = median_event_ms(reps, [&] { spconv::submanifold_conv(fb, map, wb, nullptr, ob); });
       variants += std::string(variants.empty() ? "" : ", ") + "\"bf16_default_ms\": " + std::to_string(ms);
     }
-    spconv::submanifold_conv(feats, nbr, w, nullptr, out);  // the default kernel's output, checked
-    if (wg) {  // other kernels and variants against the default (checked) output, on every element
+    spconv::submanifold_conv(feats, map, w, nullptr, out);  // the default kernel's output
+    if (caps.sm90a) {  // other kernels and variants against the default output, on every element
       Tensor o2 = Tensor::empty({n, co}, DType::f16, gpu);
-      a.out = o2.data();
-      a.sort_rows = true;
-      a.splits = 0;
-      auto diff = [&](K kernel, int tile, int splits, int rows = 128, int ws = 0) {
-        a.kernel = kernel;
-        a.wgmma_ws = static_cast<int8_t>(ws);
-        a.tile_co = tile;
-        a.splits = splits;
-        a.tile_rows = rows;
+      auto diff = [&](const spconv::ConvChoice& c) {
+        if (!runs(c)) return 0.0;
         check(cudaMemset(o2.data(), 0xff, n * co * 2), "poison");  // NaN
-        cuda::spconv_conv(a, nullptr);
+        run_choice(c, o2);
         return max_rel_diff(out, o2, n * co);
       };
-      const double mma = diff(K::mma, 0, 0);
+      const double mma = diff(choice(V::mma, 0, true));
       double worst = 0;
-      for (int t : {64, 128, 256}) worst = std::max(worst, diff(K::wgmma, t, 0));
+      for (int t : {64, 128, 256}) worst = std::max(worst, diff(choice(V::wgmma, t, true, 0, 128)));
       double tall = 0;  // 256-row tiles (64- and 128-wide) and 128-row tiles against the default
-      tall = std::max(diff(K::wgmma, 0, 0, 128), diff(K::wgmma, 0, 0, 256));
-      tall = std::max(tall, diff(K::wgmma, 64, 0, 256));
-      tall = std::max(tall, diff(K::wgmma, 128, 0, 256));
+      tall = std::max(diff(choice(V::wgmma, 0, true, 0, 128)), diff(choice(V::wgmma, 0, true, 0, 256)));
+      tall = std::max(tall, diff(choice(V::wgmma, 64, true, 0, 256)));
+      tall = std::max(tall, diff(choice(V::wgmma, 128, true, 0, 256)));
       variants += ", \"wgmma_tile_rows_vs_default_rel\": " + std::to_string(tall);
-      double ws = 0;  // the warp-specialized kernel, every width, against the default
-      for (int t : {0, 64, 128, 256}) ws = std::max(ws, diff(K::wgmma, t, 0, 128, 1));
-      ws = std::max(ws, diff(K::wgmma, 64, 0, 128, 2));
+      double ws = 0;  // the warp-specialized kernels, every width, against the default
+      for (int t : {0, 64, 128, 256}) ws = std::max(ws, diff(choice(V::wgmma_ws, t, true, 0, 128)));
+      ws = std::max(ws, diff(choice(V::wgmma_ws2, 64, true, 0, 128)));
       variants += ", \"wgmma_ws_vs_default_rel\": " + std::to_string(ws);
-      const double nosplit = diff(K::wgmma, 0, 1), split3 = diff(K::wgmma, 0, 3);
+      const double nosplit = diff(choice(V::wgmma, 0, true, 1, 128)), split3 = diff(choice(V::wgmma, 0, true, 3, 128));
       variants += ", \"mma_vs_default_rel\": " + std::to_string(mma) + ", \"wgmma_widths_vs_default_rel\": " +
                   std::to_string(worst) + ", \"wgmma_nosplit_vs_default_rel\": " + std::to_string(nosplit) +
                   ", \"wgmma_split3_vs_default_rel\": " + std::to_string(split3);
-      a.out = out.data();
     }
 
     // ---- sampled rows out
@@ -365,17 +369,11 @@ int main(int argc, char** argv) {
     std::ofstream(out_prefix + ".out", std::ios::binary)
         .write(reinterpret_cast<const char*>(out_s.data()), out_s.size() * 2);
 
-    // What the default (checked) call allocates: the flag's 256 bytes, plus the sorted-row kernel's
-    // row order (and the wgmma kernel's f32 partials when it splits, the pipelined halo kernel's
-    // hand-off list where it may run).
-    spconv::backend::ConvArgs d = a;
-    d.kernel = wg ? K::wgmma : K::mma;
-    d.tile_co = 0;
-    d.sort_rows = -1;
-    d.splits = 0;
-    d.tile_rows = 0;
-    d.wgmma_ws = -1;
-    const size_t conv_alloc = 256 + (cuda::spconv_mma::supports(d) ? cuda::spconv_mma::workspace_bytes(d) : 0);
+    // What the default call over the map allocates (the sorted-row kernels' row order, the wgmma
+    // kernels' f32 partials when they split, the halo kernel's hand-off list), and the checked call
+    // over the plain tensor (its 256-byte flag, and the kernel the rules pick without the map's statistics).
+    const size_t conv_alloc = spconv::workspace_bytes(args, served);
+    const size_t conv_checked_alloc = 256 + spconv::workspace_bytes(args, spconv::choose(args, caps, nullptr));
     const Share sorted = useful_share(nbr_all, n, true), unsorted = useful_share(nbr_all, n, false);
     char share[512];
     std::snprintf(share, sizeof share,
@@ -388,11 +386,12 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"n\": %lld, \"c\": %lld, \"co\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, \"map_pooled_ms\": "
         "%.4f, "
-        "\"map_workspace_bytes\": %zu, \"conv_ms\": %.4f, \"conv_checked_ms\": %.4f, \"conv_workspace_bytes\": %zu, "
-        "\"conv_alloc_bytes\": %zu, \"inputs_bytes\": %.0f, \"out_bytes\": %.0f, \"map_bytes\": %.0f, %s, %s, "
-        "\"device\": \"%s\"}\n",
+        "\"map_workspace_bytes\": %zu, \"conv_ms\": %.4f, \"conv_unchecked_ms\": %.4f, \"conv_checked_ms\": %.4f, "
+        "\"conv_workspace_bytes\": %zu, \"conv_alloc_bytes\": %zu, \"conv_checked_alloc_bytes\": %zu, "
+        "\"inputs_bytes\": %.0f, \"out_bytes\": %.0f, \"map_bytes\": %.0f, %s, %s, \"device\": \"%s\"}\n",
         static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(co), static_cast<long long>(pairs), map_ms, map_alloc_ms,
-        map_pooled_ms, map_workspace, conv_ms, conv_checked_ms, conv_workspace, conv_alloc, inputs,
+        map_pooled_ms, map_workspace, conv_ms, conv_unchecked_ms, conv_checked_ms, conv_workspace, conv_alloc,
+        conv_checked_alloc, inputs,
         static_cast<double>(n) * co * 2, 27.0 * n * 4, variants.c_str(), share, device_name(gpu).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spconv bench: %s\n", e.what());

@@ -142,8 +142,9 @@ for spec in args.rows.split(","):
 
         free0, res0 = torch.cuda.mem_get_info()[0], torch.cuda.memory_reserved()
         base = torch.cuda.memory_allocated()
-        nbr = ft.build_kernel_map(coords)
-        out = ft.submanifold_conv(feats, nbr, w)
+        km = ft.build_kernel_map(coords)  # the KernelMap: the map and its statistics (the kernel choice reads them)
+        nbr = km.nbr
+        out = ft.submanifold_conv(feats, km, w)
         torch.cuda.synchronize()
         # device memory taken outside torch's allocator = frugal's pool (its workspace) + its module
         pool = max(0, (free0 - torch.cuda.mem_get_info()[0]) - (torch.cuda.memory_reserved() - res0))
@@ -152,15 +153,15 @@ for spec in args.rows.split(","):
         # The comparison times frugal unchecked: spconv's conv does no check of its pairs either. The
         # checked call (the default) adds a readback and a wait for the stream (0.09-0.31 ms in session
         # 4's call 1, cause not isolated): reported beside it.
-        row["spconv_ms"], row["frugal_ms"] = timed_pair(lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False),
+        row["spconv_ms"], row["frugal_ms"] = timed_pair(lambda: conv(xr), lambda: ft.submanifold_conv(feats, km, w, None, False),
                                                         args.rep)
-        row["frugal_checked_ms"] = timed(lambda: ft.submanifold_conv(feats, nbr, w), args.rep)
+        row["frugal_checked_ms"] = timed(lambda: ft.submanifold_conv(feats, km, w), args.rep)
         if args.paired > 0:
-            row["paired_spconv_over_frugal"] = paired_ratios(lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False),
+            row["paired_spconv_over_frugal"] = paired_ratios(lambda: conv(xr), lambda: ft.submanifold_conv(feats, km, w, None, False),
                                                              args.paired, max(1, args.back_to_back or 10))
         if args.back_to_back > 1:
             row["spconv_b2b_ms"], row["frugal_b2b_ms"] = timed_pair(
-                lambda: conv(xr), lambda: ft.submanifold_conv(feats, nbr, w, None, False), args.rep, calls=args.back_to_back)
+                lambda: conv(xr), lambda: ft.submanifold_conv(feats, km, w, None, False), args.rep, calls=args.back_to_back)
         row["frugal_map_conv_ms"] = timed(lambda: ft.submanifold_conv(feats, ft.build_kernel_map(coords), w),
                                           max(3, args.rep // 2))
         pairs = int((nbr != N).sum())
@@ -173,8 +174,9 @@ for spec in args.rows.split(","):
         if args.gap:
             from frugal import _frugal
             from frugal.torch import _dl, _stream
+            stats = km.stats.tolist()
             low = lambda f, wt, o: _frugal.spconv.submanifold_conv(_dl(f), _dl(nbr), _dl(wt), None, out=_dl(o), checked=False,
-                                                                   stream=_stream(f))
+                                                                   stream=_stream(f), stats=stats)
             o = torch.empty((N, co), dtype=dt, device=dev)
             row["frugal_lowlevel_ms"] = timed(lambda: low(feats, w, o), args.rep)
             # the C++ bench's values: v / 2^11 (features) and v / 2^16 (weights), v uniform in [-512, 511]
@@ -187,7 +189,7 @@ for spec in args.rows.split(","):
                 row["spconv_lowent_ms"] = timed(lambda: conv(xr10), args.rep)
                 conv.weight.copy_(w.reshape(3, 3, 3, ci, co).permute(4, 0, 1, 2, 3))
             del f10, w10, o
-        out2 = ft.submanifold_conv(feats, nbr, w)
+        out2 = ft.submanifold_conv(feats, km, w)
         row["frugal_bitwise_repeat"] = bool(torch.equal(out, out2))
         row["max_abs_frugal_vs_spconv"] = float((out.float() - ys.float()).abs().max())
         row["max_abs_spconv"] = float(ys.float().abs().max())
@@ -199,7 +201,7 @@ for spec in args.rows.split(","):
         row["err_spconv"] = float((ys[rows].double() - ref).abs().max()) / scale
     results.append(row)
     print(json.dumps(row), flush=True)
-    del x, y, xr, ys, out, out2, nbr, feats, conv
+    del x, y, xr, ys, out, out2, nbr, km, feats, conv
     torch.cuda.empty_cache()
 
 with open(os.path.join(OUT, f"spconv_peer_{args.dtype}.json"), "w") as f:

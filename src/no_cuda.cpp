@@ -38,14 +38,19 @@ void kv_dequantize(const kv::backend::DequantizeArgs&, Stream) { FRUGAL_NO_CUDA(
 void hadamard_transform(const float*, float*, int64_t, int, int, Stream) { FRUGAL_NO_CUDA("kv::hadamard_transform"); }
 }  // namespace frugal::cuda
 
-// ---- sparse conv (src/cuda/sparse_conv.cu) ----
+// ---- sparse conv (src/cuda/spconv/) ----
 #include "core/sparse_conv_backend.h"
 
 namespace frugal::cuda {
 spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs&, Stream) {
   FRUGAL_NO_CUDA("spconv::build_kernel_map");
 }
-int64_t spconv_conv(const spconv::backend::ConvArgs&, Stream) { FRUGAL_NO_CUDA("spconv::submanifold_conv"); }
+spconv::backend::MapStatus spconv_check_map(const int32_t*, int64_t, int, int, Stream) {
+  FRUGAL_NO_CUDA("spconv::check_kernel_map");
+}
+spconv::backend::ConvReport spconv_conv(const spconv::backend::ConvArgs&, const spconv::ConvChoice&, Stream) {
+  FRUGAL_NO_CUDA("spconv::submanifold_conv");
+}
 }  // namespace frugal::cuda
 
 // ---- decode attention (src/cuda/attention/launch.cu) ----
@@ -58,10 +63,4 @@ void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
 int decode_attention_resident_blocks(attention::DecodeVariant, int, int, int, int) {
   FRUGAL_NO_CUDA("attention::decode_attention");
 }
-}  // namespace frugal::cuda
-
-// ---- sparse conv: wgmma availability (src/cuda/sparse_conv.cu) ----
-namespace frugal::cuda {
-bool spconv_wgmma_available(int) { return false; }
-int64_t spconv_halo_pipe_launches() { return 0; }
 }  // namespace frugal::cuda

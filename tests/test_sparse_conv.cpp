@@ -6,10 +6,13 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <tuple>
 
+#include "core/device_caps.h"
 #include "core/sparse_conv_backend.h"
+#include "core/spconv_choose.h"
 #include "frugal/half.h"
 #include "frugal/sparse_conv.h"
 #include "testing.h"
@@ -18,6 +21,8 @@ namespace frugal {
 namespace {
 
 using spconv::build_kernel_map;
+using spconv::ConvChoice;
+using spconv::ConvOptions;
 using spconv::kernel_volume;
 using spconv::submanifold_conv;
 using testing::expect_error;
@@ -531,6 +536,86 @@ void check_bad_map_entries(Device d) {
 
 TEST(SpconvErrors, MapEntriesOutsideTheRange) { check_bad_map_entries(Device::cpu()); }
 
+// ---- KernelMap: a map frugal built or checked, and what it knows -----------------------------
+
+// The map object holds the map build_kernel_map returns and statistics that say it is valid; a conv
+// over it gives the bits of a conv over the plain tensor, by the same choice, without the per-call
+// check (an entry changed after the build counts as absent instead of raising); a user map is checked
+// once by from_user; statistics of another map are refused.
+void check_kernel_map_object(Device d) {
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto c = random_voxels(rng, 2, 10, 0.3, -5);
+  const int64_t n = c.size() / 4;
+  const Tensor coords = coords_tensor(c, d);
+  const spconv::KernelMap map = spconv::KernelMap::build(coords, 3, 1);
+  EXPECT_EQ(read_i32(map.nbr()), read_i32(build_kernel_map(coords, 3, 1)));
+  EXPECT_EQ(map.kernel_size(), 3);
+  EXPECT_EQ(map.dilation(), 1);
+  EXPECT_TRUE(map.stats().valid);
+  EXPECT_EQ(map.stats().rows, n);
+  EXPECT_EQ(map.stats().offsets, 27);
+  for (DType dt : {DType::f32, DType::f16}) {
+    SCOPED_TRACE(to_string(dt));
+    const Tensor feats = make(testing::randn(n * 16, rng), {n, 16}, dt, d);
+    const Tensor w = make(testing::randn(27 * 16 * 24, rng, 0.05f), {27, 16, 24}, dt, d);
+    const Tensor b = make(testing::randn(24, rng), {24}, dt, d);
+    Tensor over_map = poisoned(n, 24, dt, d), over_tensor = poisoned(n, 24, dt, d);
+    const ConvChoice served = submanifold_conv(feats, map, w, &b.view(), over_map);
+    EXPECT_EQ(spconv::to_string(served), spconv::to_string(spconv::choose_conv(feats, map, w, &b.view(), over_map)));
+    if (d.is_cpu()) EXPECT_EQ(served.variant, spconv::ConvVariant::cpu);
+    submanifold_conv(feats, map.nbr(), w, &b.view(), over_tensor);
+    EXPECT_EQ(read_bytes(over_map), read_bytes(over_tensor));
+    EXPECT_EQ(read_bytes(submanifold_conv(feats, map, w, &b.view())), read_bytes(over_tensor)) << "allocating form";
+
+    // An entry changed after the build: not checked (counts as absent) over the map, raised over the tensor.
+    const spconv::KernelMap changed = spconv::KernelMap::build(coords, 3, 1);
+    const int32_t bad = static_cast<int32_t>(n + 5);
+    copy(TensorView(const_cast<int32_t*>(&bad), DType::i32, {1}),
+         TensorView(changed.nbr().data_as<int32_t>() + 20 * n + 2, DType::i32, {1}, d));
+    EXPECT_NO_THROW(submanifold_conv(feats, changed, w, &b.view()));
+    expect_error([&] { submanifold_conv(feats, changed.nbr(), w, &b.view()); }, ErrorCode::out_of_range,
+                 {"nbr[20, 2] = " + std::to_string(bad)});
+    // Checked once, as a user map.
+    expect_error([&] { spconv::KernelMap::from_user(changed.nbr(), 3, 1); }, ErrorCode::out_of_range,
+                 {"[spconv::check_kernel_map]", "nbr[20, 2] = " + std::to_string(bad)});
+    const spconv::KernelMap user = spconv::KernelMap::from_user(build_kernel_map(coords, 3, 1), 3, 1);
+    EXPECT_TRUE(user.stats().valid);
+    EXPECT_EQ(read_bytes(submanifold_conv(feats, user, w, &b.view())), read_bytes(over_tensor));
+  }
+  expect_error([&] { spconv::KernelMap::from_user(map.nbr(), 5, 1); }, ErrorCode::invalid_argument,
+               {"nbr must have shape [125, *]"});
+  // Statistics of another map, and an empty KernelMap.
+  const Tensor feats = Tensor::zeros({n, 4}, DType::f32, d), w = Tensor::zeros({27, 4, 4}, DType::f32, d);
+  Tensor out = Tensor::zeros({n, 4}, DType::f32, d);
+  ConvOptions other;
+  other.map_stats = map.stats();
+  other.map_stats->rows += 1;
+  expect_error([&] { submanifold_conv(feats, map.nbr(), w, nullptr, out, other); }, ErrorCode::invalid_argument,
+               {"map_stats describe a map [27, " + std::to_string(n + 1) + "]"});
+  expect_error([&] { submanifold_conv(feats, spconv::KernelMap{}, w); }, ErrorCode::invalid_argument,
+               {"KernelMap is empty"});
+  const spconv::KernelMap empty = spconv::KernelMap::build(coords_tensor({}, d), 3, 1);
+  EXPECT_EQ(empty.nbr().size(1), 0);
+  EXPECT_EQ(submanifold_conv(Tensor::zeros({0, 4}, DType::f32, d), empty, w).size(0), 0);
+}
+
+TEST(SpconvKernelMap, CarriesItsValidityAndSkipsThePerCallCheck) { check_kernel_map_object(Device::cpu()); }
+
+TEST(SpconvKernelMap, ForcedChoicesOnTheCpu) {
+  const Tensor coords = coords_tensor({0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0});
+  const spconv::KernelMap map = spconv::KernelMap::build(coords, 3, 1);
+  const Tensor feats = Tensor::zeros({3, 8}, DType::f16), w = Tensor::zeros({27, 8, 8}, DType::f16);
+  Tensor out = Tensor::zeros({3, 8}, DType::f16);
+  ConvOptions o;
+  o.choice = ConvChoice{.variant = spconv::ConvVariant::cpu};
+  EXPECT_EQ(spconv::to_string(submanifold_conv(feats, map, w, nullptr, out, o)),
+            "cpu(tile_co 8, tile_rows 16, map order, splits 1, chunk_rows 3)");
+  o.choice = ConvChoice{.variant = spconv::ConvVariant::mma};
+  expect_error([&] { submanifold_conv(feats, map, w, nullptr, out, o); }, ErrorCode::unsupported,
+               {"[spconv::submanifold_conv]", "the mma variant needs a CUDA device"});
+}
+
 // ---- CUDA --------------------------------------------------------------------------------------
 
 const Device kGpu = Device::cuda(0);
@@ -562,8 +647,25 @@ struct Shape {
   int ci, co;
 };
 
-// Every CUDA kernel variant (CUDA cores, tensor cores with 64- and 128-wide channel tiles, 16-byte
-// and scalar loads) against the CPU on the same inputs and map.
+using V = spconv::ConvVariant;
+
+// A forced choice: the variant and its tiling (0 and an unset order: by the rules for the variant).
+ConvChoice forced(V v, int tile_co = 0, std::optional<bool> sorted = std::nullopt, int64_t chunk_rows = 0,
+                  int splits = 0, int tile_rows = 0) {
+  return {.variant = v, .tile_co = tile_co, .tile_rows = tile_rows, .sort_rows = sorted, .splits = splits,
+          .chunk_rows = chunk_rows};
+}
+
+// Whether a forced choice runs this call on device 0 (the rules complete it first, as the call does).
+bool runs_here(const ConvChoice& c, const Tensor& feats, const Tensor& nbr, const Tensor& w, const Tensor& out) {
+  const auto a = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
+  const DeviceCaps caps = cuda::device_caps(0);
+  return spconv::can_implement(a, caps, spconv::complete(a, caps, c));
+}
+
+// Every CUDA kernel variant (CUDA cores, WMMA with 64- and 128-wide channel tiles, 16-byte and scalar
+// loads, mma, and each wgmma variant where the device runs it) against the CPU on the same inputs and
+// map; each forced choice must be the one that served the call.
 void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Shape> shapes,
                         std::initializer_list<DType> dtypes, std::mt19937_64& rng) {
   const int64_t n = c.size() / 4;
@@ -577,28 +679,25 @@ void check_every_kernel(const std::vector<int32_t>& c, std::initializer_list<Sha
       const Tensor fh = make(f, {n, s.ci}, dt), wh = make(w, {27, s.ci, s.co}, dt), bh = make(b, {s.co}, dt);
       const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
-      using K = spconv::backend::ConvKernel;
-      for (auto [kernel, tile, rows, ws] :  // rows: the wgmma kernel's rows a block (0: by size); ws: warp-specialized
-           {std::tuple{K::automatic, 0, 0, -1}, std::tuple{K::simt, 0, 0, 0}, std::tuple{K::wmma, 64, 0, 0},
-            std::tuple{K::wmma, 128, 0, 0}, std::tuple{K::mma, 0, 0, 0}, std::tuple{K::mma, 64, 0, 0},
-            std::tuple{K::mma, 128, 0, 0}, std::tuple{K::mma, 256, 0, 0}, std::tuple{K::wgmma, 0, 0, -1},
-            std::tuple{K::wgmma, 64, 0, 0}, std::tuple{K::wgmma, 256, 0, 0}, std::tuple{K::wgmma, 64, 256, 0},
-            std::tuple{K::wgmma, 128, 256, 0}, std::tuple{K::wgmma, 0, 128, 1}, std::tuple{K::wgmma, 256, 128, 1},
-            std::tuple{K::wgmma, 64, 128, 2}, std::tuple{K::wgmma, 64, 256, 1}, std::tuple{K::wgmma, 64, 128, 4}}) {
-        if (kernel != K::simt && kernel != K::automatic && dt == DType::f32) continue;
-        const bool sorted = kernel == K::mma || kernel == K::wgmma;
-        if (sorted && (s.ci % 8 || s.co % 8)) continue;  // the sorted-row kernels' 16-byte copies
-        if (kernel == K::wgmma && !cuda::spconv_wgmma_available(0)) continue;
-        SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
-                     " kernel=" + std::to_string(static_cast<int>(kernel)) + " tile=" + std::to_string(tile) +
-                     " rows=" + std::to_string(rows) + " ws=" + std::to_string(ws));
+      for (const std::optional<ConvChoice>& choice :
+           {std::optional<ConvChoice>{}, std::optional{forced(V::simt)}, std::optional{forced(V::wmma, 64)},
+            std::optional{forced(V::wmma, 128)}, std::optional{forced(V::mma)}, std::optional{forced(V::mma, 64)},
+            std::optional{forced(V::mma, 128)}, std::optional{forced(V::mma, 256)}, std::optional{forced(V::wgmma)},
+            std::optional{forced(V::wgmma, 64)}, std::optional{forced(V::wgmma, 256)},
+            std::optional{forced(V::wgmma, 64, {}, 0, 0, 256)}, std::optional{forced(V::wgmma, 128, {}, 0, 0, 256)},
+            std::optional{forced(V::wgmma_ws, 0, {}, 0, 0, 128)}, std::optional{forced(V::wgmma_ws, 256)},
+            std::optional{forced(V::wgmma_ws2, 64)}, std::optional{forced(V::wgmma_ws, 64, {}, 0, 0, 256)},
+            std::optional{forced(V::halo_pipe, 64)}}) {
         Tensor out = poisoned(n, s.co, dt, kGpu);
-        spconv::backend::ConvArgs a = spconv::backend::conv_args(fd.view(), nbr_d.view(), wd.view(), &bd.view(), out.view());
-        a.kernel = kernel;
-        a.tile_co = tile;
-        a.tile_rows = rows;
-        a.wgmma_ws = static_cast<int8_t>(ws);
-        ASSERT_EQ(cuda::spconv_conv(a, nullptr), -1);
+        if (choice && !runs_here(*choice, fd, nbr_d, wd, out)) continue;
+        SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(s.ci) + " co=" + std::to_string(s.co) +
+                     " choice=" + (choice ? spconv::to_string(*choice) : std::string("by rule")));
+        ConvOptions o;
+        o.choice = choice;
+        const ConvChoice want = spconv::choose_conv(fd, nbr_d, wd, &bd.view(), out, o);
+        const ConvChoice served = submanifold_conv(fd, nbr_d, wd, &bd.view(), out, o);
+        EXPECT_EQ(spconv::to_string(served), spconv::to_string(want)) << "the choice served the call";
+        if (choice) EXPECT_EQ(served.variant, choice->variant);
         const auto got = read(out);
         for (double v : got) ASSERT_TRUE(std::isfinite(v)) << "an output element was not written";
         EXPECT_LE(testing::rel_error(got, ref), tolerance(dt));
@@ -680,41 +779,30 @@ TEST(SpconvCuda, MapEntriesOutsideTheRange) {
   check_bad_map_entries(kGpu);
 }
 
-// ---- CUDA: the mma kernel (rows sorted by neighbor mask) ---------------------------------------
-
-struct MmaVariant {
-  int tile_co;
-  bool sort_rows;
-  int64_t chunk_rows;
-  spconv::backend::ConvKernel kernel = spconv::backend::ConvKernel::mma;
-  int splits = 1;  // wgmma: 0 = by grid size
-  int tile_rows = 128;  // wgmma: 128 or 256 rows a block (256 only below 256-wide column tiles)
-  int ws = 0;           // wgmma: 1 the warp-specialized kernel, 2 its two-block form (128-row tiles)
-};
-
-std::string describe(const MmaVariant& v) {
-  return std::string(v.kernel == spconv::backend::ConvKernel::wgmma ? "wgmma"
-                                                                    : "mma") +
-         " tile_co=" + std::to_string(v.tile_co) + (v.sort_rows ? " sorted" : " unsorted") +
-         " chunk_rows=" + std::to_string(v.chunk_rows) + " splits=" + std::to_string(v.splits) +
-         " tile_rows=" + std::to_string(v.tile_rows) + (v.ws ? " warp-specialized" : "");
+TEST(SpconvCuda, KernelMapCarriesItsValidityAndSkipsThePerCallCheck) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  check_kernel_map_object(kGpu);
 }
 
-// Runs the mma kernel through the backend (checked map) into a poisoned output; returns its bytes.
-std::vector<uint8_t> run_mma(const Tensor& feats, const Tensor& nbr, const Tensor& w, const Tensor* bias, int64_t n,
-                             const MmaVariant& v) {
+// ---- CUDA: the mma kernel (rows sorted by neighbor mask) ---------------------------------------
+
+// Runs a forced choice through the public call (a user map: checked) into a poisoned output; returns
+// its bytes. The choice must run here (runs_here) and must be what served the call.
+std::vector<uint8_t> run_forced(const Tensor& feats, const Tensor& nbr, const Tensor& w, const Tensor* bias, int64_t n,
+                                const ConvChoice& c) {
   Tensor out = poisoned(n, w.size(2), feats.dtype(), kGpu);
-  spconv::backend::ConvArgs a =
-      spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), bias ? &bias->view() : nullptr, out.view());
-  a.kernel = v.kernel;
-  a.tile_co = v.tile_co;
-  a.sort_rows = v.sort_rows;
-  a.chunk_rows = v.chunk_rows;
-  a.splits = v.splits;
-  a.tile_rows = v.tile_rows;
-  a.wgmma_ws = static_cast<int8_t>(v.ws);
-  EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
+  ConvOptions o;
+  o.choice = c;
+  const ConvChoice served = submanifold_conv(feats, nbr, w, bias ? &bias->view() : nullptr, out, o);
+  EXPECT_EQ(served.variant, c.variant) << spconv::to_string(served);
   return read_bytes(out);
+}
+// The same where the choice runs here (the variant's limits and the device), else nothing.
+std::optional<std::vector<uint8_t>> try_forced(const Tensor& feats, const Tensor& nbr, const Tensor& w,
+                                               const Tensor* bias, int64_t n, const ConvChoice& c) {
+  const Tensor out = Tensor::empty({n, w.size(2)}, feats.dtype(), kGpu);
+  if (!runs_here(c, feats, nbr, w, out)) return std::nullopt;
+  return run_forced(feats, nbr, w, bias, n, c);
 }
 
 std::vector<double> to_doubles(const std::vector<uint8_t>& bytes, DType dt) {
@@ -727,66 +815,59 @@ std::vector<double> to_doubles(const std::vector<uint8_t>& bytes, DType dt) {
   return v;
 }
 
-const MmaVariant kMmaVariants[] = {{0, true, 0},   {64, true, 0},   {128, true, 0},
-                                   {256, true, 0}, {0, false, 0},   {128, true, 256}};
-constexpr auto kWg = spconv::backend::ConvKernel::wgmma;
+// mv(tile_co, sorted, chunk_rows, variant, splits, tile_rows): the mma and wgmma variants of the tests
+// below (tile_co 0: by rule; splits 0: by grid size).
+ConvChoice mv(int tile_co, bool sorted, int64_t chunk_rows, V v = V::mma, int splits = 1, int tile_rows = 128) {
+  return forced(v, tile_co, sorted, chunk_rows, splits, tile_rows);
+}
+
+const ConvChoice kMmaVariants[] = {mv(0, true, 0),   mv(64, true, 0), mv(128, true, 0),
+                                   mv(256, true, 0), mv(0, false, 0), mv(128, true, 256)};
+constexpr V kWg = V::wgmma, kWs = V::wgmma_ws, kWs2 = V::wgmma_ws2, kHalo = V::halo_pipe;
 // The wgmma kernels, unsplit: every width, sorted and unsorted rows, 256-row launches, 256-row
-// tiles, the warp-specialized kernel. Bitwise equal among themselves (skipping omits exact zeros).
-const MmaVariant kWgmmaVariants[] = {{0, true, 0, kWg},
-                                     {64, true, 0, kWg},
-                                     {128, true, 0, kWg},
-                                     {256, true, 0, kWg},
-                                     {0, false, 0, kWg},
-                                     {128, true, 256, kWg},
-                                     {256, false, 256, kWg},
-                                     // 256-row tiles (tile_co 0 takes 256-wide tiles on Co > 128 shapes, and
-                                     // 128 rows there), sorted and not, launches of 384 rows (1.5 tiles)
-                                     {64, true, 0, kWg, 1, 256},
-                                     {128, true, 0, kWg, 1, 256},
-                                     {0, false, 0, kWg, 1, 256},
-                                     {64, true, 384, kWg, 1, 256},
-                                     {64, false, 0, kWg, 1, 256},
-                                     {128, false, 384, kWg, 1, 256},
+// tiles, the warp-specialized kernels, the halo kernel. Bitwise equal among themselves (skipping omits
+// exact zeros; the halo kernel at Ci ≤ 64).
+const ConvChoice kWgmmaVariants[] = {mv(0, true, 0, kWg), mv(64, true, 0, kWg), mv(128, true, 0, kWg),
+                                     mv(256, true, 0, kWg), mv(0, false, 0, kWg), mv(128, true, 256, kWg),
+                                     mv(256, false, 256, kWg),
+                                     // 256-row tiles (up to 128-wide column tiles), sorted and not, launches
+                                     // of 384 rows (1.5 tiles)
+                                     mv(64, true, 0, kWg, 1, 256), mv(128, true, 0, kWg, 1, 256),
+                                     mv(0, false, 0, kWg, 1, 256), mv(64, true, 384, kWg, 1, 256),
+                                     mv(64, false, 0, kWg, 1, 256), mv(128, false, 384, kWg, 1, 256),
                                      // the warp-specialized kernel: every width, sorted and not, 256-row launches
-                                     {0, true, 0, kWg, 1, 128, 1},
-                                     {64, true, 0, kWg, 1, 128, 1},
-                                     {128, false, 0, kWg, 1, 128, 1},
-                                     {256, true, 256, kWg, 1, 128, 1},
-                                     {64, false, 384, kWg, 1, 128, 1},
-                                     {64, true, 0, kWg, 1, 128, 2},
-                                     {64, false, 256, kWg, 1, 128, 2},
+                                     mv(0, true, 0, kWs), mv(64, true, 0, kWs), mv(128, false, 0, kWs),
+                                     mv(256, true, 256, kWs), mv(64, false, 384, kWs), mv(64, true, 0, kWs2),
+                                     mv(64, false, 256, kWs2),
                                      // its 256-row tiles: each consumer warpgroup owns two 64-row blocks
-                                     {64, true, 0, kWg, 1, 256, 1},
-                                     {128, false, 0, kWg, 1, 256, 1},
-                                     {0, true, 384, kWg, 1, 256, 1},
-                                     // the pipelined halo kernel (Ci, Co ≤ 128; the warp-specialized kernel elsewhere)
-                                     {64, false, 0, kWg, 1, 128, 4},
-                                     {64, true, 256, kWg, 1, 128, 4},
-                                     {0, false, 384, kWg, 1, 128, 4}};
+                                     mv(64, true, 0, kWs, 1, 256), mv(128, false, 0, kWs, 1, 256),
+                                     mv(0, true, 384, kWs, 1, 256),
+                                     // the pipelined halo kernel (Ci, Co ≤ 128)
+                                     mv(64, false, 0, kHalo), mv(64, true, 256, kHalo), mv(0, false, 384, kHalo)};
 // Split over 3 offset ranges: a different sum order than unsplit, but the ranges are fixed, so the
 // output is again independent of width, row order, launch size and kernel.
-const MmaVariant kWgmmaSplitVariants[] = {{0, true, 0, kWg, 3},   {64, true, 0, kWg, 3},
-                                          {256, true, 0, kWg, 3}, {0, false, 0, kWg, 3},
-                                          {128, true, 256, kWg, 3}, {128, true, 0, kWg, 3},
-                                          {64, true, 0, kWg, 3, 256},  {128, false, 384, kWg, 3, 256},
-                                          {0, true, 0, kWg, 3, 128, 1},  {256, false, 256, kWg, 3, 128, 1},
-                                          {64, true, 0, kWg, 3, 128, 2}, {128, true, 0, kWg, 3, 256, 1}};
+const ConvChoice kWgmmaSplitVariants[] = {mv(0, true, 0, kWg, 3),         mv(64, true, 0, kWg, 3),
+                                          mv(256, true, 0, kWg, 3),       mv(0, false, 0, kWg, 3),
+                                          mv(128, true, 256, kWg, 3),     mv(128, true, 0, kWg, 3),
+                                          mv(64, true, 0, kWg, 3, 256),   mv(128, false, 384, kWg, 3, 256),
+                                          mv(0, true, 0, kWs, 3),         mv(256, false, 256, kWs, 3),
+                                          mv(64, true, 0, kWs2, 3),       mv(128, true, 0, kWs, 3, 256)};
 // The automatic split (by grid size: up to 8 on these small inputs) and 27 single-offset splits.
-const MmaVariant kWgmmaAutoVariants[] = {{0, true, 0, kWg, 0}, {64, false, 0, kWg, 0},
-                                         {256, true, 256, kWg, 0}, {128, true, 0, kWg, 27},
-                                         {128, true, 0, kWg, 0, 256}, {64, true, 0, kWg, 27, 256},
-                                         {0, true, 0, kWg, 0, 128, 1}, {128, false, 0, kWg, 27, 128, 1}};
+const ConvChoice kWgmmaAutoVariants[] = {mv(0, true, 0, kWg, 0),      mv(64, false, 0, kWg, 0),
+                                         mv(256, true, 256, kWg, 0),  mv(128, true, 0, kWg, 27),
+                                         mv(128, true, 0, kWg, 0, 256), mv(64, true, 0, kWg, 27, 256),
+                                         mv(0, true, 0, kWs, 0),      mv(128, false, 0, kWs, 27)};
 
 template <size_t... N>
-std::vector<MmaVariant> variants_of(const MmaVariant (&... v)[N]) {
-  std::vector<MmaVariant> all;
+std::vector<ConvChoice> variants_of(const ConvChoice (&... v)[N]) {
+  std::vector<ConvChoice> all;
   (all.insert(all.end(), v, v + N), ...);
   return all;
 }
 
 // Every tile width, sorted and unsorted rows, and launches of 256 rows, against the CPU on the
 // TRELLIS.2 widths (64 .. 256, 1024 in), an upsampling C -> 8C shape, and narrow or ragged ones.
-void check_sorted_kernel_against_cpu(const std::vector<MmaVariant>& variants) {
+void check_sorted_kernel_against_cpu(const std::vector<ConvChoice>& variants) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
   const auto c = random_voxels(rng, 2, 12, 0.35, -6);  // ~1200 rows: several tiles and windows of work
@@ -802,13 +883,18 @@ void check_sorted_kernel_against_cpu(const std::vector<MmaVariant>& variants) {
       const Tensor fh = make(f, {n, sh.ci}, dt), wh = make(w, {27, sh.ci, sh.co}, dt), bh = make(b, {sh.co}, dt);
       const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
+      int ran = 0;
       for (const auto& v : variants) {
         SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(sh.ci) + " co=" + std::to_string(sh.co) +
-                     " " + describe(v));
-        const auto got = to_doubles(run_mma(fd, nbr_d, wd, &bd, n, v), dt);
+                     " " + spconv::to_string(v));
+        const auto bytes = try_forced(fd, nbr_d, wd, &bd, n, v);
+        if (!bytes) continue;  // not a shape of this variant (e.g. the halo kernel at Co > 128)
+        ++ran;
+        const auto got = to_doubles(*bytes, dt);
         for (double x : got) ASSERT_TRUE(std::isfinite(x)) << "an output element was not written";
         EXPECT_LE(testing::rel_error(got, ref), tolerance(dt));
       }
+      EXPECT_GT(ran, 0) << "ci=" << sh.ci << " co=" << sh.co;
     }
 }
 
@@ -820,7 +906,7 @@ TEST(SpconvCudaMma, MatchesTheCpu) {
 // Absent neighbors contribute exact zeros, so neither the row order, the tile width nor the launch
 // size changes a bit of the output; and two runs agree bit for bit. (Each kernel against itself:
 // the mma.sync and wgmma kernels may round differently inside the tensor core.)
-void check_tiling_invariance(const std::vector<MmaVariant>& variants) {
+void check_tiling_invariance(const std::vector<ConvChoice>& variants) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
   const auto c = random_voxels(rng, 2, 14, 0.3, -7);
@@ -830,9 +916,10 @@ void check_tiling_invariance(const std::vector<MmaVariant>& variants) {
     const Tensor feats = make(testing::randn(n * 64, rng), {n, 64}, dt, kGpu);
     const Tensor w = make(testing::randn(27 * 64 * 128, rng, 0.02f), {27, 64, 128}, dt, kGpu);
     const Tensor b = make(testing::randn(128, rng), {128}, dt, kGpu);
-    const auto first = run_mma(feats, nbr, w, &b, n, variants[0]);
-    EXPECT_EQ(run_mma(feats, nbr, w, &b, n, variants[0]), first) << "run to run, " << to_string(dt);
-    for (const auto& v : variants) EXPECT_EQ(run_mma(feats, nbr, w, &b, n, v), first) << describe(v);
+    const auto first = run_forced(feats, nbr, w, &b, n, variants[0]);
+    EXPECT_EQ(run_forced(feats, nbr, w, &b, n, variants[0]), first) << "run to run, " << to_string(dt);
+    for (const auto& v : variants)
+      if (const auto got = try_forced(feats, nbr, w, &b, n, v)) EXPECT_EQ(*got, first) << spconv::to_string(v);
   }
 }
 
@@ -843,7 +930,7 @@ TEST(SpconvCudaMma, OutputDoesNotDependOnTilingOrRowOrder) {
 
 // N not a multiple of anything (1, 7, 129 rows) and tiles whose rows have no neighbor at all (not
 // even the centre; a hand-made map): those rows get exactly the bias.
-void check_odd_sizes(const std::vector<MmaVariant>& variants) {
+void check_odd_sizes(const std::vector<ConvChoice>& variants) {
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
   const int ci = 16, co = 24;
@@ -866,8 +953,10 @@ void check_odd_sizes(const std::vector<MmaVariant>& variants) {
       const Tensor fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
       const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
       for (const auto& v : variants) {
-        SCOPED_TRACE(std::string(to_string(dt)) + " " + describe(v));
-        const auto got = to_doubles(run_mma(fd, nbr_d, wd, &bd, n, v), dt);
+        SCOPED_TRACE(std::string(to_string(dt)) + " " + spconv::to_string(v));
+        const auto bytes = try_forced(fd, nbr_d, wd, &bd, n, v);
+        if (!bytes) continue;
+        const auto got = to_doubles(*bytes, dt);
         for (int64_t i = 0; i < n / 2; ++i)
           for (int o = 0; o < co; ++o) ASSERT_EQ(got[i * co + o], b[o]) << "row " << i << " has no neighbor";
         EXPECT_LE(testing::rel_error(got, ref), tolerance(dt));
@@ -885,7 +974,7 @@ TEST(SpconvCudaMma, OddSizesAndRowsWithoutNeighbors) {
 
 #define FRUGAL_SKIP_WITHOUT_WGMMA()                                                    \
   FRUGAL_SKIP_WITHOUT_GPU();                                                           \
-  if (!cuda::spconv_wgmma_available(0)) GTEST_SKIP() << "no sm_90a code for this device"
+  if (!cuda::device_caps(0).sm90a) GTEST_SKIP() << "no sm_90a code for this device"
 
 TEST(SpconvCudaWgmma, MatchesTheCpu) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
@@ -920,29 +1009,33 @@ TEST(SpconvCudaWgmma, MapEntriesOutsideTheRange) {
   nbr = nbr.to(kGpu);
   const Tensor feats = Tensor::zeros({n, 16}, DType::f16, kGpu), w = Tensor::zeros({27, 16, 64}, DType::f16, kGpu);
   Tensor out = Tensor::empty({n, 64}, DType::f16, kGpu);
-  spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
-  a.kernel = kWg;
+  int ran = 0;
   for (int splits : {1, 3})
     for (int rows : {128, 256})
-      for (int ws : {0, 1, 2, 4}) {
-        a.splits = splits;
-        a.tile_rows = rows;
-        a.wgmma_ws = static_cast<int8_t>(ws);
-        EXPECT_EQ(cuda::spconv_conv(a, nullptr), 20 * n + 257) << "tile_rows " << rows << " ws " << ws;  // the smaller index
+      for (V v : {kWg, kWs, kWs2, kHalo}) {
+        const ConvChoice c = forced(v, 0, {}, 0, splits, rows);
+        if (!runs_here(c, feats, nbr, w, out)) continue;  // (two blocks and the halo kernel: 128-row tiles; halo: unsplit)
+        ++ran;
+        ConvOptions o;
+        o.choice = c;
+        expect_error([&] { submanifold_conv(feats, nbr, w, nullptr, out, o); }, ErrorCode::out_of_range,
+                     {"nbr[20, 257] = -5"});  // the smaller index
       }
+  EXPECT_EQ(ran, 2 * 2 * 2 + 2 + 1);
 }
 
 // A grid large enough for the size rules to pick the warp-specialized kernels (343K rows: 1340 tall
 // blocks, ≥ 8 a multiprocessor on an H200 or H100): two blocks a multiprocessor at Ci = Co = 64,
-// 256-row tiles at Ci = Co = 128, rows in the map's order. The default's output equals the plain
-// kernel's 128- and 256-row tiles' bit for bit, and sampled rows match a double sum over their
-// neighbors.
+// 256-row tiles at Ci = Co = 128, rows in the map's order; the dense block's tiles do not fit the halo
+// kernel, so its KernelMap takes the same kernels. The default's output equals the plain kernel's 128-
+// and 256-row tiles' bit for bit, and sampled rows match a double sum over their neighbors.
 TEST(SpconvCudaWgmma, DefaultOnALargeGrid) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
   const int64_t side = 70, n = side * side * side;
-  const Tensor nbr = build_kernel_map(coords_tensor(dense_block(side, side, side), kGpu), 3, 1);
+  const spconv::KernelMap map = spconv::KernelMap::build(coords_tensor(dense_block(side, side, side), kGpu), 3, 1);
+  const Tensor& nbr = map.nbr();
   for (const int64_t c : {64, 128})
   for (DType dt : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(std::string(to_string(dt)) + " c=" + std::to_string(c));
@@ -951,13 +1044,18 @@ TEST(SpconvCudaWgmma, DefaultOnALargeGrid) {
     const auto b = rounded(testing::randn(c, rng), dt);
     const Tensor fd = make(f, {n, c}, dt, kGpu), wd = make(w, {27, c, c}, dt, kGpu), bd = make(b, {c}, dt, kGpu);
     Tensor out = poisoned(n, c, dt, kGpu);
-    submanifold_conv(fd, nbr, wd, &bd.view(), out);
+    const ConvChoice served = submanifold_conv(fd, nbr, wd, &bd.view(), out, ConvOptions{});
+    EXPECT_EQ(served.variant, c == 64 ? kWs2 : kWs) << spconv::to_string(served);
     const auto got = read_bytes(out);
-    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, 0, 128}), got) << "128-row tiles";
-    EXPECT_EQ(run_mma(fd, nbr, wd, &bd, n, {0, true, 0, kWg, 0, 256}), got) << "256-row tiles, sorted";
+    Tensor out_map = poisoned(n, c, dt, kGpu);
+    const ConvChoice over_map = submanifold_conv(fd, map, wd, &bd.view(), out_map);
+    EXPECT_EQ(spconv::to_string(over_map), spconv::to_string(served)) << "the map's statistics: no halo kernel";
+    if (over_map.variant != kHalo || c <= 64) EXPECT_EQ(read_bytes(out_map), got) << "over the KernelMap";
+    EXPECT_EQ(run_forced(fd, nbr, wd, &bd, n, forced(kWg, 0, false, 0, 0, 128)), got) << "128-row tiles";
+    EXPECT_EQ(run_forced(fd, nbr, wd, &bd, n, forced(kWg, 0, true, 0, 0, 256)), got) << "256-row tiles, sorted";
     // (The dense block's tiles do not fit a halo buffer but for those of the first and last planes: at
     // c = 128 those sum in two passes, another order.)
-    const auto halo = run_mma(fd, nbr, wd, &bd, n, {0, false, 0, kWg, 1, 128, 4});
+    const auto halo = run_forced(fd, nbr, wd, &bd, n, forced(kHalo, 0, false, 0, 1, 128));
     if (c <= 64)
       EXPECT_EQ(halo, got) << "the pipelined halo kernel";
     else
@@ -993,18 +1091,20 @@ TEST(SpconvCudaWgmma, WarpSpecializedOnAFewHundredTiles) {
   const Tensor nbr = build_kernel_map(coords_tensor(dense_block(side, side, side), kGpu), 3, 1);
   struct Form {
     int64_t c;
-    int tile_rows, ws;
+    int tile_rows;
+    V variant;
   };
-  for (const Form& form :
-       {Form{64, 128, 2}, Form{64, 128, 4}, Form{128, 128, 1}, Form{128, 256, 1}, Form{256, 128, 1}}) {
+  for (const Form& form : {Form{64, 128, kWs2}, Form{64, 128, kHalo}, Form{128, 128, kWs}, Form{128, 256, kWs},
+                           Form{256, 128, kWs}}) {
     const int64_t c = form.c;
-    SCOPED_TRACE("c=" + std::to_string(c) + " tile_rows=" + std::to_string(form.tile_rows) + " ws=" + std::to_string(form.ws));
+    SCOPED_TRACE("c=" + std::to_string(c) + " tile_rows=" + std::to_string(form.tile_rows) + " " +
+                 spconv::to_string(form.variant));
     const auto f = rounded(testing::randn(n * c, rng), DType::f16);
     const auto w = rounded(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), DType::f16);
     const Tensor fd = make(f, {n, c}, DType::f16, kGpu), wd = make(w, {27, c, c}, DType::f16, kGpu);
     const int co_tile = static_cast<int>(c);  // one column tile
-    const auto ws = run_mma(fd, nbr, wd, nullptr, n, {co_tile, false, 0, kWg, 1, form.tile_rows, form.ws});
-    const auto plain = run_mma(fd, nbr, wd, nullptr, n, {co_tile, false, 0, kWg, 1, form.tile_rows, 0});
+    const auto ws = run_forced(fd, nbr, wd, nullptr, n, forced(form.variant, co_tile, false, 0, 1, form.tile_rows));
+    const auto plain = run_forced(fd, nbr, wd, nullptr, n, forced(kWg, co_tile, false, 0, 1, form.tile_rows));
     EXPECT_EQ(ws, plain);
   }
 }
@@ -1084,14 +1184,12 @@ TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
         const Tensor bh = make(testing::randn(co, rng), {co}, dt);
         const Tensor nbr_d = nbr_h.to(kGpu), fd = fh.to(kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
         const int bn = co <= 64 ? 64 : 128;
-        const int64_t before = cuda::spconv_halo_pipe_launches();
-        const auto halo = run_mma(fd, nbr_d, wd, &bd, n, {bn, false, 0, kWg, 1, 128, 4});
-        EXPECT_GT(cuda::spconv_halo_pipe_launches(), before) << "the pipelined halo kernel ran";
-        const auto ws = run_mma(fd, nbr_d, wd, &bd, n, {bn, false, 0, kWg, 1, 128, 1});
+        const auto halo = run_forced(fd, nbr_d, wd, &bd, n, forced(kHalo, bn, false, 0, 1, 128));  // (served: asserted)
+        const auto ws = run_forced(fd, nbr_d, wd, &bd, n, forced(kWs, bn, false, 0, 1, 128));
         if (ci <= 64 || n == n_rand)
           EXPECT_EQ(halo, ws) << "against the warp-specialized kernel";
         else
-          EXPECT_EQ(halo, run_mma(fd, nbr_d, wd, &bd, n, {bn, false, 0, kWg, 1, 128, 4})) << "run to run";
+          EXPECT_EQ(halo, run_forced(fd, nbr_d, wd, &bd, n, forced(kHalo, bn, false, 0, 1, 128))) << "run to run";
         if (ci > 64 && n == n_far) EXPECT_NE(halo, ws) << "the clusters' tiles kept by the halo kernel";
         const std::vector<double> want = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
         EXPECT_LE(testing::rel_error(to_doubles(halo, dt), want), tolerance(dt));
@@ -1099,35 +1197,39 @@ TEST(SpconvCudaWgmma, HaloKernelOnShellsAndRandomMaps) {
       }
 }
 
-// The rule: at 64 and at 128 channels the public call takes the pipelined halo kernel for a shell in
-// the map's order, on a large grid and on a small one (a few tiles a multiprocessor), and the
-// warp-specialized kernels for the same rows shuffled (no tile fits its halo then), from the second
-// call on a map (the first one's probe answers without a wait: the rules' other kernel runs, with the
-// same sums). At 128 channels (two passes, another sum order) every call decides on the device (the
-// halo kernel is launched each time and returns at once on the shuffled rows), so that every call,
-// the first included, is bitwise the forced halo kernel's output (which hands every tile of the
-// shuffled rows to the warp-specialized kernel); at 64 channels it is that too.
+// The rule: at 64 and at 128 channels a conv over a KernelMap takes the pipelined halo kernel for a
+// shell in the map's order, on a large grid and on a small one (a few tiles a multiprocessor), and the
+// warp-specialized kernels for the same rows shuffled (no tile fits its halo then), on every call: the
+// map's statistics say which. The same maps as plain tensors (user maps: no statistics) never take it.
+// Every call is bitwise the forced halo kernel's output (which hands every tile of the shuffled rows
+// to the warp-specialized kernel), the user map's call too at 64 channels (one pass: the same sums).
 TEST(SpconvCudaWgmma, PipelinedHaloKernelWhereTheRowsSuitIt) {
   FRUGAL_SKIP_WITHOUT_WGMMA();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
-  auto check = [&](const Tensor& nbr, const char* name, bool pipe) {
+  auto check = [&](const spconv::KernelMap& map, const char* name, bool pipe) {
+    const Tensor& nbr = map.nbr();
     const int64_t n = nbr.size(1);
+    EXPECT_TRUE(map.stats().valid);
+    EXPECT_EQ(map.stats().halo_samples, spconv::halo_samples(n));
     for (const int64_t c : {64, 128})
       for (DType dt : {DType::f16, DType::bf16}) {
         SCOPED_TRACE(std::string(name) + " " + to_string(dt) + " c=" + std::to_string(c));
         const Tensor fd = make(testing::randn(n * c, rng), {n, c}, dt, kGpu);
         const Tensor wd = make(testing::randn(27 * c * c, rng, 1.0f / std::sqrt(27.0f * c)), {27, c, c}, dt, kGpu);
         const Tensor bd = make(testing::randn(c, rng), {c}, dt, kGpu);
-        for (int call = 0; call < 3; ++call) {  // (the checked call and the readback below wait for the probe)
-          const int64_t before = cuda::spconv_halo_pipe_launches();
+        const auto want = run_forced(fd, nbr, wd, &bd, n, forced(kHalo, static_cast<int>(c), false, 0, 1, 128));
+        for (int call = 0; call < 2; ++call) {
           Tensor out = poisoned(n, c, dt, kGpu);
-          submanifold_conv(fd, nbr, wd, &bd.view(), out);
-          const bool first = call == 0 && dt == DType::f16;  // (a probe a map and buffer size)
-          EXPECT_EQ(cuda::spconv_halo_pipe_launches() > before, c > 64 || (pipe && !first)) << "call " << call;
-          EXPECT_EQ(read_bytes(out), run_mma(fd, nbr, wd, &bd, n, {static_cast<int>(c), false, 0, kWg, 1, 128, 4}))
-              << "call " << call;
+          EXPECT_EQ(spconv::choose_conv(fd, map, wd, &bd.view(), out).variant == kHalo, pipe);
+          const ConvChoice served = submanifold_conv(fd, map, wd, &bd.view(), out);
+          EXPECT_EQ(served.variant == kHalo, pipe) << "call " << call << ": " << spconv::to_string(served);
+          EXPECT_EQ(read_bytes(out), want) << "call " << call;
         }
+        Tensor out = poisoned(n, c, dt, kGpu);
+        const ConvChoice user = submanifold_conv(fd, nbr, wd, &bd.view(), out, ConvOptions{});
+        EXPECT_NE(user.variant, kHalo) << "a user map: " << spconv::to_string(user);
+        if (c <= 64) EXPECT_EQ(read_bytes(out), want) << "a user map";
       }
   };
   // ~400 K rows: a large grid (8 blocks of 256 rows a multiprocessor) on GPUs of up to ~190 multiprocessors.
@@ -1140,13 +1242,15 @@ TEST(SpconvCudaWgmma, PipelinedHaloKernelWhereTheRowsSuitIt) {
   for (int64_t i = 0; i < n; ++i) std::copy_n(shell.begin() + 4 * order[i], 4, shuffled.begin() + 4 * i);
   // ~72 K rows: ~570 tiles, at least two a multiprocessor on GPUs of up to ~280 multiprocessors.
   const std::vector<int32_t> small = sphere_shell(128);
-  // All maps alive at once: the rule remembers its answer per map (address, size).
-  const Tensor ordered_map = build_kernel_map(coords_tensor(shell, kGpu), 3, 1);
-  const Tensor shuffled_map = build_kernel_map(coords_tensor(shuffled, kGpu), 3, 1);
-  const Tensor small_map = build_kernel_map(coords_tensor(small, kGpu), 3, 1);
-  check(ordered_map, "map order", true);
-  check(shuffled_map, "shuffled", false);
-  check(small_map, "small shell, map order", true);
+  check(spconv::KernelMap::build(coords_tensor(shell, kGpu), 3, 1), "map order", true);
+  check(spconv::KernelMap::build(coords_tensor(shuffled, kGpu), 3, 1), "shuffled", false);
+  check(spconv::KernelMap::build(coords_tensor(small, kGpu), 3, 1), "small shell, map order", true);
+  // A user map checked once (from_user) carries the same statistics as the one frugal built.
+  const spconv::KernelMap built = spconv::KernelMap::build(coords_tensor(small, kGpu), 3, 1);
+  const spconv::KernelMap checked = spconv::KernelMap::from_user(build_kernel_map(coords_tensor(small, kGpu), 3, 1), 3, 1);
+  EXPECT_EQ(checked.stats().halo_samples, built.stats().halo_samples);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) EXPECT_EQ(checked.stats().halo_fits[i][j], built.stats().halo_fits[i][j]);
 }
 
 // The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported
@@ -1180,15 +1284,27 @@ TEST(SpconvCudaMma, RefusesWhatItCannotTake) {
   const Tensor nbr = build_kernel_map(coords_tensor({0, 0, 0, 0, 0, 0, 0, 1}, kGpu), 5, 1);  // K = 125
   Tensor feats = Tensor::zeros({2, 8}, DType::f16, kGpu), out = Tensor::zeros({2, 8}, DType::f16, kGpu);
   Tensor w = Tensor::zeros({125, 8, 8}, DType::f16, kGpu);
-  spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
-  a.kernel = spconv::backend::ConvKernel::mma;
-  expect_error([&] { cuda::spconv_conv(a, nullptr); }, ErrorCode::unsupported, {"K <= 32", "K = 125"});
-  a.kernel = spconv::backend::ConvKernel::automatic;  // falls back to WMMA
-  EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
-  a.k = 27;
-  a.kernel = spconv::backend::ConvKernel::mma;
-  a.dtype = DType::f32;
-  expect_error([&] { cuda::spconv_conv(a, nullptr); }, ErrorCode::unsupported, {"f16 or bf16", "f32"});
+  ConvOptions mma;
+  mma.choice = forced(V::mma);
+  expect_error([&] { submanifold_conv(feats, nbr, w, nullptr, out, mma); }, ErrorCode::unsupported,
+               {"[spconv::submanifold_conv]", "mma", "K <= 32", "K = 125"});
+  EXPECT_EQ(submanifold_conv(feats, nbr, w, nullptr, out, ConvOptions{}).variant, V::wmma) << "by rule: WMMA";
+  const Tensor nbr27 = build_kernel_map(coords_tensor({0, 0, 0, 0, 0, 0, 0, 1}, kGpu), 3, 1);
+  Tensor f32 = Tensor::zeros({2, 8}, DType::f32, kGpu), w32 = Tensor::zeros({27, 8, 8}, DType::f32, kGpu);
+  Tensor out32 = Tensor::zeros({2, 8}, DType::f32, kGpu);
+  expect_error([&] { submanifold_conv(f32, nbr27, w32, nullptr, out32, mma); }, ErrorCode::unsupported,
+               {"f16 or bf16", "f32"});
+  // The wgmma variants where the device has no sm_90a code; the CPU's variant on the GPU.
+  ConvOptions wg;
+  wg.choice = forced(V::wgmma);
+  const Tensor w27 = Tensor::zeros({27, 8, 8}, DType::f16, kGpu);
+  if (!cuda::device_caps(0).sm90a)
+    expect_error([&] { submanifold_conv(feats, nbr27, w27, nullptr, out, wg); }, ErrorCode::unsupported,
+                 {"wgmma", "sm_90a"});
+  ConvOptions on_cpu;
+  on_cpu.choice = forced(V::cpu);
+  expect_error([&] { submanifold_conv(feats, nbr27, w27, nullptr, out, on_cpu); }, ErrorCode::unsupported,
+               {"cpu", "CPU calls only"});
 }
 
 // Row offsets past 2^31 elements: N·Ci = 16.8 M × 128 > 2^31. A dense 257×256×256 block of
@@ -1220,19 +1336,17 @@ TEST(SpconvCudaLarge, IndexesPast2To31Elements) {
   const Tensor out = submanifold_conv(feats, nbr, wd);
   // The public call takes the wgmma kernel where the device runs it; the mma kernel on the same
   // input then, checked the same way.
-  const bool wg = cuda::spconv_wgmma_available(0);
+  const bool wg = cuda::device_caps(0).sm90a;
   Tensor out_wg = Tensor::empty({wg ? n : 0, c}, DType::f16, kGpu);
   // And the wgmma kernel with 256-row tiles (whatever the default picks), bitwise equal to the
   // default's output when that is the wgmma kernel (absent neighbors add exact zeros).
   Tensor out_tall = Tensor::empty({wg ? n : 0, c}, DType::f16, kGpu);
   if (wg) {
-    spconv::backend::ConvArgs a = spconv::backend::conv_args(feats.view(), nbr.view(), wd.view(), nullptr, out_wg.view());
-    a.kernel = spconv::backend::ConvKernel::mma;
-    EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
-    a.out = out_tall.data();
-    a.kernel = spconv::backend::ConvKernel::wgmma;
-    a.tile_rows = 256;
-    EXPECT_EQ(cuda::spconv_conv(a, nullptr), -1);
+    ConvOptions o;
+    o.choice = forced(V::mma);
+    EXPECT_EQ(submanifold_conv(feats, nbr, wd, nullptr, out_wg, o).variant, V::mma);
+    o.choice = forced(V::wgmma_ws, 0, {}, 0, 0, 256);  // the default's variant on these rows, forced to 256-row tiles
+    EXPECT_EQ(submanifold_conv(feats, nbr, wd, nullptr, out_tall, o).variant, V::wgmma_ws);
     EXPECT_EQ(read_bytes(out_tall), read_bytes(out)) << "256-row tiles against the default";
   }
   const int64_t first_big = (int64_t{1} << 31) / c;

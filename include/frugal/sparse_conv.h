@@ -30,21 +30,25 @@
 // Guarantees: each output row is written exactly once by one thread block (CUDA) or one thread
 // (CPU), with no atomics: results are bitwise identical run to run. No buffer proportional to
 // K·N·Ci exists. CUDA workspace (stream-ordered, from frugal's own memory pool, which keeps up to
-// 256 MiB between calls): the checked conv holds a 256-byte flag; an f16/bf16 conv on the
-// tensor-core kernels that sort rows (kernel_size 1 or 3, Ci and Co multiples of 8) holds the row
-// order of up to 2^22 rows, 4 bytes a row (≤ 16 MiB); a wgmma conv on a grid too small to fill the
-// GPU sums fixed offset ranges into f32 partials (≤ 64 MiB). Nothing else is allocated.
-// On CUDA, f16/bf16 run on tensor cores (f32 accumulation): by default through wgmma where the GPU
-// runs sm_90a code (Hopper), else mma.sync (both over rows sorted by their neighbor pattern on large
-// shapes) where they apply, WMMA otherwise; f32 runs on CUDA cores. The environment variable
-// FRUGAL_SPCONV_KERNEL = simt | wmma | mma | wgmma, read once, overrides the choice for f16/bf16
-// (mma and wgmma only where they apply; wgmma falls back to mma on GPUs without sm_90a code).
+// 256 MiB between calls): the checked conv of a map not known valid holds a 256-byte flag; an
+// f16/bf16 conv on the tensor-core kernels that sort rows holds the row order of up to 2^22 rows,
+// 4 bytes a row (≤ 16 MiB); a wgmma conv on a grid too small to fill the GPU sums fixed offset
+// ranges into f32 partials (≤ 64 MiB); the pipelined halo kernel lists the tiles it hands on (4 bytes
+// a tile of 128 rows). Nothing else is allocated.
+// Which kernel runs is a ConvChoice (below), picked by the rules of src/core/spconv_choose.cpp from
+// the shapes, the dtype, the device's capabilities and what the map carries (KernelMap). f32 runs on
+// CUDA cores; f16/bf16 on tensor cores (f32 accumulation): through wgmma where the GPU runs sm_90a
+// code (Hopper), else mma.sync (both over rows sorted by neighbor pattern on large shapes) where they
+// apply, WMMA otherwise. ConvOptions::choice forces one (tests, benchmarks); choose_conv tells which
+// one a call takes.
 // The map build allocates O(N): a hash table of 2^p ≥ 2N int32 slots and N packed 64-bit keys,
 // freed before it returns. Index arithmetic is 64-bit.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "frugal/tensor.h"
@@ -61,24 +65,111 @@ constexpr int kernel_volume(int kernel_size) { return kernel_size * kernel_size 
 std::array<int, 3> kernel_offset(int k, int kernel_size, int dilation = 1);
 
 // ---- kernel map ------------------------------------------------------------------------------
+// What a conv's kernel choice needs to know about a map, measured once when frugal builds (or
+// checks) the map and carried with it.
+struct MapStats {
+  int64_t rows = 0;    // N of the map [K, N] these describe
+  int offsets = 0;     // K
+  bool valid = false;  // every entry is in [0, N]: the conv needs no per-call check of the map
+  // The pipelined halo kernel's fit: of halo_samples tiles of 128 consecutive rows spread evenly over
+  // the map (in its row order), how many have neighbors that fit that kernel's shared-memory halo,
+  // per column tile (first index 0: 64 output channels, 1: 128) and passes of 64 input channels
+  // (second index 0: Ci ≤ 64, 1: 64 < Ci ≤ 128). halo_samples = 0: not measured (a map on the CPU,
+  // K > 32).
+  int halo_samples = 0;
+  int halo_fits[2][2] = {};
+};
+
 // Builds nbr [K, N] i32 on the device of coords. kernel_size odd in [1, 7]; dilation ≥ 1.
 // Throws frugal::Error naming the row and the value for a coordinate outside the packable range,
 // and the coordinate and both rows for a duplicate. On CUDA it waits for the stream once (to
 // read those two checks back). N = 0 gives an empty [K, 0] map.
+// The result is a plain tensor, "a user map": a conv checks it on every call and knows nothing
+// about it. KernelMap::build keeps what the build learned.
 Tensor build_kernel_map(const TensorView& coords, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
-// The same into a caller-provided nbr [K, N] i32 (contiguous, on the device of coords).
-void build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
-                      Stream stream = nullptr);
+// The same into a caller-provided nbr [K, N] i32 (contiguous, on the device of coords). Returns what
+// the build learned about the map (read back with its checks), for ConvOptions::map_stats.
+MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
+                          Stream stream = nullptr);
+// Validates a map nbr [K, N] i32 that the caller assembled (frugal::Error naming the first entry
+// outside [0, N]) and measures it as the build does; on CUDA it waits for the stream once.
+MapStats check_kernel_map(const TensorView& nbr, Stream stream = nullptr);
+
+// A kernel map and what frugal knows about it: the map of one coordinate set, reused by every conv
+// on that set. A map frugal built or checked is known valid, so a conv over it runs without the
+// per-call check (no readback, no wait for the stream) and picks its kernel from the map's
+// statistics. Its entries must not change afterwards: a changed map gives wrong numbers (an entry
+// outside [0, N] counts as absent), never an out-of-bounds access. Copies share the map.
+class KernelMap {
+ public:
+  KernelMap() = default;
+  // build_kernel_map(coords, kernel_size, dilation, stream), with what the build learned.
+  static KernelMap build(const TensorView& coords, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
+  // A map the caller assembled, nbr [kernel_size³, N] i32: checked once (check_kernel_map).
+  static KernelMap from_user(Tensor nbr, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
+
+  const Tensor& nbr() const { return nbr_; }
+  int kernel_size() const { return kernel_size_; }
+  int dilation() const { return dilation_; }
+  const MapStats& stats() const { return stats_; }
+
+ private:
+  Tensor nbr_;
+  int kernel_size_ = 0, dilation_ = 0;
+  MapStats stats_;
+};
+
+// ---- kernel choice ---------------------------------------------------------------------------
+// The kernels a conv runs on. The tensor-core ones but wmma take f16/bf16 with K ≤ 32, Ci and Co
+// multiples of 8 and 16-byte aligned feats, weight and out.
+enum class ConvVariant : uint8_t {
+  cpu,        // the CPU backend (16-row tiles, OpenMP over tiles): every CPU call
+  simt,       // CUDA cores, every dtype and K, 64 × 64 tiles (f32)
+  wmma,       // tensor cores through WMMA 16×16×16 (sm_80), f16/bf16, every K, the map's row order
+  mma,        // mma.sync m16n8k16 (sm_80), skipping in each 16-row group the offsets none of its rows has
+  wgmma,      // Hopper's warpgroup MMA (sm_90a): every warp gathers and multiplies
+  wgmma_ws,   // wgmma, warp-specialized: a producer warpgroup gathers, two consumer warpgroups multiply
+  wgmma_ws2,  // wgmma_ws with two blocks a multiprocessor (64-wide column tiles of 128 rows)
+  halo_pipe,  // wgmma over each tile's input rows loaded once into a shared-memory halo (Ci, Co ≤ 128);
+              // the tiles whose rows do not fit it are handed on to wgmma_ws
+};
+
+// Which kernel a conv runs, with its tiling. A choice the rules return has every field set. A forced
+// one (ConvOptions::choice) may leave tile_co, tile_rows, splits and chunk_rows at 0 and sort_rows
+// unset: the rules for its variant fill them.
+struct ConvChoice {
+  ConvVariant variant = ConvVariant::cpu;
+  int tile_co = 0;    // output channels a block: simt 64, wmma 64 | 128, the others 64 | 128 | 256
+  int tile_rows = 0;  // output rows a block: cpu 16, simt 64, wgmma(_ws) 128 | 256 (tile_co ≤ 128), else 128
+  std::optional<bool> sort_rows = std::nullopt;  // rows sorted by neighbor mask within windows of 8192 (mma, wgmma*)
+  int splits = 0;                 // offset ranges summed apart into f32 partials, then added in order
+  int64_t chunk_rows = 0;         // rows a launch: a multiple of 128, or N
+};
+std::string to_string(ConvVariant v);        // "wgmma_ws"
+std::string to_string(const ConvChoice& c);  // "wgmma_ws(tile_co 64, tile_rows 128, map order, splits 1, chunk_rows 4643936)"
+bool operator==(const ConvChoice& a, const ConvChoice& b);
 
 // ---- convolution -----------------------------------------------------------------------------
 enum class MapCheck : uint8_t {
   // Every nbr entry outside [0, N] raises frugal::Error. The entries are checked inside the conv
   // kernel itself (no extra pass); on CUDA this costs one 8-byte readback, i.e. one wait for the
-  // stream at the end of the call.
+  // stream at the end of the call. A map known valid (KernelMap, MapStats::valid) is not checked.
   checked,
   // No readback and no wait. An entry outside [0, N] is still never dereferenced: it counts as
   // absent (like the sentinel), so a bad map gives wrong numbers, never an out-of-bounds access.
   unchecked,
+};
+
+struct ConvOptions {
+  Stream stream = nullptr;
+  MapCheck check = MapCheck::checked;  // for a map not known valid
+  // What frugal knows about nbr: the MapStats build_kernel_map or check_kernel_map returned for it
+  // (the KernelMap forms pass the map's own). Absent: a user map, checked as `check` says and never
+  // served by the halo kernel (whose choice needs the map's statistics).
+  std::optional<MapStats> map_stats;
+  // Forces a kernel (tests, benchmarks): frugal::Error(unsupported) naming the variant and the reason
+  // where it cannot run these arguments on this device.
+  std::optional<ConvChoice> choice;
 };
 
 // out = conv(feats, nbr, weight, bias); bias may be nullptr. out must not overlap feats.
@@ -87,6 +178,23 @@ void submanifold_conv(const TensorView& feats, const TensorView& nbr, const Tens
 // Allocating form: returns out [N, Co] on the device of feats.
 Tensor submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
                         const TensorView* bias = nullptr, Stream stream = nullptr, MapCheck check = MapCheck::checked);
+// With options: returns the choice that served the call.
+ConvChoice submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
+                            const TensorView* bias, const TensorView& out, const ConvOptions& options);
+Tensor submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
+                        const TensorView* bias, const ConvOptions& options);
+// Over a KernelMap (no per-call check; options.map_stats is ignored: the map's own count): returns
+// the choice that served the call.
+ConvChoice submanifold_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight,
+                            const TensorView* bias, const TensorView& out, const ConvOptions& options = {});
+Tensor submanifold_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight,
+                        const TensorView* bias = nullptr, const ConvOptions& options = {});
+
+// The choice a call with these arguments takes (validated as the call validates them); runs nothing.
+ConvChoice choose_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
+                       const TensorView& out, const ConvOptions& options = {});
+ConvChoice choose_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight, const TensorView* bias,
+                       const TensorView& out, const ConvOptions& options = {});
 
 // ---- other libraries' conventions --------------------------------------------------------------
 enum class OffsetOrder : uint8_t {

@@ -29,40 +29,113 @@ def _(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
+_STATS_WORDS = 8  # the length of a map's statistics (python/src/bind_spconv.cpp)
+
+
+class KernelMap:
+    """A kernel map and what frugal knows about it: nbr [K, N] int32 (sentinel N), and `stats`, a CPU
+    int64 tensor of the map's statistics (it is valid, and how well its rows suit each kernel).
+
+    Build it once per coordinate set with `build_kernel_map` and pass it to every conv on those
+    coordinates: a map frugal built needs no per-call check (no readback, no wait for the stream), and
+    the conv picks its kernel from the statistics. Its entries must not change afterwards (a changed
+    entry gives wrong numbers, never an out-of-bounds access). A map you assembled yourself:
+    `KernelMap.from_user(nbr)` checks it once.
+    """
+
+    def __init__(self, nbr: torch.Tensor, stats: torch.Tensor, kernel_size: int = 3, dilation: int = 1):
+        self.nbr, self.stats = nbr, stats
+        self.kernel_size, self.dilation = kernel_size, dilation
+
+    @staticmethod
+    def from_user(nbr: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> "KernelMap":
+        """Checks a map nbr [kernel_size**3, N] int32 once (frugal.Error naming a bad entry)."""
+        if nbr.dim() != 2 or nbr.shape[0] != kernel_size**3:
+            raise ValueError(f"nbr must have shape [{kernel_size**3}, N], got {list(nbr.shape)}")
+        return KernelMap(nbr, check_kernel_map_op(nbr), kernel_size, dilation)
+
+    @property
+    def device(self) -> torch.device:
+        return self.nbr.device
+
+    def __repr__(self) -> str:
+        return (f"KernelMap(K={self.nbr.shape[0]}, N={self.nbr.shape[1]}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, device={self.nbr.device})")
+
+
 @torch.library.custom_op("frugal::build_kernel_map", mutates_args=())
-def build_kernel_map(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> torch.Tensor:
-    """nbr [K, N] int32 of coords [N, 4] int32 (b, x, y, z); sentinel N. See frugal.spconv."""
+def build_kernel_map_op(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(nbr [K, N] int32 of coords [N, 4] int32 (b, x, y, z), sentinel N; the map's statistics, CPU int64)."""
     coords = coords.contiguous()  # torch ops take any strides (torch.nonzero's output is column-major)
     out = torch.empty((kernel_size**3, coords.shape[0]), dtype=torch.int32, device=coords.device)
-    _frugal.spconv.build_kernel_map(_dl(coords), kernel_size, dilation, out=_dl(out), stream=_stream(coords))
-    return out
+    stats = _frugal.spconv.build_kernel_map(_dl(coords), kernel_size, dilation, out=_dl(out), stream=_stream(coords))
+    return out, torch.tensor(stats, dtype=torch.int64)
 
 
-@build_kernel_map.register_fake
-def _(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> torch.Tensor:
-    return coords.new_empty((kernel_size**3, coords.shape[0]), dtype=torch.int32)
+@build_kernel_map_op.register_fake
+def _(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1):
+    return (coords.new_empty((kernel_size**3, coords.shape[0]), dtype=torch.int32),
+            torch.empty(_STATS_WORDS, dtype=torch.int64, device="cpu"))
+
+
+@torch.library.custom_op("frugal::check_kernel_map", mutates_args=())
+def check_kernel_map_op(nbr: torch.Tensor) -> torch.Tensor:
+    """The statistics of a map nbr [K, N] int32 the caller assembled, after checking every entry once."""
+    nbr = nbr.contiguous()
+    return torch.tensor(_frugal.spconv.check_kernel_map(_dl(nbr), stream=_stream(nbr)), dtype=torch.int64)
+
+
+@check_kernel_map_op.register_fake
+def _(nbr: torch.Tensor) -> torch.Tensor:
+    return torch.empty(_STATS_WORDS, dtype=torch.int64, device="cpu")
+
+
+def build_kernel_map(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> KernelMap:
+    """The KernelMap of coords [N, 4] int32 (b, x, y, z): nbr [K, N] int32 and its statistics. See frugal.spconv."""
+    nbr, stats = build_kernel_map_op(coords, kernel_size, dilation)
+    return KernelMap(nbr, stats, kernel_size, dilation)
 
 
 @torch.library.custom_op("frugal::submanifold_conv", mutates_args=())
-def submanifold_conv(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                     bias: Optional[torch.Tensor] = None, checked: bool = True) -> torch.Tensor:
+def submanifold_conv_op(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
+                        bias: Optional[torch.Tensor] = None, checked: bool = True,
+                        stats: Optional[torch.Tensor] = None) -> torch.Tensor:
     """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k] (weight [K, Ci, Co]); never materializes the gather.
 
-    checked=True raises frugal.Error for nbr entries outside [0, N]; on CUDA that costs one 8-byte
-    readback, i.e. a wait for the stream. checked=False skips it (what CUDA-graph capture needs):
-    a bad entry then counts as an absent neighbor — wrong numbers, never an out-of-bounds access.
+    stats: the statistics of nbr (KernelMap.stats). With them the map is known valid and not checked;
+    without, checked=True raises frugal.Error for nbr entries outside [0, N], which on CUDA costs one
+    8-byte readback (a wait for the stream), and checked=False skips it: a bad entry then counts as an
+    absent neighbor — wrong numbers, never an out-of-bounds access.
     """
     feats, nbr, weight = feats.contiguous(), nbr.contiguous(), weight.contiguous()
     bias = bias.contiguous() if bias is not None else None
     out = torch.empty((nbr.shape[1], weight.shape[2]), dtype=feats.dtype, device=feats.device)
     _frugal.spconv.submanifold_conv(_dl(feats), _dl(nbr), _dl(weight), _dl(bias), out=_dl(out), checked=checked,
-                                    stream=_stream(feats))
+                                    stream=_stream(feats), stats=None if stats is None else stats.tolist())
     return out
 
 
-@submanifold_conv.register_fake
-def _(feats, nbr, weight, bias=None, checked=True):
+@submanifold_conv_op.register_fake
+def _(feats, nbr, weight, bias=None, checked=True, stats=None):
     return feats.new_empty((nbr.shape[1], weight.shape[2]))
+
+
+def submanifold_conv(feats: torch.Tensor, nbr, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                     checked: bool = True) -> torch.Tensor:
+    """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k]. nbr: a KernelMap (no per-call check; the
+    kernel picked from its statistics) or a plain map tensor [K, N] int32 (checked per call as `checked` says)."""
+    if isinstance(nbr, KernelMap):
+        return submanifold_conv_op(feats, nbr.nbr, weight, bias, checked, nbr.stats)
+    return submanifold_conv_op(feats, nbr, weight, bias, checked)
+
+
+def choose_conv(feats: torch.Tensor, nbr, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> str:
+    """The kernel submanifold_conv(feats, nbr, weight, bias) runs, e.g. 'halo_pipe(tile_co 64, ...)'."""
+    m, stats = (nbr.nbr, nbr.stats.tolist()) if isinstance(nbr, KernelMap) else (nbr, None)
+    out = torch.empty((m.shape[1], weight.shape[2]), dtype=feats.dtype, device=feats.device)
+    b = _dl(bias.contiguous()) if bias is not None else None
+    return _frugal.spconv.choose_conv(_dl(feats.contiguous()), _dl(m.contiguous()), _dl(weight.contiguous()), b,
+                                      _dl(out), stats=stats)
 
 
 def weight_from_spconv(w: torch.Tensor) -> torch.Tensor:
@@ -76,17 +149,18 @@ def weight_from_spconv(w: torch.Tensor) -> torch.Tensor:
 
 
 class SubMConv3d(torch.nn.Module):
-    """A drop-in submanifold 3D conv: forward(feats [N, Ci], nbr [K, N]) -> [N, Co].
+    """A drop-in submanifold 3D conv: forward(feats [N, Ci], nbr) -> [N, Co].
 
-    Build nbr once per coordinate set with `build_kernel_map(coords, kernel_size, dilation)` and
-    reuse it for every conv on those coords. The weight is [K, Ci, Co]; a state dict saved by
-    spconv's SubMConv3d (weight [Co, k, k, k, Ci]) loads as is and is permuted on the way in.
+    nbr: the KernelMap `build_kernel_map(coords, kernel_size, dilation)` returns, built once per
+    coordinate set and reused for every conv on those coords (no per-call check), or a plain map
+    tensor [K, N] int32 (checked per call unless checked=False). The weight is [K, Ci, Co]; a state
+    dict saved by spconv's SubMConv3d (weight [Co, k, k, k, Ci]) loads as is and is permuted on the way in.
     """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, dilation: int = 1,
                  bias: bool = True, device=None, dtype=None, checked: bool = True):
         super().__init__()
-        self.checked = checked  # False: no readback per call (CUDA graphs); see submanifold_conv
+        self.checked = checked  # for plain map tensors; False: no readback per call (CUDA graphs)
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.dilation = kernel_size, dilation
         k = kernel_size**3
@@ -97,7 +171,7 @@ class SubMConv3d(torch.nn.Module):
         if self.bias is not None:
             torch.nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, feats: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
+    def forward(self, feats: torch.Tensor, nbr) -> torch.Tensor:
         return submanifold_conv(feats, nbr, self.weight, self.bias, self.checked)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):

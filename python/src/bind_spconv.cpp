@@ -1,6 +1,9 @@
-// Python binding of the sparse voxel convolution (frugal/sparse_conv.h).
+// Python binding of the sparse voxel convolution (frugal/sparse_conv.h). A map's statistics
+// (spconv::MapStats) cross into Python as a list of kStatsWords integers, which the Python side keeps
+// opaque (frugal.torch.KernelMap holds them in a CPU tensor).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "frugal/sparse_conv.h"
@@ -10,6 +13,54 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace frugal::python {
+
+namespace {
+
+// [rows, offsets, valid, halo_samples, halo_fits[0][0], [0][1], [1][0], [1][1]]
+constexpr size_t kStatsWords = 8;
+
+std::vector<int64_t> stats_to_list(const spconv::MapStats& s) {
+  return {s.rows, s.offsets, s.valid ? 1 : 0, s.halo_samples, s.halo_fits[0][0], s.halo_fits[0][1],
+          s.halo_fits[1][0], s.halo_fits[1][1]};
+}
+
+spconv::MapStats stats_from_list(const std::vector<int64_t>& v, const char* op) {
+  FRUGAL_CHECK(v.size() == kStatsWords, invalid_argument, op,
+               "stats must be the " << kStatsWords << " integers build_kernel_map returned, got " << v.size());
+  spconv::MapStats s;
+  s.rows = v[0];
+  s.offsets = static_cast<int>(v[1]);
+  s.valid = v[2] != 0;
+  s.halo_samples = static_cast<int>(v[3]);
+  s.halo_fits[0][0] = static_cast<int>(v[4]);
+  s.halo_fits[0][1] = static_cast<int>(v[5]);
+  s.halo_fits[1][0] = static_cast<int>(v[6]);
+  s.halo_fits[1][1] = static_cast<int>(v[7]);
+  return s;
+}
+
+struct ConvInputs {
+  TensorView feats, nbr, weight, bias;
+  bool has_bias = false;
+  spconv::ConvOptions options;
+};
+
+ConvInputs conv_inputs(const nb::ndarray<>& feats, const nb::ndarray<>& nbr, const nb::ndarray<>& weight,
+                       const std::optional<nb::ndarray<>>& bias, bool checked, std::optional<uintptr_t> stream,
+                       const std::optional<std::vector<int64_t>>& stats) {
+  constexpr const char* op = "spconv::submanifold_conv";
+  ConvInputs in;
+  in.feats = to_view(feats, op, "feats");
+  in.nbr = to_view(nbr, op, "nbr");
+  in.weight = to_view(weight, op, "weight");
+  if (bias) in.bias = to_view(*bias, op, "bias"), in.has_bias = true;
+  in.options.stream = to_stream(stream);
+  in.options.check = checked ? spconv::MapCheck::checked : spconv::MapCheck::unchecked;
+  if (stats) in.options.map_stats = stats_from_list(*stats, op);
+  return in;
+}
+
+}  // namespace
 
 void bind_spconv(nb::module_& m) {
   nb::module_ s = m.def_submodule("spconv", "Submanifold sparse voxel convolution");
@@ -24,34 +75,57 @@ void bind_spconv(nb::module_& m) {
         constexpr const char* op = "spconv::build_kernel_map";
         const TensorView c = to_view(coords, op, "coords");
         if (out) {
-          spconv::build_kernel_map(c, to_view(*out, op, "out"), kernel_size, dilation, to_stream(stream));
-          return nb::none();
+          return nb::cast(stats_to_list(
+              spconv::build_kernel_map(c, to_view(*out, op, "out"), kernel_size, dilation, to_stream(stream))));
         }
         return nb::cast(to_array(spconv::build_kernel_map(c, kernel_size, dilation, to_stream(stream))));
       },
       "coords"_a, "kernel_size"_a = 3, "dilation"_a = 1, "out"_a = nb::none(), "stream"_a = nb::none(),
       "The kernel map nbr [K, N] int32 of coords [N, 4] int32 rows (b, x, y, z); sentinel N for no neighbor.\n"
-      "Offset k = (i*ks + j)*ks + l for (dx, dy, dz) = ((i, j, l) - ks//2) * dilation (dx slowest).");
+      "Offset k = (i*ks + j)*ks + l for (dx, dy, dz) = ((i, j, l) - ks//2) * dilation (dx slowest).\n"
+      "With out: fills it and returns the map's statistics (a list of ints; pass them as the conv's stats).");
+
+  s.def(
+      "check_kernel_map",
+      [](nb::ndarray<> nbr, std::optional<uintptr_t> stream) {
+        return stats_to_list(
+            spconv::check_kernel_map(to_view(nbr, "spconv::check_kernel_map", "nbr"), to_stream(stream)));
+      },
+      "nbr"_a, "stream"_a = nb::none(),
+      "Validates a map nbr [K, N] int32 the caller assembled (every entry in [0, N]) and returns its statistics.");
 
   s.def(
       "submanifold_conv",
       [](nb::ndarray<> feats, nb::ndarray<> nbr, nb::ndarray<> weight, std::optional<nb::ndarray<>> bias,
-         std::optional<nb::ndarray<>> out, bool checked, std::optional<uintptr_t> stream) -> nb::object {
-        constexpr const char* op = "spconv::submanifold_conv";
-        const TensorView f = to_view(feats, op, "feats"), n = to_view(nbr, op, "nbr"), w = to_view(weight, op, "weight");
-        TensorView b;
-        if (bias) b = to_view(*bias, op, "bias");
-        const auto check = checked ? spconv::MapCheck::checked : spconv::MapCheck::unchecked;
+         std::optional<nb::ndarray<>> out, bool checked, std::optional<uintptr_t> stream,
+         std::optional<std::vector<int64_t>> stats) -> nb::object {
+        const ConvInputs in = conv_inputs(feats, nbr, weight, bias, checked, stream, stats);
+        const TensorView* b = in.has_bias ? &in.bias : nullptr;
         if (out) {
-          spconv::submanifold_conv(f, n, w, bias ? &b : nullptr, to_view(*out, op, "out"), to_stream(stream), check);
+          spconv::submanifold_conv(in.feats, in.nbr, in.weight, b, to_view(*out, "spconv::submanifold_conv", "out"),
+                                   in.options);
           return nb::none();
         }
-        return nb::cast(to_array(spconv::submanifold_conv(f, n, w, bias ? &b : nullptr, to_stream(stream), check)));
+        return nb::cast(to_array(spconv::submanifold_conv(in.feats, in.nbr, in.weight, b, in.options)));
       },
       "feats"_a, "nbr"_a, "weight"_a, "bias"_a = nb::none(), "out"_a = nb::none(), "checked"_a = true,
-      "stream"_a = nb::none(),
+      "stream"_a = nb::none(), "stats"_a = nb::none(),
       "out[n, co] = bias[co] + sum_k sum_ci feats[nbr[k, n], ci] * weight[k, ci, co].\n"
-      "feats [N, Ci] (or [N+1, Ci] padded), weight [K, Ci, Co], bias [Co]: f32 | f16 | bf16; out [N, Co].");
+      "feats [N, Ci] (or [N+1, Ci] padded), weight [K, Ci, Co], bias [Co]: f32 | f16 | bf16; out [N, Co].\n"
+      "stats: what build_kernel_map (with out) or check_kernel_map returned for nbr: the map is then known\n"
+      "valid (no per-call check) and its statistics pick the kernel.");
+
+  s.def(
+      "choose_conv",
+      [](nb::ndarray<> feats, nb::ndarray<> nbr, nb::ndarray<> weight, std::optional<nb::ndarray<>> bias,
+         nb::ndarray<> out, std::optional<std::vector<int64_t>> stats) {
+        const ConvInputs in = conv_inputs(feats, nbr, weight, bias, true, std::nullopt, stats);
+        return spconv::to_string(spconv::choose_conv(in.feats, in.nbr, in.weight, in.has_bias ? &in.bias : nullptr,
+                                                     to_view(out, "spconv::choose_conv", "out"), in.options));
+      },
+      "feats"_a, "nbr"_a, "weight"_a, "bias"_a.none(), "out"_a, "stats"_a = nb::none(),
+      "The kernel submanifold_conv would run on these arguments (out: where it would write), e.g.\n"
+      "'halo_pipe(tile_co 64, tile_rows 128, map order, splits 1, chunk_rows 289772)'. Runs nothing.");
 
   s.def("kernel_offset", &spconv::kernel_offset, "k"_a, "kernel_size"_a, "dilation"_a = 1);
   s.def("offset_permutation", &spconv::offset_permutation, "other"_a, "kernel_size"_a,

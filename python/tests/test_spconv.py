@@ -76,3 +76,20 @@ def test_empty_input_gives_empty_output():
     nbr = spconv.build_kernel_map(coords)
     out = spconv.submanifold_conv(np.zeros((0, 4), np.float32), nbr, np.ones((27, 4, 2), np.float32))
     assert out.shape == (0, 2)
+
+
+def test_a_checked_map_carries_statistics_that_skip_the_per_call_check(rng):
+    coords = random_coords(rng, 1, 8, 0.3)
+    nbr = spconv.build_kernel_map(coords)
+    stats = spconv.check_kernel_map(nbr)
+    assert len(stats) == 8 and stats[:3] == [len(coords), 27, 1]  # rows, offsets, valid
+    feats = rng.standard_normal((len(coords), 4)).astype(np.float32)
+    weight = rng.standard_normal((27, 4, 3)).astype(np.float32)
+    want = spconv.submanifold_conv(feats, nbr, weight)
+    assert np.array_equal(spconv.submanifold_conv(feats, nbr, weight, stats=stats), want)
+    bad = nbr.copy()
+    bad[3, 0] = len(coords) + 5
+    with pytest.raises(frugal.Error, match=r"\[spconv::check_kernel_map\] nbr\[3, 0\]"):
+        spconv.check_kernel_map(bad)
+    with pytest.raises(frugal.Error, match=r"map_stats describe a map"):
+        spconv.submanifold_conv(feats[:-1], np.ascontiguousarray(nbr[:, :-1]), weight, stats=stats)

@@ -88,50 +88,114 @@ def test_submconv_matches_dense_conv3d_with_spconv_weights(device, dtype):
 
 
 def small_conv(device):
-    """coords, their 3x3x3 map, feats [N, 8] and weights [27, 8, 4] on a small random grid."""
+    """coords, their 3x3x3 KernelMap, feats [N, 8] and weights [27, 8, 4] on a small random grid."""
     coords = random_coords(6, 0.4, device)
-    nbr = ft.build_kernel_map(coords, 3)
-    return coords, nbr, torch.randn(coords.shape[0], 8, device=device), torch.randn(27, 8, 4, device=device)
+    km = ft.build_kernel_map(coords, 3)
+    return coords, km, torch.randn(coords.shape[0], 8, device=device), torch.randn(27, 8, 4, device=device)
+
+
+@pytest.mark.parametrize("device", devices)
+def test_build_kernel_map_returns_the_map_and_its_statistics(device):
+    coords, km, feats, w = small_conv(device)
+    assert isinstance(km, ft.KernelMap) and km.kernel_size == 3 and km.dilation == 1
+    assert km.nbr.dtype == torch.int32 and km.nbr.shape == (27, coords.shape[0]) and km.nbr.device == coords.device
+    assert km.stats.device.type == "cpu" and km.stats.dtype == torch.int64
+    plain = frugal.spconv.build_kernel_map(coords.cpu().numpy(), 3)
+    assert np.array_equal(km.nbr.cpu().numpy(), plain)
+    # The same statistics when a map assembled elsewhere is checked once.
+    assert torch.equal(ft.KernelMap.from_user(km.nbr.clone()).stats, km.stats)
 
 
 @pytest.mark.parametrize("device", devices)
 def test_spconv_custom_ops_pass_opcheck(device):
-    coords, nbr, feats, w = small_conv(device)
-    torch.library.opcheck(ft.build_kernel_map, (coords, 3, 1))
-    torch.library.opcheck(ft.submanifold_conv, (feats, nbr, w, torch.randn(4, device=device)))
-    torch.library.opcheck(ft.submanifold_conv, (feats, nbr, w, None, False))
+    coords, km, feats, w = small_conv(device)
+    torch.library.opcheck(ft.build_kernel_map_op, (coords, 3, 1))
+    torch.library.opcheck(ft.check_kernel_map_op, (km.nbr,))
+    torch.library.opcheck(ft.submanifold_conv_op, (feats, km.nbr, w, torch.randn(4, device=device)))
+    torch.library.opcheck(ft.submanifold_conv_op, (feats, km.nbr, w, None, False))
+    torch.library.opcheck(ft.submanifold_conv_op, (feats, km.nbr, w, None, True, km.stats))
 
 
 @pytest.mark.parametrize("device", devices)
-def test_unchecked_conv_equals_checked_and_checked_refuses_a_bad_map(device):
-    coords, nbr, feats, w = small_conv(device)
-    assert torch.equal(ft.submanifold_conv(feats, nbr, w, None, False), ft.submanifold_conv(feats, nbr, w))
-    bad = nbr.clone()
+def test_conv_over_a_kernel_map_equals_the_checked_and_unchecked_conv_over_its_tensor(device):
+    coords, km, feats, w = small_conv(device)
+    want = ft.submanifold_conv(feats, km.nbr, w)
+    assert torch.equal(ft.submanifold_conv(feats, km.nbr, w, None, False), want)
+    assert torch.equal(ft.submanifold_conv(feats, km, w), want)
+    conv = ft.SubMConv3d(8, 4, bias=False, device=device)
+    with torch.no_grad():
+        conv.weight.copy_(w)
+        assert torch.equal(conv(feats, km), conv(feats, km.nbr))
+
+
+@pytest.mark.parametrize("device", devices)
+def test_a_plain_map_is_checked_per_call_and_a_kernel_map_once(device):
+    coords, km, feats, w = small_conv(device)
+    bad = km.nbr.clone()
     bad[5, 3] = coords.shape[0] + 7
     with pytest.raises(frugal.Error, match="nbr"):
         ft.submanifold_conv(feats, bad, w)
+    with pytest.raises(frugal.Error, match=r"\[spconv::check_kernel_map\] nbr\[5, 3\]"):
+        ft.KernelMap.from_user(bad)
+    # A KernelMap's entries are not checked again: one changed afterwards counts as absent.
+    changed = ft.KernelMap(bad, km.stats)
+    ft.submanifold_conv(feats, changed, w)
+
+
+@pytest.mark.parametrize("device", devices)
+def test_conv_over_a_kernel_map_compiles(device):
+    coords, km, feats, w = small_conv(device)
+    conv = ft.SubMConv3d(8, 4, device=device)
+    with torch.no_grad():
+        want = conv(feats, km)
+        got = torch.compile(lambda f: conv(f, km), backend="aot_eager", fullgraph=True)(feats)
+    assert torch.equal(got, want)
 
 
 @pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")
 def test_unchecked_conv_can_be_captured_in_a_cuda_graph():
     coords = random_coords(8, 0.4, "cuda")
-    conv = ft.SubMConv3d(16, 8, checked=False).cuda()
-    nbr = ft.build_kernel_map(coords, 3)
+    km = ft.build_kernel_map(coords, 3)
     feats = torch.randn(coords.shape[0], 16, device="cuda")
-    with torch.no_grad():
-        want = conv(feats, nbr)
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            conv(feats, nbr)  # warm-up on the capture stream (frugal's pool, module load)
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            got = conv(feats, nbr)
-        feats.copy_(feats * 1)  # same values: the replay must reproduce the eager result
-        g.replay()
-        torch.cuda.synchronize()
-    assert torch.equal(got, want)
+    # A plain map, unchecked; a KernelMap, checked by default (it needs no readback).
+    for conv, nbr in ((ft.SubMConv3d(16, 8, checked=False).cuda(), km.nbr), (ft.SubMConv3d(16, 8).cuda(), km)):
+        with torch.no_grad():
+            want = conv(feats, nbr)
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                conv(feats, nbr)  # warm-up on the capture stream (frugal's pool, module load)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                got = conv(feats, nbr)
+            feats.copy_(feats * 1)  # same values: the replay must reproduce the eager result
+            g.replay()
+            torch.cuda.synchronize()
+        assert torch.equal(got, want)
+
+
+def sphere_shell(res, device):
+    """int32 [N, 4] rows (0, x, y, z) of the voxels within 0.87 of the sphere of radius 0.45 res, x slowest."""
+    g = torch.arange(res, dtype=torch.float32)
+    d = ((g.view(-1, 1, 1) - res / 2) ** 2 + (g.view(1, -1, 1) - res / 2) ** 2 + (g.view(1, 1, -1) - res / 2) ** 2).sqrt()
+    c = ((d - 0.45 * res).abs() < 0.87).nonzero().int()
+    return torch.cat([torch.zeros_like(c[:, :1]), c], 1).to(device)
+
+
+@pytest.mark.skipif("cuda" not in devices or torch.cuda.get_device_capability() != (9, 0),
+                    reason="needs an sm_90 GPU (the halo kernel is sm_90a code)")
+def test_a_kernel_map_of_rows_in_order_reaches_the_halo_kernel():
+    coords = sphere_shell(128, "cuda")
+    km = ft.build_kernel_map(coords, 3)
+    feats = torch.randn(coords.shape[0], 64, device="cuda", dtype=torch.float16)
+    w = torch.randn(27, 64, 64, device="cuda", dtype=torch.float16) * 0.02
+    assert ft.choose_conv(feats, km, w).startswith("halo_pipe")
+    assert not ft.choose_conv(feats, km.nbr, w).startswith("halo_pipe")  # a plain map: no statistics
+    shuffled = ft.build_kernel_map(coords[torch.randperm(coords.shape[0], device="cuda")], 3)
+    assert not ft.choose_conv(feats, shuffled, w).startswith("halo_pipe")  # its tiles do not fit
+    # The same sums at 64 channels, whichever kernel runs them.
+    assert torch.equal(ft.submanifold_conv(feats, km, w), ft.submanifold_conv(feats, km.nbr, w))
 
 
 @pytest.mark.skipif("cuda" not in devices, reason="needs a GPU")

@@ -1,11 +1,14 @@
-// Public sparse-conv operations: validate once, then dispatch to the CPU or CUDA backend, and turn
-// what the backends report (bad coordinates, duplicates, bad map entries) into frugal::Error.
+// Public sparse-conv operations: validate once, choose the kernel (src/core/spconv_choose.cpp), then
+// dispatch to the CPU or CUDA backend, and turn what the backends report (bad coordinates,
+// duplicates, bad map entries) into frugal::Error.
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cstring>
 
+#include "core/device_caps.h"
 #include "core/sparse_conv_backend.h"
+#include "core/spconv_choose.h"
 #include "core/types.h"
 #include "core/validate.h"
 
@@ -15,6 +18,7 @@ namespace {
 
 constexpr const char* kMapOp = "spconv::build_kernel_map";
 constexpr const char* kConvOp = "spconv::submanifold_conv";
+constexpr const char* kCheckOp = "spconv::check_kernel_map";
 
 void check_kernel(int kernel_size, int dilation, const char* op) {
   FRUGAL_CHECK(kernel_size >= 1 && kernel_size <= kMaxKernelSize && kernel_size % 2 == 1, invalid_argument, op,
@@ -57,6 +61,46 @@ bool overlaps(const TensorView& a, const TensorView& b) {
   return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
 }
 
+[[noreturn]] void raise_bad_entry(const TensorView& nbr, int64_t bad, const char* op, Stream stream) {
+  const int64_t n = nbr.size(1);
+  int32_t v = 0;
+  copy(TensorView(nbr.data_as<int32_t>() + bad, DType::i32, {1}, nbr.device), TensorView(&v, DType::i32, {1}), stream);
+  FRUGAL_FAIL(out_of_range, op,
+              "nbr[" << bad / n << ", " << bad % n << "] = " << v << " is outside [0, N] = [0, " << n
+                     << "]; was the map built for these coordinates?");
+}
+
+// What a build or check of a map [k, n] found out about it (it raised otherwise).
+MapStats stats_of(const backend::MapStatus& s, int64_t n, int k) {
+  MapStats m;
+  m.rows = n;
+  m.offsets = k;
+  m.valid = true;
+  m.halo_samples = s.halo_samples;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) m.halo_fits[i][j] = s.halo_fits[i][j];
+  return m;
+}
+
+Tensor build_kernel_map_tensor(const TensorView& coords, int kernel_size, int dilation) {
+  check_kernel(kernel_size, dilation, kMapOp);
+  detail::check_tensor(coords, kMapOp, "coords", 2, {DType::i32});
+  detail::check_shape(coords, kMapOp, "coords", {-1, 4});
+  return Tensor::empty({kernel_volume(kernel_size), coords.size(0)}, DType::i32, coords.device);
+}
+
+Tensor allocate_out(const TensorView& feats, const TensorView& nbr, const TensorView& weight) {
+  detail::check_tensor(nbr, kConvOp, "nbr", 2, {DType::i32});
+  detail::check_tensor(weight, kConvOp, "weight", 3, {DType::f32, DType::f16, DType::bf16});
+  detail::check_tensor(feats, kConvOp, "feats", 2, {DType::f32, DType::f16, DType::bf16});
+  return Tensor::empty({nbr.size(1), weight.size(2)}, feats.dtype, feats.device);
+}
+
+const TensorView& map_view(const KernelMap& map) {
+  FRUGAL_CHECK(map.nbr().defined(), invalid_argument, kConvOp, "the KernelMap is empty (default-constructed)");
+  return map.nbr().view();
+}
+
 }  // namespace
 
 std::array<int, 3> kernel_offset(int k, int kernel_size, int dilation) {
@@ -68,7 +112,8 @@ std::array<int, 3> kernel_offset(int k, int kernel_size, int dilation) {
           backend::axis_offset(k % ks, ks, dilation)};
 }
 
-void build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation, Stream stream) {
+MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
+                          Stream stream) {
   check_kernel(kernel_size, dilation, kMapOp);
   detail::check_tensor(coords, kMapOp, "coords", 2, {DType::i32});
   detail::check_shape(coords, kMapOp, "coords", {-1, 4});
@@ -82,7 +127,7 @@ void build_kernel_map(const TensorView& coords, const TensorView& nbr, int kerne
   detail::check_contiguous(nbr, kMapOp, "nbr");
   detail::check_same_device(coords, nbr, kMapOp, "coords", "nbr");
   FRUGAL_CHECK(!overlaps(coords, nbr), invalid_argument, kMapOp, "nbr overlaps coords");
-  if (n == 0) return;
+  if (n == 0) return stats_of(backend::MapStatus{}, n, k);
   detail::check_device_usable(coords.device, kMapOp);
 
   backend::MapArgs a;
@@ -101,26 +146,70 @@ void build_kernel_map(const TensorView& coords, const TensorView& nbr, int kerne
                                                         << ") at rows " << s.dup_row_a << " and " << s.dup_row_b
                                                         << "; active voxels must be unique");
   }
+  return stats_of(s, n, k);
 }
 
 Tensor build_kernel_map(const TensorView& coords, int kernel_size, int dilation, Stream stream) {
-  check_kernel(kernel_size, dilation, kMapOp);
-  detail::check_tensor(coords, kMapOp, "coords", 2, {DType::i32});
-  detail::check_shape(coords, kMapOp, "coords", {-1, 4});
-  Tensor nbr = Tensor::empty({kernel_volume(kernel_size), coords.size(0)}, DType::i32, coords.device);
+  Tensor nbr = build_kernel_map_tensor(coords, kernel_size, dilation);
   build_kernel_map(coords, nbr.view(), kernel_size, dilation, stream);
   return nbr;
 }
 
-void submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
-                      const TensorView& out, Stream stream, MapCheck check) {
+MapStats check_kernel_map(const TensorView& nbr, Stream stream) {
+  detail::check_tensor(nbr, kCheckOp, "nbr", 2, {DType::i32});
+  detail::check_contiguous(nbr, kCheckOp, "nbr");
+  const int64_t k = nbr.size(0), n = nbr.size(1);
+  FRUGAL_CHECK(k >= 1 && k <= INT32_MAX, invalid_argument, kCheckOp,
+               "nbr must have at least one kernel offset, got " << nbr.describe());
+  FRUGAL_CHECK(n < INT32_MAX, invalid_argument, kCheckOp,
+               "N = " << n << " rows do not fit the int32 map with sentinel N; at most " << INT32_MAX - 1);
+  if (n == 0) return stats_of(backend::MapStatus{}, n, static_cast<int>(k));
+  FRUGAL_CHECK(nbr.data, invalid_argument, kCheckOp, "nbr has no data");
+  detail::check_device_usable(nbr.device, kCheckOp);
+  const int32_t* p = nbr.data_as<const int32_t>();
+  backend::MapStatus s;
+  if (nbr.device.is_cpu())
+    s.bad_entry = cpu::spconv_check_map(p, n, static_cast<int>(k));
+  else
+    s = cuda::spconv_check_map(p, n, static_cast<int>(k), nbr.device.index, stream);
+  if (s.bad_entry >= 0) raise_bad_entry(nbr, s.bad_entry, kCheckOp, stream);
+  return stats_of(s, n, static_cast<int>(k));
+}
+
+KernelMap KernelMap::build(const TensorView& coords, int kernel_size, int dilation, Stream stream) {
+  KernelMap m;
+  m.nbr_ = build_kernel_map_tensor(coords, kernel_size, dilation);
+  m.stats_ = build_kernel_map(coords, m.nbr_.view(), kernel_size, dilation, stream);
+  m.kernel_size_ = kernel_size;
+  m.dilation_ = dilation;
+  return m;
+}
+
+KernelMap KernelMap::from_user(Tensor nbr, int kernel_size, int dilation, Stream stream) {
+  check_kernel(kernel_size, dilation, kCheckOp);
+  detail::check_tensor(nbr.view(), kCheckOp, "nbr", 2, {DType::i32});
+  detail::check_shape(nbr.view(), kCheckOp, "nbr", {kernel_volume(kernel_size), -1});
+  KernelMap m;
+  m.stats_ = check_kernel_map(nbr.view(), stream);
+  m.nbr_ = std::move(nbr);
+  m.kernel_size_ = kernel_size;
+  m.dilation_ = dilation;
+  return m;
+}
+
+namespace {
+
+// Validates the conv's tensors (once, in the public call) and the map's statistics against nbr.
+void validate_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
+                   const TensorView& out, const ConvOptions& o) {
   const std::initializer_list<DType> floats = {DType::f32, DType::f16, DType::bf16};
   detail::check_tensor(nbr, kConvOp, "nbr", 2, {DType::i32});
   detail::check_tensor(feats, kConvOp, "feats", 2, floats);
   detail::check_tensor(weight, kConvOp, "weight", 3, floats);
   detail::check_tensor(out, kConvOp, "out", 2, floats);
   const int64_t k = nbr.size(0), n = nbr.size(1);
-  FRUGAL_CHECK(k >= 1, invalid_argument, kConvOp, "nbr must have at least one kernel offset, got " << nbr.describe());
+  FRUGAL_CHECK(k >= 1 && k <= INT32_MAX, invalid_argument, kConvOp,
+               "nbr must have at least one kernel offset, got " << nbr.describe());
   FRUGAL_CHECK(n < INT32_MAX, invalid_argument, kConvOp,
                "N = " << n << " rows do not fit the int32 map with sentinel N; at most " << INT32_MAX - 1);
   FRUGAL_CHECK(feats.size(0) == n || feats.size(0) == n + 1, invalid_argument, kConvOp,
@@ -154,31 +243,102 @@ void submanifold_conv(const TensorView& feats, const TensorView& nbr, const Tens
   FRUGAL_CHECK(
       !overlaps(out, feats) && !overlaps(out, nbr) && !overlaps(out, weight) && !(bias && overlaps(out, *bias)),
       invalid_argument, kConvOp, "out overlaps an input; the conv cannot run in place");
-  if (n == 0) return;
+  if (o.map_stats)
+    FRUGAL_CHECK(o.map_stats->rows == n && o.map_stats->offsets == k, invalid_argument, kConvOp,
+                 "map_stats describe a map [" << o.map_stats->offsets << ", " << o.map_stats->rows << "], got nbr "
+                                              << nbr.describe());
+}
+
+// The choice for a validated call with N > 0: the forced one, completed and refused where it cannot run,
+// or the rules'.
+ConvChoice choice_for(const backend::ConvArgs& a, Device device, const ConvOptions& o) {
+  const DeviceCaps caps = device.is_cpu() ? DeviceCaps{} : cuda::device_caps(device.index);
+  const MapStats* stats = o.map_stats ? &*o.map_stats : nullptr;
+  if (!o.choice) return choose(a, caps, stats);
+  const ConvChoice c = complete(a, caps, *o.choice);
+  std::string why;
+  FRUGAL_CHECK(can_implement(a, caps, c, &why), unsupported, kConvOp,
+               "the forced choice " << to_string(c) << " cannot run here: the " << to_string(c.variant) << " variant "
+                                    << why);
+  return c;
+}
+
+ConvChoice run_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
+                    const TensorView& out, const ConvOptions& o, bool run) {
+  validate_conv(feats, nbr, weight, bias, out, o);
+  if (nbr.size(1) == 0) return ConvChoice{};
   FRUGAL_CHECK(feats.data && nbr.data && weight.data && out.data, invalid_argument, kConvOp, "a tensor has no data");
   detail::check_device_usable(feats.device, kConvOp);
-
   backend::ConvArgs a = backend::conv_args(feats, nbr, weight, bias, out);
-  a.check = check == MapCheck::checked;
-  const int64_t bad = feats.device.is_cpu() ? cpu::spconv_conv(a) : cuda::spconv_conv(a, stream);
-  if (bad >= 0) {
-    int32_t v = 0;
-    copy(TensorView(nbr.data_as<int32_t>() + bad, DType::i32, {1}, nbr.device), TensorView(&v, DType::i32, {1}),
-         stream);
-    FRUGAL_FAIL(out_of_range, kConvOp,
-                "nbr[" << bad / n << ", " << bad % n << "] = " << v << " is outside [0, N] = [0, " << n
-                       << "]; was the map built for these coordinates?");
-  }
+  // A map frugal built or checked has every entry in [0, N]: nothing to check per call.
+  a.check = o.check == MapCheck::checked && !(o.map_stats && o.map_stats->valid);
+  ConvChoice c = choice_for(a, feats.device, o);
+  if (!run) return c;
+  backend::ConvReport r;
+  if (feats.device.is_cpu())
+    r.bad_entry = cpu::spconv_conv(a);
+  else
+    r = cuda::spconv_conv(a, c, o.stream);
+  if (r.bad_entry >= 0) raise_bad_entry(nbr, r.bad_entry, kConvOp, o.stream);
+  if (feats.device.is_cuda()) c.variant = r.variant;
+  return c;
+}
+
+ConvOptions with_map(const KernelMap& map, const ConvOptions& options) {
+  ConvOptions o = options;
+  o.map_stats = map.stats();
+  return o;
+}
+
+}  // namespace
+
+ConvChoice submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
+                            const TensorView* bias, const TensorView& out, const ConvOptions& options) {
+  return run_conv(feats, nbr, weight, bias, out, options, true);
+}
+
+void submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
+                      const TensorView& out, Stream stream, MapCheck check) {
+  ConvOptions o;
+  o.stream = stream;
+  o.check = check;
+  run_conv(feats, nbr, weight, bias, out, o, true);
 }
 
 Tensor submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
                         const TensorView* bias, Stream stream, MapCheck check) {
-  detail::check_tensor(nbr, kConvOp, "nbr", 2, {DType::i32});
-  detail::check_tensor(weight, kConvOp, "weight", 3, {DType::f32, DType::f16, DType::bf16});
-  detail::check_tensor(feats, kConvOp, "feats", 2, {DType::f32, DType::f16, DType::bf16});
-  Tensor out = Tensor::empty({nbr.size(1), weight.size(2)}, feats.dtype, feats.device);
+  Tensor out = allocate_out(feats, nbr, weight);
   submanifold_conv(feats, nbr, weight, bias, out.view(), stream, check);
   return out;
+}
+
+Tensor submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
+                        const TensorView* bias, const ConvOptions& options) {
+  Tensor out = allocate_out(feats, nbr, weight);
+  run_conv(feats, nbr, weight, bias, out.view(), options, true);
+  return out;
+}
+
+ConvChoice submanifold_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight,
+                            const TensorView* bias, const TensorView& out, const ConvOptions& options) {
+  return run_conv(feats, map_view(map), weight, bias, out, with_map(map, options), true);
+}
+
+Tensor submanifold_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight,
+                        const TensorView* bias, const ConvOptions& options) {
+  Tensor out = allocate_out(feats, map_view(map), weight);
+  submanifold_conv(feats, map, weight, bias, out.view(), options);
+  return out;
+}
+
+ConvChoice choose_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
+                       const TensorView& out, const ConvOptions& options) {
+  return run_conv(feats, nbr, weight, bias, out, options, false);
+}
+
+ConvChoice choose_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight, const TensorView* bias,
+                       const TensorView& out, const ConvOptions& options) {
+  return run_conv(feats, map_view(map), weight, bias, out, with_map(map, options), false);
 }
 
 std::vector<int> offset_permutation(OffsetOrder other, int kernel_size) {

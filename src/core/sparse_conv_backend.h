@@ -69,29 +69,20 @@ struct MapArgs {
   int device = 0;          // CUDA device index
 };
 
-// What the build found wrong (rows are -1 when nothing was): a row whose coordinate cannot be
-// packed (the first one on the CPU; the smallest on CUDA), and two rows with equal coordinates.
+// What the build (or the check of a user map) found wrong (rows are -1 when nothing was): a row whose
+// coordinate cannot be packed (the first one on the CPU; the smallest on CUDA), two rows with equal
+// coordinates, the linear index k·n + row of a map entry outside [0, n]; and, on CUDA, the map's fit
+// to the pipelined halo kernel (MapStats::halo_samples, halo_fits), measured on the map as built.
 struct MapStatus {
   int64_t bad_row = -1;
   int64_t dup_row_a = -1, dup_row_b = -1;  // dup_row_a < dup_row_b
+  int64_t bad_entry = -1;
+  int halo_samples = 0;
+  int halo_fits[2][2] = {};
 };
 
 // ---- convolution ----------------------------------------------------------------------------
-// Which CUDA kernel computes the conv (the CPU ignores it):
-//   simt  CUDA cores, every dtype (the f32 path);
-//   wmma  tensor cores through WMMA 16×16×16 over the map's row order, f16/bf16, any K;
-//   mma   tensor cores through mma.sync m16n8k16 over rows sorted by neighbor mask within windows,
-//         skipping, per 16-row group, the offsets none of its rows has (src/cuda/sparse_conv_mma.cu);
-//         f16/bf16 with K ≤ 32, Ci and Co multiples of 8, 16-byte aligned tensors.
-//   wgmma the same row orders and tiles through Hopper's asynchronous warpgroup MMA (wgmma,
-//         sm_90a; src/cuda/sparse_conv_wgmma.cu), skipping per tile, split over offset ranges on
-//         small grids, warp-specialized (a producer warpgroup gathers, the copy engine brings the
-//         weights, two consumer warpgroups multiply) where that was measured faster; what mma
-//         takes, on a device whose loaded code was compiled for sm_90a.
-// automatic: simt for f32; for f16/bf16 the kernel FRUGAL_SPCONV_KERNEL names (simt | wmma | mma |
-// wgmma) when set, else wgmma where it applies and the device runs it, then mma, then wmma.
-enum class ConvKernel : uint8_t { automatic, simt, wmma, mma, wgmma };
-
+// Which kernel runs is a ConvChoice (src/core/spconv_choose.h); the backends only run it.
 struct ConvArgs {
   const void* feats = nullptr;   // [≥ n, ci] row-major; the sentinel row (if any) is never read
   const int32_t* nbr = nullptr;  // [k, n]
@@ -102,23 +93,19 @@ struct ConvArgs {
   int64_t n = 0;
   int k = 27, ci = 0, co = 0;
   bool check = true;  // report the first nbr entry outside [0, n]
-  ConvKernel kernel = ConvKernel::automatic;
-  int tile_co = 0;          // output-channel tile: WMMA 64 or 128, (w)gmma 64, 128 or 256; 0 picks by co
-  int8_t sort_rows = -1;    // (w)gmma: 1 rows sorted by neighbor mask, 0 the map's order, -1 by size
-  int64_t chunk_rows = 0;   // (w)gmma: rows per launch, a multiple of 128 (0: the default, 2^22)
-  int splits = 0;           // wgmma: offset ranges summed apart, then reduced in order (0: by grid size)
-  int tile_rows = 0;        // wgmma: rows a block, 128 or (tiles ≤ 128 channels) 256; 0 by size
-  int8_t wgmma_ws = -1;     // wgmma: 1 the warp-specialized kernel (a producer warpgroup gathers, two
-                            // consumer warpgroups multiply; 128- or 256-row tiles), 2 the same with two blocks a
-                            // multiprocessor (tile_co 64, 128-row tiles), 4 the pipelined halo kernel (Ci ≤ 128,
-                            // Co ≤ tile_co ≤ 128: each tile's input rows loaded once; elsewhere as 1), 0 every
-                            // warp does both, -1 by rule
-  int device = 0;   // CUDA device index
+  int device = 0;     // CUDA device index
+};
+
+// What a conv reported: the smallest linear index k·n + row of an nbr entry outside [0, n] (-1: none,
+// or not checked) and the variant that ran (the choice's, but for a fallback the device forces).
+struct ConvReport {
+  int64_t bad_entry = -1;
+  ConvVariant variant = ConvVariant::cpu;
 };
 
 // The arguments of a conv over these tensors (the public call validates them first; the tests and
 // the benchmark pass their own): K and N from nbr [K, N], Ci from feats, Co from weight [K, Ci, Co],
-// the dtype and device of feats; every kernel-choice field at its default.
+// the dtype and device of feats.
 inline ConvArgs conv_args(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
                           const TensorView& out) {
   ConvArgs a;
@@ -141,20 +128,22 @@ inline ConvArgs conv_args(const TensorView& feats, const TensorView& nbr, const 
 namespace frugal::cpu {
 // Fills a.nbr; returns what was wrong (the map is unspecified then).
 spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs& a);
+// The linear index k·n + row of the first entry of nbr [k, n] outside [0, n], or -1.
+int64_t spconv_check_map(const int32_t* nbr, int64_t n, int k);
 // Returns the linear index k·n + row of the first nbr entry outside [0, n] when a.check (the
 // output is not computed then), else -1.
 int64_t spconv_conv(const spconv::backend::ConvArgs& a);
 }  // namespace frugal::cpu
 
 namespace frugal::cuda {
-// Waits for the stream once, to read the status back.
+// Waits for the stream once, to read the status (and the map's halo fit) back.
 spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs& a, Stream stream);
-// When a.check: waits for the stream and returns the smallest linear index k·n + row of an nbr
-// entry outside [0, n] (-1 when none); otherwise returns -1 at once, without waiting.
-int64_t spconv_conv(const spconv::backend::ConvArgs& a, Stream stream);
-// Whether ConvKernel::wgmma runs on this device (sm_90a code loaded for it; false without CUDA).
-bool spconv_wgmma_available(int device);
-// Launches of the pipelined halo conv kernel so far in this process (tests check that the rule
-// picked it, or did not).
-int64_t spconv_halo_pipe_launches();
+// The smallest linear index of an entry of nbr [k, n] outside [0, n] (MapStatus::bad_entry) and the
+// map's halo fit; waits for the stream once.
+spconv::backend::MapStatus spconv_check_map(const int32_t* nbr, int64_t n, int k, int device, Stream stream);
+// Runs the choice (complete and accepted by can_implement). When a.check: waits for the stream and
+// reports the smallest linear index k·n + row of an nbr entry outside [0, n]; otherwise returns at
+// once, without waiting.
+spconv::backend::ConvReport spconv_conv(const spconv::backend::ConvArgs& a, const spconv::ConvChoice& choice,
+                                        Stream stream);
 }  // namespace frugal::cuda

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/sparse_conv_backend.h"
+#include "core/spconv_choose.h"
 #include "core/types.h"
 
 namespace frugal::cpu {
@@ -33,7 +34,7 @@ int64_t find_row(const std::vector<int32_t>& table, uint64_t mask, const std::ve
 
 // Output rows per tile: one tile's accumulators (kRows × Co floats) and the gathered input row
 // stay in L1/L2 while every weight slice w[k] is reused kRows times.
-constexpr int64_t kRows = 16;
+constexpr int64_t kRows = spconv::kCpuTileRows;
 
 template <typename T>
 void conv_rows(const ConvArgs& a, const float* w, const float* bias, int64_t row0, int64_t rows, float* acc, float* x) {
@@ -178,14 +179,19 @@ MapStatus spconv_build_map(const MapArgs& a) {
   return st;
 }
 
+int64_t spconv_check_map(const int32_t* nbr, int64_t n, int k) {
+  const int64_t total = static_cast<int64_t>(k) * n;
+  int64_t first = total;
+#pragma omp parallel for reduction(min : first) schedule(static)
+  for (int64_t i = 0; i < total; ++i)
+    if (nbr[i] < 0 || nbr[i] > n) first = std::min(first, i);
+  return first < total ? first : -1;
+}
+
 int64_t spconv_conv(const ConvArgs& a) {
   if (a.check) {
-    const int64_t total = static_cast<int64_t>(a.k) * a.n;
-    int64_t first = total;
-#pragma omp parallel for reduction(min : first) schedule(static)
-    for (int64_t i = 0; i < total; ++i)
-      if (a.nbr[i] < 0 || a.nbr[i] > a.n) first = std::min(first, i);
-    if (first < total) return first;
+    const int64_t first = spconv_check_map(a.nbr, a.n, a.k);
+    if (first >= 0) return first;
   }
   dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() { conv<T>(a); });
   return -1;

@@ -41,6 +41,13 @@ inline bool is_aligned(const void* p, int bytes) { return reinterpret_cast<uintp
 
 int multiprocessor_count(int device);
 
+// The most shared memory one block may opt into on sm_90: 227 KB, the multiprocessor's 228 KB less the
+// 1 KB the system reserves for each resident block (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+constexpr size_t kMaxSmemPerBlock = 227 * 1024;
+static_assert(kMaxSmemPerBlock == 232448);
+// 32-bit registers of a multiprocessor's register file, and the most one block may hold (sm_80 – sm_90).
+constexpr int kRegistersPerBlock = 64 * 1024;
+
 // Raises kernel `fn`'s dynamic shared-memory limit on the current device to at least `bytes`
 // (nothing to do up to the default 48 KiB) and, with carveout_blocks > 0, prefers the smallest
 // L1/shared carveout that holds that many blocks of `bytes` (for kernels meant to run several

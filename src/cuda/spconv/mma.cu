@@ -1,5 +1,7 @@
-// Tensor-core implicit-GEMM submanifold conv for f16/bf16 (mma.sync m16n8k16, f32 accumulators)
-// over output rows reordered so that rows with the same neighbor pattern share a tile.
+// The mma.sync conv kernel (sm_80) for f16/bf16 (m16n8k16, f32 accumulators) over output rows reordered
+// so that rows with the same neighbor pattern share a tile, and that row order. Floor: per tile, K·128
+// map entries, for each offset some row has 128 gathered rows and a Ci × BN weight slice; tensor-core
+// products only for the 16-row groups that have the offset.
 //
 // Row order (kernel_sort_rows): each row's neighbor mask (bit k set when nbr[k, row] is a row) is
 // computed, and the rows of each window of kWindow consecutive rows are stable-sorted by it in
@@ -21,18 +23,15 @@
 // Only sm_80 instructions (cp.async, ldmatrix, mma.sync): the same code serves the sm_90a and the
 // sm_90 / PTX builds.
 #include <algorithm>
-#include <climits>
 #include <cub/block/block_radix_sort.cuh>
 #include <type_traits>
 
 #include "cuda/common.cuh"
-#include "cuda/sparse_conv_mma.cuh"
+#include "cuda/spconv/tile.cuh"
 
-namespace frugal::cuda::spconv_mma {
+namespace frugal::cuda::spconv_kernels {
 
 namespace {
-
-namespace sb = spconv::backend;
 
 // ================================ row order ====================================================
 
@@ -93,16 +92,14 @@ __global__ void __launch_bounds__(kSortThreads)
 // addresses of one ldmatrix phase fall in distinct bank quads (A rows 2·BK + 16 bytes apart, B rows
 // 2·BN + 16).
 //
-// Two main loops (kernel_conv_mma), chosen per width from one H200 run (2026-11-29, results file,
-// "Follow-up (helper tc2)"):
+// Two main loops (kernel_conv_mma), each the faster at its widths (docs/performance.md, "Sparse conv"):
 //   PREFETCH (BN = 64, 256): 64-deep K steps (one barrier per four k16 slices) and ldmatrix
-//     fragments double-buffered across slices. R = 1024: C = 256 58.7 → 54.0 ms, C = 64 6.20 →
-//     6.08 ms. BN = 256: 4 stages, 204 KB, one block per SM (128 accumulators a thread); BN = 64:
-//     3 stages so that two blocks fit (2 × (81 KB + 17 KB static) of the 228 KB).
-//   otherwise (BN = 128): the first loop, 32-deep steps, 4 stages, two blocks per SM, fragments
-//     loaded just before their mmas. The PREFETCH loop was slower here: 19.5 ms at R = 1024, C = 128
-//     with BK = 64 at one block per SM (two buffers and 64 accumulators need 192 registers) and
-//     18.0 with BK = 32 and single-buffered fragments at two blocks, against 16.4.
+//     fragments double-buffered across slices. BN = 256: 4 stages, 204 KB, one block per SM (128
+//     accumulators a thread); BN = 64: 3 stages so that two blocks fit (2 × (81 KB + 17 KB static) of
+//     the 228 KB).
+//   otherwise (BN = 128): 32-deep steps, 4 stages, two blocks per SM, fragments loaded just before
+//     their mmas (the PREFETCH loop needs 192 registers for its two buffers and 64 accumulators there,
+//     one block a multiprocessor, and single-buffered at two blocks it lost too).
 template <int BN_>
 struct MmaTile {
   static constexpr bool PREFETCH = BN_ != 128;
@@ -135,10 +132,10 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
   constexpr int LDA = Tile::LDA, LDB = Tile::LDB, LDC = Tile::LDC, MI = Tile::MI, NI = Tile::NI;
   constexpr int WARPS_M = Tile::WARPS_M, WN = Tile::WN, GROUPS = BM / kGroupRows;
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ int32_t nb_s[kMaxOffsets][BM];  // neighbor row of each (offset, tile row); -1: none
+  __shared__ int32_t nb_s[kMaxMaskedOffsets][BM];  // neighbor row of each (offset, tile row); -1: none
   __shared__ int32_t row_s[BM];              // output row of each tile row; -1: past the end
   __shared__ uint32_t group_s[GROUPS];       // offsets present in each 16-row group
-  __shared__ int8_t act_s[kMaxOffsets];      // offsets present in the tile, ascending
+  __shared__ int8_t act_s[kMaxMaskedOffsets];      // offsets present in the tile, ascending
   __shared__ int act_count;
   T* As = reinterpret_cast<T*>(smem);
   T* Bs = reinterpret_cast<T*>(smem + Tile::A_BYTES);
@@ -322,7 +319,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
 }
 
 template <typename T, int BN>
-void launch_conv(const Params& p, cudaStream_t s) {
+void run_mma(const Params& p, cudaStream_t s) {
   using Tile = MmaTile<BN>;
   const int col_tiles = ceil_div(p.co, BN);
   const int64_t blocks = ceil_div<int64_t>(p.rows, Tile::BM) * col_tiles;  // ≤ INT32_MAX by chunk_rows
@@ -334,221 +331,23 @@ void launch_conv(const Params& p, cudaStream_t s) {
 
 }  // namespace
 
-bool supports(const sb::ConvArgs& a) {
-  return (a.dtype == DType::f16 || a.dtype == DType::bf16) && a.k <= kMaxOffsets && a.ci % 8 == 0 && a.co % 8 == 0 &&
-         is_aligned(a.feats, 16) && is_aligned(a.weight, 16) && is_aligned(a.out, 16);
+void launch_sort_rows(const int32_t* nbr, int64_t n, int k, int64_t row_begin, int64_t rows, int32_t* perm,
+                      cudaStream_t s) {
+  const auto windows = static_cast<unsigned>(ceil_div<int64_t>(rows, kWindow));
+  kernel_sort_rows<<<windows, kSortThreads, 0, s>>>(nbr, n, k, row_begin, rows, perm);
+  FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
-int tile_co(const sb::ConvArgs& a) {
-  if (a.tile_co) return a.tile_co;
-  // One column tile where Co allows it: the gathered rows then serve every output channel (256
-  // only from Co > 128: a narrower Co would multiply zero columns). Narrower only when the grid
-  // would cover fewer than half the multiprocessors: on the H200 (2026-11-29, results file) the
-  // widest tile was fastest on every shape but N = 1658, Ci = Co = 1024 (13 row tiles), where 128
-  // beat 256 (0.91 vs 1.13 ms) and 64 (0.96); a first rule, "at least two blocks per
-  // multiprocessor", picked 64 or 128 on three TRELLIS.2 shapes where a wider tile was faster.
-  int bn = a.co <= 64 ? 64 : a.co <= 128 ? 128 : 256;
-  if (a.kernel == sb::ConvKernel::wgmma) return bn;  // its split over offsets fills a small grid instead
-  const int64_t row_tiles = ceil_div<int64_t>(a.n, kTileRows), want = multiprocessor_count(a.device) / 2;
-  while (bn > 64 && row_tiles * ceil_div<int64_t>(a.co, bn) < want) bn /= 2;
-  return bn;
+void launch_mma(const Params& p, DType dtype, int tile_co, cudaStream_t s) {
+  auto run = [&]<typename T>() {
+    if (tile_co == 64) return run_mma<T, 64>(p, s);
+    if (tile_co == 128) return run_mma<T, 128>(p, s);
+    return run_mma<T, 256>(p, s);
+  };
+  if (dtype == DType::f16)
+    run.template operator()<__half>();
+  else
+    run.template operator()<__nv_bfloat16>();
 }
 
-namespace {
-// At least `per_sm` tall (256-row) blocks a multiprocessor: where the kernels that run one block a
-// multiprocessor (the tall tiles) lose little to a short grid's tail.
-bool large_grid(const sb::ConvArgs& a, int64_t per_sm) {
-  const int64_t tall_blocks = ceil_div<int64_t>(a.n, 2 * kTileRows) * ceil_div<int64_t>(a.co, tile_co(a));
-  return tall_blocks >= per_sm * multiprocessor_count(a.device);
-}
-// Ci, Co ≤ 64 on a grid of at least 8 tall blocks a multiprocessor (where the shapes below were measured).
-bool narrow_on_a_large_grid(const sb::ConvArgs& a) { return a.co <= 64 && a.ci <= 64 && large_grid(a, 8); }
-// 64 < Co ≤ 128 (one 128-wide column tile), Ci ≤ 128, on a grid of at least 3 tall blocks a
-// multiprocessor. The H200 at Ci = Co = 128 (2026-11-30, results file spconv-zero-phase, calls 8–9;
-// shells in the map's order, the one-block warp-specialized kernel on 256-row tiles against the plain
-// kernel's 128-row ones): 4.6% faster at 5.0 tall blocks a multiprocessor (R = 196, 169 K rows — the
-// TRELLIS.2 C = 128 level), 3.9% at 4.1, 1.9% at 3.4, equal (+0.8%) at 2.2; 8 blocks had been the
-// threshold until then.
-bool medium_on_a_large_grid(const sb::ConvArgs& a) {
-  return a.co > 64 && a.co <= 128 && a.ci <= 128 && tile_co(a) == 128 && large_grid(a, 3);
-}
-// The shapes the pipelined halo kernel serves: a 64- or 128-wide column tile holding all of Co, and
-// Ci ≤ 128 (one or two passes of 64 channels).
-bool halo_pipe_serves(const sb::ConvArgs& a) {
-  const int bn = tile_co(a);
-  return (bn == 64 || bn == 128) && a.co <= bn && a.ci <= 128 && a.k <= halo_max_offsets(bn, a.ci);
-}
-}  // namespace
-
-int warp_specialized(const sb::ConvArgs& a) {
-  if (a.wgmma_ws >= 0) {
-    if (a.wgmma_ws == 4) return halo_pipe_serves(a) ? 4 : 1;
-    return a.wgmma_ws == 2 && tile_co(a) == 64 ? 2 : a.wgmma_ws != 0;
-  }
-  // The H200 (2026-11-29, results file tc5; R = 1024 and 512 shells): 256-wide column tiles (one
-  // block a multiprocessor either way) at Ci = Co = 256: 23.7 ms against 27.3 for every warp
-  // gathering and multiplying. Ci = Co = 64 on large grids, two blocks a multiprocessor, the map's
-  // row order: 3.33 ms against 3.81 for the best of the others (R = 1024), 0.84 against 0.93 (R =
-  // 512). At 128 channels on 128-row tiles the one-block kernel loses to the others' two blocks
-  // (10.1 vs 8.7 ms; two blocks do not fit its registers), but on 256-row tiles, where each weight
-  // slice serves twice the rows, it wins (results file tc6, rows in the map's order: 8.24 vs 8.63 ms
-  // at R = 1024, 2.06 vs 2.22 at R = 512); at 64 channels the 256-row form lost (3.51 vs 3.34).
-  // At Ci, Co ≤ 128, run() takes the pipelined halo kernel (4) instead for each launch whose rows suit it
-  // (halo_pipe_may_run, halo_pipe_suits: the map's order decides, which only the map can tell).
-  if (tile_co(a) == 256) return 1;
-  if (a.tile_rows != 2 * kTileRows && narrow_on_a_large_grid(a)) return 2;
-  if (a.tile_rows != kTileRows && medium_on_a_large_grid(a)) return 1;  // on 256-row tiles (tile_rows)
-  return 0;
-}
-
-int tile_rows(const sb::ConvArgs& a) {
-  if (a.kernel != sb::ConvKernel::wgmma || tile_co(a) > 128) return kTileRows;
-  if (a.tile_rows) return a.tile_rows;
-  // Tall tiles at Ci, Co ≤ 64 on a large grid where the warp-specialized kernel is switched off: on
-  // the H200 (results file tc4) they beat the 128-row tiles there by 2–4% with rows in the map's
-  // order (R = 256, 512, 1024; ≥ 8.6 blocks a multiprocessor) and lost by 4% at Ci = Co = 128 and on
-  // sorted rows. The warp-specialized kernel on 256-row tiles at 128 channels (see warp_specialized).
-  const int ws = warp_specialized(a);
-  if (ws == 0 && narrow_on_a_large_grid(a)) return 2 * kTileRows;
-  return ws == 1 && medium_on_a_large_grid(a) ? 2 * kTileRows : kTileRows;
-}
-
-int64_t chunk_rows(const sb::ConvArgs& a) {
-  // Sorted rows keep their order in the workspace a chunk at a time; unsorted ones go in one launch.
-  int64_t rows = a.chunk_rows > 0 ? a.chunk_rows : (sorts(a) ? kChunkRows : a.n);
-  const int64_t col_tiles = ceil_div<int64_t>(a.co, tile_co(a));
-  rows = std::min<int64_t>(rows, INT32_MAX / col_tiles * kTileRows);  // one launch's grid ≤ 2^31 - 1
-  return std::min<int64_t>(rows, a.n);
-}
-
-bool sorts(const sb::ConvArgs& a) {
-  if (a.sort_rows >= 0) return a.sort_rows != 0;
-  if (a.kernel != sb::ConvKernel::wgmma) return true;
-  if (tile_rows(a) == 2 * kTileRows || warp_specialized(a) >= 2) return false;  // measured: the map's order
-  return static_cast<double>(a.n) * a.ci * a.co >= kSortWork;
-}
-
-int splits(const sb::ConvArgs& a) {
-  if (a.kernel != sb::ConvKernel::wgmma) return 1;
-  const int k_max = std::max(1, std::min(a.k, 8));
-  if (a.splits > 0) return std::min(a.splits, std::max(1, a.k));
-  const int64_t rows = chunk_rows(a);
-  const int64_t blocks = ceil_div<int64_t>(rows, tile_rows(a)) * ceil_div<int64_t>(a.co, tile_co(a));
-  const int64_t sms = multiprocessor_count(a.device);
-  if (blocks <= 0 || blocks >= sms) return 1;
-  int s = static_cast<int>(std::min<int64_t>(k_max, ceil_div<int64_t>(sms, blocks)));
-  const size_t per_split = static_cast<size_t>(rows) * a.co * sizeof(float);
-  while (s > 1 && s * per_split > kMaxSplitBytes) --s;
-  return s;
-}
-
-// The row order first (4 bytes a row, a multiple of 16 bytes rounded up), then the partials.
-size_t order_bytes(const sb::ConvArgs& a) {
-  return sorts(a) ? (static_cast<size_t>(chunk_rows(a)) * sizeof(int32_t) + 15) / 16 * 16 : 0;
-}
-
-// The f32 partials of a split launch.
-size_t part_bytes(const sb::ConvArgs& a) {
-  const int s = splits(a);
-  return s > 1 ? static_cast<size_t>(s) * chunk_rows(a) * a.co * sizeof(float) : 0;
-}
-
-// Where run() may take the pipelined halo kernel (launch_wgmma's ws = 4): forced, or by rule wherever it
-// serves the shape (Ci ≤ 128, Co ≤ 128), rows in the map's order (not sorted by the size rule), unsplit,
-// at least two tiles a multiprocessor, no 256-row tiles asked for, where a probe of the map says its
-// rows suit it. On the H200, shells in the map's order, against the kernels the rules took before:
-// at Ci = Co = 64 7–18% faster from R = 96 (41 K rows, 2.4 tiles a multiprocessor) to R = 192, the
-// default itself from R = 256 on (2026-11-30, results file spconv-handoff); at Ci = Co = 128 (two
-// passes) 3% (R = 1024) to 11% (R = 196) faster from R = 128 (2.1 tiles a multiprocessor) on, 128 → 64
-// 29% and 64 → 128 10% at R = 512 (2026-12-01, results file spconv-halo128).
-bool halo_pipe_may_run(const sb::ConvArgs& a) {
-  if (a.kernel != sb::ConvKernel::wgmma || !halo_pipe_serves(a)) return false;
-  if (a.wgmma_ws >= 0) return a.wgmma_ws == 4;
-  return a.tile_rows != 2 * kTileRows && !sorts(a) && splits(a) == 1 &&
-         ceil_div<int64_t>(chunk_rows(a), kTileRows) >= 2 * multiprocessor_count(a.device);
-}
-
-// The pipelined halo kernel's hand-off list where it may run: 16 bytes of counts, then a tile index a
-// tile of a launch.
-size_t handoff_bytes(const sb::ConvArgs& a) {
-  if (!halo_pipe_may_run(a)) return 0;
-  return kHandoffHeader + (static_cast<size_t>(ceil_div<int64_t>(chunk_rows(a), kTileRows)) * sizeof(int32_t) + 15) / 16 * 16;
-}
-
-size_t workspace_bytes(const sb::ConvArgs& a) { return order_bytes(a) + part_bytes(a) + handoff_bytes(a); }
-
-void run(const sb::ConvArgs& a, unsigned long long* bad, void* workspace, cudaStream_t s) {
-  const int bn = tile_co(a);
-  FRUGAL_CHECK(bn == 64 || bn == 128 || bn == 256, invalid_argument, "spconv::submanifold_conv",
-               "the mma kernel's tile_co must be 64, 128 or 256, got " << bn);
-  FRUGAL_CHECK(a.chunk_rows % kTileRows == 0, invalid_argument, "spconv::submanifold_conv",
-               "chunk_rows must be a multiple of " << kTileRows << ", got " << a.chunk_rows);
-  const int rows = tile_rows(a);
-  FRUGAL_CHECK(rows == kTileRows || rows == 2 * kTileRows, invalid_argument, "spconv::submanifold_conv",
-               "the wgmma kernel's tile_rows must be 128 or 256, got " << rows);
-  const int64_t chunk = chunk_rows(a);
-  auto* perm = static_cast<int32_t*>(workspace);
-  const int nsplit = splits(a);
-  const bool sorted = sorts(a);
-  float* part = nsplit > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) + order_bytes(a)) : nullptr;
-  Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0};
-  if (handoff_bytes(a)) {
-    char* h = static_cast<char*>(workspace) + order_bytes(a) + part_bytes(a);
-    p.handoff_count = reinterpret_cast<unsigned*>(h);
-    p.handoff = reinterpret_cast<int32_t*>(h + kHandoffHeader);
-  }
-  for (int64_t r0 = 0; r0 < a.n; r0 += chunk) {
-    p.row_begin = r0;
-    p.rows = std::min(chunk, a.n - r0);
-    if (sorted) {
-      const auto windows = static_cast<unsigned>(ceil_div<int64_t>(p.rows, kWindow));
-      kernel_sort_rows<<<windows, kSortThreads, 0, s>>>(a.nbr, a.n, a.k, r0, p.rows, perm);
-      FRUGAL_CUDA_CHECK_LAUNCH();
-      p.perm = perm;
-    }
-    dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() {
-      if constexpr (!std::is_same_v<T, float>) {
-        if (a.kernel == sb::ConvKernel::wgmma) {
-          p.part = part;
-          int ws = warp_specialized(a);
-          auto dispatch_bn = [&](int w) {
-            if (bn == 64) launch_wgmma<T, 64>(p, w, rows, nsplit, s);
-            else if (bn == 128) launch_wgmma<T, 128>(p, w, rows, nsplit, s);
-            else launch_wgmma<T, 256>(p, w, rows, nsplit, s);
-          };
-          // The pipelined halo kernel where it may run (p.handoff is set exactly there:
-          // halo_pipe_may_run) and the launch's rows suit it (H200, R = 1024 shell in the map's order,
-          // the tiles that do not fit handed back to the two-block kernel: 2.75 against 3.35 ms; rows
-          // in random order: 1.04 against 0.86, so never there), known from the second call on a map on.
-          // While that is not known, the kernel the rules pick otherwise (at Ci ≤ 64 every kernel's sums
-          // run in the same order). At Ci > 64, where the halo kernel sums pass by pass, which kernel
-          // sums a map must not depend on what the host knows (the first call, a graph capture, a map
-          // rewritten in place): there every call decides on the device, from a probe of the map, and
-          // the host's answer only picks the launches that make it cheap — "suits" or not known: the
-          // halo kernel, which hands every tile to its hand-off kernel where the rows do not suit it;
-          // "does not suit": the halo kernel, which returns at once there, then the rules' kernel, which
-          // returns at once where the halo kernel took the rows (its full grid of blocks that return at
-          // once cost 14–22 µs a call at R = 196, ~40 at 512, ~100 at 1024, C = 128: not the common path).
-          p.halo_min_fits = 0;
-          const bool by_rule = a.wgmma_ws < 0 && p.handoff;  // (p.handoff: halo_pipe_may_run)
-          const int known = by_rule ? halo_pipe_suits(p, bn, a.device, s) : 0;
-          if (by_rule && a.ci > 64) {  // decided on the device
-            p.halo_min_fits = halo_min_fits(p) | (known == 0 ? kHaloOthersFollow : 0u);
-            halo_probe(p, bn, s);
-            dispatch_bn(4);
-            if (known == 0) dispatch_bn(ws);
-          } else {
-            dispatch_bn(known == 1 ? 4 : ws);
-          }
-          if (part) finish_split<T>(p, nsplit, s);
-          return;
-        }
-        if (bn == 64) return launch_conv<T, 64>(p, s);
-        if (bn == 128) return launch_conv<T, 128>(p, s);
-        return launch_conv<T, 256>(p, s);
-      }
-    });
-  }
-}
-
-}  // namespace frugal::cuda::spconv_mma
+}  // namespace frugal::cuda::spconv_kernels
