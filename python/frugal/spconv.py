@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from . import _frugal
-from ._interop import dl, stream_of, wrap
+from ._interop import dl, int_arg, stream_of, wrap
 
 _s = _frugal.spconv
 OffsetOrder = _s.OffsetOrder
@@ -14,6 +14,8 @@ offset_permutation = _s.offset_permutation
 
 def build_kernel_map(coords: Any, kernel_size: int = 3, dilation: int = 1, *, stream: Optional[int] = None) -> Any:
     """nbr [K, N] int32 for coords [N, 4] int32 (b, x, y, z); nbr[k, n] = N when voxel n has no k-th neighbor."""
+    op = "spconv::build_kernel_map"
+    kernel_size, dilation = int_arg(op, "kernel_size", kernel_size), int_arg(op, "dilation", dilation)
     return wrap(_s.build_kernel_map(dl(coords), kernel_size, dilation, stream=stream_of(coords, stream)), coords)
 
 

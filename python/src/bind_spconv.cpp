@@ -45,8 +45,8 @@ struct ConvInputs {
   spconv::ConvOptions options;
 };
 
-ConvInputs conv_inputs(const nb::ndarray<>& feats, const nb::ndarray<>& nbr, const nb::ndarray<>& weight,
-                       const std::optional<nb::ndarray<>>& bias, bool checked, std::optional<uintptr_t> stream,
+ConvInputs conv_inputs(const InArray& feats, const InArray& nbr, const InArray& weight,
+                       const std::optional<InArray>& bias, bool checked, std::optional<uintptr_t> stream,
                        const std::optional<std::vector<int64_t>>& stats) {
   constexpr const char* op = "spconv::submanifold_conv";
   ConvInputs in;
@@ -70,7 +70,7 @@ void bind_spconv(nb::module_& m) {
 
   s.def(
       "build_kernel_map",
-      [](nb::ndarray<> coords, int kernel_size, int dilation, std::optional<nb::ndarray<>> out,
+      [](InArray coords, int kernel_size, int dilation, std::optional<nb::ndarray<>> out,
          std::optional<uintptr_t> stream) -> nb::object {
         constexpr const char* op = "spconv::build_kernel_map";
         const TensorView c = to_view(coords, op, "coords");
@@ -87,7 +87,7 @@ void bind_spconv(nb::module_& m) {
 
   s.def(
       "check_kernel_map",
-      [](nb::ndarray<> nbr, std::optional<uintptr_t> stream) {
+      [](InArray nbr, std::optional<uintptr_t> stream) {
         return stats_to_list(
             spconv::check_kernel_map(to_view(nbr, "spconv::check_kernel_map", "nbr"), to_stream(stream)));
       },
@@ -96,7 +96,7 @@ void bind_spconv(nb::module_& m) {
 
   s.def(
       "submanifold_conv",
-      [](nb::ndarray<> feats, nb::ndarray<> nbr, nb::ndarray<> weight, std::optional<nb::ndarray<>> bias,
+      [](InArray feats, InArray nbr, InArray weight, std::optional<InArray> bias,
          std::optional<nb::ndarray<>> out, bool checked, std::optional<uintptr_t> stream,
          std::optional<std::vector<int64_t>> stats) -> nb::object {
         const ConvInputs in = conv_inputs(feats, nbr, weight, bias, checked, stream, stats);
@@ -117,7 +117,7 @@ void bind_spconv(nb::module_& m) {
 
   s.def(
       "choose_conv",
-      [](nb::ndarray<> feats, nb::ndarray<> nbr, nb::ndarray<> weight, std::optional<nb::ndarray<>> bias,
+      [](InArray feats, InArray nbr, InArray weight, std::optional<InArray> bias,
          nb::ndarray<> out, std::optional<std::vector<int64_t>> stats) {
         const ConvInputs in = conv_inputs(feats, nbr, weight, bias, true, std::nullopt, stats);
         return spconv::to_string(spconv::choose_conv(in.feats, in.nbr, in.weight, in.has_bias ? &in.bias : nullptr,

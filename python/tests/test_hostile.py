@@ -105,8 +105,6 @@ def test_an_output_must_be_writable(rng):
         kv.hadamard_transform(x, out)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="python/src/bind_spconv.cpp still takes nb::ndarray<> inputs: switch them to InArray")
 def test_spconv_accepts_read_only_arrays(rng, tmp_path):
     coords = np.array([[0, 0, 0, 0], [0, 0, 0, 1], [0, 1, 0, 0]], dtype=np.int32)
     ro = read_only_forms(coords, tmp_path)["setflags"]

@@ -123,10 +123,18 @@ __device__ __forceinline__ void cp_async_wait() {
 // Programmatic dependent launch (sm_90). Device side: let the grid launched after this one as its
 // programmatic dependent be scheduled now (as resources free up); wait until the grids this one
 // depends on have completed and their memory is visible (returns at once without such a grid).
+// Before sm_90 there is no programmatic dependent launch: both are no-ops, and stream order alone
+// orders the grids.
 __device__ __forceinline__ void grid_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 }
-__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void grid_dependency_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
 // Host side: kernel<<<grid, block, smem, s>>>(args...), launched as a programmatic dependent of the
 // work before it in s where `dependent` (its blocks may start before that work completes; what it
 // reads of that work waits for grid_dependency_wait). Returns the launch's error (FRUGAL_CUDA_CHECK it).
