@@ -39,7 +39,7 @@ for stage in $stages; do
                 "test_sparse_conv:${SANITIZE_CONV:-SpconvCuda.EveryKernelOnATinyInput:SpconvCuda.MapIsIdenticalToTheCpuMap}"; do
       n=${spec%%:*} f=${spec#*:}
       [ -x "$B/tests/$n" ] || continue
-      timeout 300 compute-sanitizer --tool $stage --error-exitcode 9 "$B/tests/$n" --gtest_filter="$f" \
+      timeout ${SAN_TIMEOUT:-300} compute-sanitizer --tool $stage --error-exitcode 9 "$B/tests/$n" --gtest_filter="$f" \
         > "$OUT/$stage-$n.log" 2>&1
       rc=$?
       row "$stage $n" "rc=$rc" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$stage-$n.log" | tail -1); $(gtest_result "$OUT/$stage-$n.log")"
