@@ -23,7 +23,9 @@ for ((r = 1; r <= rounds; ++r)); do
       ms=$("$d/decode_attention" --shape $s 2>&1 | grep -oE '[0-9.]+ ms' | tail -1 | cut -d' ' -f1)
       record $b "decode attention B,Hq,Hkv,D,L=$s" "$ms"
     done
-    ms=$("$d/kv_append" 2>&1 | grep -E '^\| 128 \| 4 \| [0-9.]+ \| [0-9.]+ \|' | head -1 | cut -d'|' -f4 | tr -d ' ')
+    # The prefill table's D=128 4-bit row: its first number after the bits (a kernel column may precede it).
+    ms=$("$d/kv_append" 2>&1 | grep -E '^\| 128 \| 4 \|' | head -1 |
+      awk -F'|' '{for (i = 4; i <= NF; ++i) if ($i ~ /^ *[0-9.]+ *$/) { gsub(/ /, "", $i); print $i; exit }}')
     record $b "KV prefill append 8M vectors D=128 4 bits" "$ms"
     for c in 64 128 256; do
       json=$("$d/spconv" --coords /tmp/coords_1024.bin --channels $c --out /tmp/headline --reps 10 --mma-only 1 --only none 2>/dev/null)
