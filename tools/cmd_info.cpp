@@ -7,6 +7,7 @@
 #include "core/attention_choose.h"
 #include "core/device_caps.h"
 #include "core/kv_choose.h"
+#include "core/spconv_choose.h"
 
 namespace frugal::tools {
 namespace {
@@ -78,6 +79,38 @@ void print_choices(int device) {
   }
 }
 
+// A 3³ conv of n rows, c → co channels, f16, 16-byte aligned tensors (the layout facts read only alignment).
+spconv::backend::ConvArgs conv_args(int64_t n, int c, int co) {
+  spconv::backend::ConvArgs a;
+  a.feats = a.weight = reinterpret_cast<const void*>(uintptr_t{256});
+  a.nbr = reinterpret_cast<const int32_t*>(uintptr_t{256});
+  a.out = reinterpret_cast<void*>(uintptr_t{256});
+  a.dtype = DType::f16;
+  a.n = n;
+  a.k = 27;
+  a.ci = c;
+  a.co = co;
+  return a;
+}
+
+void print_conv_choices(const DeviceCaps& caps) {
+  // A frugal-built map whose rows suit the halo kernel (a sphere shell in its build order), and a
+  // user map (no statistics).
+  spconv::MapStats built;
+  built.rows = 4643936;
+  built.offsets = 27;
+  built.valid = true;
+  built.halo_samples = spconv::kHaloSamples;
+  for (auto& by_width : built.halo_fits)
+    for (int& f : by_width) f = spconv::kHaloSamples;
+  for (int c : {64, 128, 256}) {
+    const spconv::backend::ConvArgs a = conv_args(built.rows, c, c);
+    fmt::print("  submanifold conv  : N={} 3^3 C={} f16, built map -> {}; user map -> {}\n", built.rows, c,
+               or_error([&] { return spconv::to_string(spconv::choose(a, caps, &built)); }),
+               or_error([&] { return spconv::to_string(spconv::choose(a, caps, nullptr)); }));
+  }
+}
+
 }  // namespace
 
 void add_info_command(CLI::App& app) {
@@ -91,6 +124,7 @@ void add_info_command(CLI::App& app) {
     for (int i = 0; i < n; ++i) {
       fmt::print("cuda:{}       : {}\n", i, or_error([&] { return device_name(Device::cuda(i)); }));
       print_choices(i);
+      print_conv_choices(cuda::device_caps(i));
     }
     if (n == 0) fmt::print("cuda         : no device\n");
   });
