@@ -35,8 +35,9 @@ using kv::backend::DequantizeArgs;
 constexpr int kLanes = 16;
 
 // The batch's loops are compiled for three x86-64 levels (SSE2, AVX2, AVX-512), the best one the
-// CPU runs picked at load time; other targets compile them once. Helpers are inlined into each.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+// CPU runs picked at load time; other targets, and clang (whose target_clones takes no function
+// templates), compile them once. Helpers are inlined into each.
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
 #define FRUGAL_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FRUGAL_CPU_CLONES
