@@ -66,3 +66,13 @@ void decode_attention(const attention::backend::DecodeArgs&, Device, Stream) {
 namespace frugal::cuda {
 int64_t decode_attention_loop_calls(int) { return 0; }
 }  // namespace frugal::cuda
+
+// ---- sparse conv backward (src/cuda/spconv/wgrad.cu) ----
+namespace frugal::cuda {
+spconv::backend::ConvReport spconv_dgrad(const spconv::backend::ConvArgs&, const spconv::ConvChoice&, Stream) {
+  FRUGAL_NO_CUDA("spconv::submanifold_conv_backward");
+}
+void spconv_wgrad(const spconv::backend::WgradArgs&, const spconv::WgradChoice&, Stream) {
+  FRUGAL_NO_CUDA("spconv::submanifold_conv_backward");
+}
+}  // namespace frugal::cuda
