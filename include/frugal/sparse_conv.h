@@ -214,7 +214,8 @@ Tensor weight_from_krsc(const TensorView& weight_krsc);
 //   grad_feats  [rows of feats, Ci]  grad_feats[m] = Σ_k Σ_{n: nbr[k, n] = m} grad_out[n] · weight[k]ᵀ
 //   grad_weight [K, Ci, Co]          grad_weight[k] = Σ_n feats[nbr[k, n]]ᵀ ⊗ grad_out[n]
 //   grad_bias   [Co]                 grad_bias = Σ_n grad_out[n]
-// any subset of them; accumulation is f32 (f64 for f64, a CPU-only dtype that gradient checks use).
+// any subset of them; accumulation is f32 (f64 for f64: the CPU takes f64 in the forward and the backward,
+// for gradient checks; CUDA refuses it).
 // The padded feats form gets a padded grad_feats whose row N is zero. Sentinel entries contribute nothing.
 //
 // dgrad (grad_feats) uses the submanifold symmetry nbr[k, n] = m ⇔ nbr[K−1−k, m] = n, which every map
