@@ -67,11 +67,16 @@ int main(int argc, char** argv) {
   std::string dtype = "f16";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--radius") radius = std::stoi(v);
-    else if (a == "--channels") ci = std::stoi(v);
-    else if (a == "--co") co = std::stoi(v);
-    else if (a == "--dtype") dtype = v;
-    else if (a == "--reps") reps = std::stoi(v);
+    if (a == "--radius")
+      radius = std::stoi(v);
+    else if (a == "--channels")
+      ci = std::stoi(v);
+    else if (a == "--co")
+      co = std::stoi(v);
+    else if (a == "--dtype")
+      dtype = v;
+    else if (a == "--reps")
+      reps = std::stoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -137,8 +142,8 @@ int main(int argc, char** argv) {
       "\"backward_ms\": %.4f, \"step_ms\": %.4f, \"step_tflops\": %.2f, \"backward_tflops\": %.2f, "
       "\"backward_workspace_mib\": %.2f, \"wgrad_forced_ms\": {%s}}\n",
       radius, static_cast<long long>(n), static_cast<long long>(pairs), ci, co, dtype.c_str(),
-      spconv::to_string(fwd).c_str(), spconv::to_string(*choice.dgrad).c_str(), spconv::to_string(*choice.wgrad).c_str(),
-      t_fwd, t_dgrad, t_wgrad, t_bwd, t_step, 3 * flops / t_step * 1e-9, 2 * flops / t_bwd * 1e-9,
-      workspace / (1 << 20), variants.c_str());
+      spconv::to_string(fwd).c_str(), spconv::to_string(*choice.dgrad).c_str(),
+      spconv::to_string(*choice.wgrad).c_str(), t_fwd, t_dgrad, t_wgrad, t_bwd, t_step, 3 * flops / t_step * 1e-9,
+      2 * flops / t_bwd * 1e-9, workspace / (1 << 20), variants.c_str());
   return 0;
 }

@@ -91,9 +91,12 @@ TEST(ChooseSpconvWgrad, CudaCoresWithoutTensorCoresAndOnTheCpu) {
 
 TEST(ChooseSpconvWgrad, ForcedChoicesAreCompletedOrRefused) {
   const backend::WgradArgs a = args(1000, 16, 16);
-  EXPECT_EQ(to_string(complete(a, h200, WgradChoice{.variant = V::simt, .chunk_rows = 32})), "simt(splits 32, chunk_rows 32)");
-  EXPECT_EQ(to_string(complete(a, h200, WgradChoice{.variant = V::wmma, .splits = 7})), "wmma(splits 7, chunk_rows 160)");
-  EXPECT_EQ(to_string(complete(a, h200, WgradChoice{.variant = V::wmma, .splits = 1})), "wmma(splits 1, chunk_rows 1000)");
+  EXPECT_EQ(to_string(complete(a, h200, WgradChoice{.variant = V::simt, .chunk_rows = 32})),
+            "simt(splits 32, chunk_rows 32)");
+  EXPECT_EQ(to_string(complete(a, h200, WgradChoice{.variant = V::wmma, .splits = 7})),
+            "wmma(splits 7, chunk_rows 160)");
+  EXPECT_EQ(to_string(complete(a, h200, WgradChoice{.variant = V::wmma, .splits = 1})),
+            "wmma(splits 1, chunk_rows 1000)");
   std::string why;
   EXPECT_FALSE(can_implement(args(1000, 16, 16, DType::f32), h200, complete(a, h200, {V::wmma}), &why));
   EXPECT_EQ(why, "takes f16 or bf16, got f32");

@@ -121,9 +121,12 @@ std::vector<uint8_t> bytes(const Tensor& t) {
 // The normalized error bound a dtype's gradients meet (f32 accumulation; the output rounded once).
 double bound(DType dt) {
   switch (dt) {
-    case DType::f64: return 1e-12;
-    case DType::f32: return 1e-5;
-    default: return 1e-2;
+    case DType::f64:
+      return 1e-12;
+    case DType::f32:
+      return 1e-5;
+    default:
+      return 1e-2;
   }
 }
 
@@ -174,7 +177,8 @@ Grid grid_of(const std::vector<int32_t>& c) {
   g.ex = hi[1] - lo[1] + 1;
   g.ey = hi[2] - lo[2] + 1;
   g.ez = hi[3] - lo[3] + 1;
-  for (int64_t i = 0; i < n; ++i) g.site.push_back({c[4 * i], c[4 * i + 1] - lo[1], c[4 * i + 2] - lo[2], c[4 * i + 3] - lo[3]});
+  for (int64_t i = 0; i < n; ++i)
+    g.site.push_back({c[4 * i], c[4 * i + 1] - lo[1], c[4 * i + 2] - lo[2], c[4 * i + 3] - lo[3]});
   return g;
 }
 
@@ -200,8 +204,8 @@ struct Conv {
 };
 
 // The dense conv: y[p, o] = bias[o] + Σ_k Σ_c x[p + offset_k, c] · w[k, c, o] for every cell p.
-std::vector<double> dense_conv(const Grid& g, const Conv& cv, const std::vector<double>& x, const std::vector<double>& w,
-                               const std::vector<double>* bias) {
+std::vector<double> dense_conv(const Grid& g, const Conv& cv, const std::vector<double>& x,
+                               const std::vector<double>& w, const std::vector<double>* bias) {
   std::vector<double> y(g.cells() * cv.co, 0.0);
   if (bias)
     for (int64_t p = 0; p < g.cells(); ++p)
@@ -297,7 +301,8 @@ void expect_near(const Tensor& got, const std::vector<double>& ref, double tol, 
   EXPECT_LE(testing::rel_error(v, ref), tol) << what;
 }
 
-void check_against_oracle(const std::vector<int32_t>& coords, const Conv& cv, DType dt, Device d, std::mt19937_64& rng) {
+void check_against_oracle(const std::vector<int32_t>& coords, const Conv& cv, DType dt, Device d,
+                          std::mt19937_64& rng) {
   SCOPED_TRACE(describe(cv, dt) + " N=" + std::to_string(coords.size() / 4) + " on " + to_string(d));
   const Inputs in = inputs(coords, cv, dt, d, rng);
   const Grads ref = oracle(in.coords, cv, in.f, in.w, in.gy);
@@ -308,7 +313,7 @@ void check_against_oracle(const std::vector<int32_t>& coords, const Conv& cv, DT
 }
 
 // Kernel sizes 1, 3, 5; dilations 1, 2; odd channel counts; Ci ≠ Co both ways, C → 8C among them.
-const Conv kOracleConvs[] = {{1, 1, 5, 7}, {3, 1, 3, 5},  {3, 2, 7, 4},  {5, 1, 4, 32},
+const Conv kOracleConvs[] = {{1, 1, 5, 7}, {3, 1, 3, 5},   {3, 2, 7, 4},  {5, 1, 4, 32},
                              {5, 2, 6, 3}, {3, 1, 16, 16}, {3, 1, 32, 4}, {3, 2, 1, 1}};
 const DType kCpuDtypes[] = {DType::f64, DType::f32, DType::f16, DType::bf16};
 
@@ -347,7 +352,8 @@ void check_no_voxels(Device d) {
     for (int64_t rows : {0, 1}) {  // the plain form, and the padded form's one row
       const Tensor feats = Tensor::zeros({rows, 4}, dt, d);
       Tensor gf = poisoned({rows, 4}, dt, d), gw = poisoned({27, 4, 6}, dt, d), gb = poisoned({6}, dt, d);
-      const BackwardChoice c = spconv::submanifold_conv_backward(grad_out, feats, nbr, w, GradientBuffers{&gf.view(), &gw.view(), &gb.view()});
+      const BackwardChoice c = spconv::submanifold_conv_backward(grad_out, feats, nbr, w,
+                                                                 GradientBuffers{&gf.view(), &gw.view(), &gb.view()});
       EXPECT_FALSE(c.dgrad || c.wgrad) << "nothing ran";
       for (const Tensor* t : {&gf, &gw, &gb})
         for (double v : values(*t)) EXPECT_EQ(v, 0.0);
@@ -387,10 +393,10 @@ void check_subsets(Device d) {
   std::mt19937_64 rng(test_seed());
   const Inputs in = inputs(random_voxels(rng, 2, 8, 0.3, -4), Conv{3, 1, 16, 24}, DType::f32, d, rng);
   const ConvGradients all = spconv::submanifold_conv_backward(in.grad_out, in.feats, in.nbr, in.weight, kAll);
-  const ConvGradients f = spconv::submanifold_conv_backward(in.grad_out, in.feats, in.nbr, in.weight,
-                                                            {.feats = true, .weight = false});
-  const ConvGradients w = spconv::submanifold_conv_backward(in.grad_out, in.feats, in.nbr, in.weight,
-                                                            {.feats = false, .weight = true});
+  const ConvGradients f =
+      spconv::submanifold_conv_backward(in.grad_out, in.feats, in.nbr, in.weight, {.feats = true, .weight = false});
+  const ConvGradients w =
+      spconv::submanifold_conv_backward(in.grad_out, in.feats, in.nbr, in.weight, {.feats = false, .weight = true});
   const ConvGradients b = spconv::submanifold_conv_backward(in.grad_out, in.feats, in.nbr, in.weight,
                                                             {.feats = false, .weight = false, .bias = true});
   EXPECT_EQ(bytes(f.feats), bytes(all.feats));
@@ -484,28 +490,58 @@ void check_errors(Device d) {
     spconv::submanifold_conv_backward(grad_out, f, m, wt, g);
   };
   const GradientBuffers all{&gf.view(), &gw.view(), &gb.view()};
-  expect_error([&] { run(Tensor::zeros({3, 6}, DType::f32, d), feats, nbr, w, all); }, ErrorCode::invalid_argument,
-               {"[spconv::submanifold_conv_backward]", "grad_out must have shape [3, 5]"});
-  expect_error([&] { run(Tensor::zeros({3, 5}, DType::f16, d), feats, nbr, w, all); }, ErrorCode::invalid_argument,
-               {"share one dtype", "f32, f32, f16"});
-  expect_error([&] { run(gy, feats, nbr, Tensor::zeros({9, 4, 5}, DType::f32, d), all); },
-               ErrorCode::invalid_argument, {"weight must have shape [27, 4, *]"});
-  expect_error([&] { run(gy, Tensor::zeros({5, 4}, DType::f32, d), nbr, w, all); }, ErrorCode::invalid_argument,
-               {"feats must have N = 3 rows"});
+  expect_error(
+      [&] {
+        run(Tensor::zeros({3, 6}, DType::f32, d), feats, nbr, w, all);
+      },
+      ErrorCode::invalid_argument, {"[spconv::submanifold_conv_backward]", "grad_out must have shape [3, 5]"});
+  expect_error(
+      [&] {
+        run(Tensor::zeros({3, 5}, DType::f16, d), feats, nbr, w, all);
+      },
+      ErrorCode::invalid_argument, {"share one dtype", "f32, f32, f16"});
+  expect_error(
+      [&] {
+        run(gy, feats, nbr, Tensor::zeros({9, 4, 5}, DType::f32, d), all);
+      },
+      ErrorCode::invalid_argument, {"weight must have shape [27, 4, *]"});
+  expect_error(
+      [&] {
+        run(gy, Tensor::zeros({5, 4}, DType::f32, d), nbr, w, all);
+      },
+      ErrorCode::invalid_argument, {"feats must have N = 3 rows"});
   Tensor gw_bad = Tensor::zeros({27, 5, 4}, DType::f32, d), gb_f16 = Tensor::zeros({5}, DType::f16, d);
   Tensor gf_bad = Tensor::zeros({4, 4}, DType::f32, d);
-  expect_error([&] { run(gy, feats, nbr, w, {nullptr, &gw_bad.view(), nullptr}); }, ErrorCode::invalid_argument,
-               {"grad_weight must have shape [27, 4, 5]"});
-  expect_error([&] { run(gy, feats, nbr, w, {nullptr, nullptr, &gb_f16.view()}); }, ErrorCode::invalid_argument,
-               {"grad_bias must have dtype f32, got f16"});
-  expect_error([&] { run(gy, feats, nbr, w, {&gf_bad.view(), nullptr, nullptr}); }, ErrorCode::invalid_argument,
-               {"grad_feats must have shape [3, 4]"});
-  expect_error([&] { run(gy, feats, nbr, w, {nullptr, &w.view(), nullptr}); }, ErrorCode::invalid_argument,
-               {"grad_weight overlaps an input or another gradient"});
-  expect_error([&] { run(gy, feats, nbr, w, {&gf.view(), nullptr, &gf.view()}); }, ErrorCode::invalid_argument,
-               {"overlaps"});
-  expect_error([&] { run(gy, feats, Tensor::zeros({27, 3}, DType::i64, d), w, all); }, ErrorCode::invalid_argument,
-               {"nbr must have dtype i32"});
+  expect_error(
+      [&] {
+        run(gy, feats, nbr, w, {nullptr, &gw_bad.view(), nullptr});
+      },
+      ErrorCode::invalid_argument, {"grad_weight must have shape [27, 4, 5]"});
+  expect_error(
+      [&] {
+        run(gy, feats, nbr, w, {nullptr, nullptr, &gb_f16.view()});
+      },
+      ErrorCode::invalid_argument, {"grad_bias must have dtype f32, got f16"});
+  expect_error(
+      [&] {
+        run(gy, feats, nbr, w, {&gf_bad.view(), nullptr, nullptr});
+      },
+      ErrorCode::invalid_argument, {"grad_feats must have shape [3, 4]"});
+  expect_error(
+      [&] {
+        run(gy, feats, nbr, w, {nullptr, &w.view(), nullptr});
+      },
+      ErrorCode::invalid_argument, {"grad_weight overlaps an input or another gradient"});
+  expect_error(
+      [&] {
+        run(gy, feats, nbr, w, {&gf.view(), nullptr, &gf.view()});
+      },
+      ErrorCode::invalid_argument, {"overlaps"});
+  expect_error(
+      [&] {
+        run(gy, feats, Tensor::zeros({27, 3}, DType::i64, d), w, all);
+      },
+      ErrorCode::invalid_argument, {"nbr must have dtype i32"});
   BackwardOptions o;
   o.map_stats = spconv::MapStats{.rows = 4, .offsets = 27, .valid = true};
   expect_error([&] { spconv::submanifold_conv_backward(gy, feats, nbr, w, all, o); }, ErrorCode::invalid_argument,
@@ -527,15 +563,18 @@ void check_bad_map_entries(Device d) {
   Tensor bad = Tensor::empty({27, 4}, DType::i32);
   std::memcpy(bad.data(), m.data(), m.size() * 4);
   std::mt19937_64 rng(5);
-  const Tensor feats = make(randn(16, rng), {4, 4}, DType::f32, d), w = make(randn(27 * 20, rng), {27, 4, 5}, DType::f32, d);
+  const Tensor feats = make(randn(16, rng), {4, 4}, DType::f32, d),
+               w = make(randn(27 * 20, rng), {27, 4, 5}, DType::f32, d);
   const Tensor gy = make(randn(20, rng), {4, 5}, DType::f32, d);
   const Tensor bad_d = d.is_cpu() ? bad : bad.to(d), good_d = d.is_cpu() ? good : good.to(d);
   expect_error([&] { spconv::submanifold_conv_backward(gy, feats, bad_d, w, kAll); }, ErrorCode::out_of_range,
                {"nbr[5, 2] = 9", "outside [0, N] = [0, 4]"});
   BackwardOptions o;
   o.check = spconv::MapCheck::unchecked;
-  const ConvGradients a = spconv::submanifold_conv_backward(gy, feats, bad_d, w, {.feats = false, .weight = true, .bias = true}, o);
-  const ConvGradients b = spconv::submanifold_conv_backward(gy, feats, good_d, w, {.feats = false, .weight = true, .bias = true});
+  const ConvGradients a =
+      spconv::submanifold_conv_backward(gy, feats, bad_d, w, {.feats = false, .weight = true, .bias = true}, o);
+  const ConvGradients b =
+      spconv::submanifold_conv_backward(gy, feats, good_d, w, {.feats = false, .weight = true, .bias = true});
   EXPECT_EQ(bytes(a.weight), bytes(b.weight));
   EXPECT_EQ(bytes(a.bias), bytes(b.bias));
 }
@@ -650,7 +689,8 @@ TEST(SpconvTraining, LossFallsLikeTheDenseReference) {
                          std::vector<double>& gx, std::vector<double>& gw, std::vector<double>& gb) {
     const Tensor f = make(in, {n, l.conv.ci}, DType::f32), w = make(l.w, {27, l.conv.ci, l.conv.co}, DType::f32),
                  gy = make(g, {n, l.conv.co}, DType::f32);
-    const ConvGradients r = spconv::submanifold_conv_backward(gy, f, nbr, w, {.feats = need_x, .weight = true, .bias = true});
+    const ConvGradients r =
+        spconv::submanifold_conv_backward(gy, f, nbr, w, {.feats = need_x, .weight = true, .bias = true});
     if (need_x) gx = values(r.feats);
     gw = values(r.weight);
     gb = values(r.bias);
@@ -675,7 +715,8 @@ TEST(SpconvTraining, LossFallsLikeTheDenseReference) {
     for (Layer& l : ours) l.w = to_f32(l.w), l.b = to_f32(l.b);  // frugal's weights live in f32
     ld.push_back(sgd_step(dense, x, target, lr, dense_forward, dense_back));
   }
-  SCOPED_TRACE("N = " + std::to_string(n) + ", loss " + std::to_string(lf.front()) + " -> " + std::to_string(lf.back()));
+  SCOPED_TRACE("N = " + std::to_string(n) + ", loss " + std::to_string(lf.front()) + " -> " +
+               std::to_string(lf.back()));
   for (int s = 0; s < steps; ++s) EXPECT_NEAR(lf[s], ld[s], 1e-4 * ld[s]) << "step " << s;
   EXPECT_LT(lf.back(), 0.5 * lf.front()) << "the loss falls";
 }
@@ -820,7 +861,8 @@ TEST(SpconvBackwardCuda, SplitsByShapeAreBitwiseReproducible) {
     EXPECT_EQ(bytes(a.weight), bytes(b.weight)) << to_string(dt);
     EXPECT_EQ(bytes(a.bias), bytes(b.bias)) << to_string(dt);
     EXPECT_EQ(bytes(a.feats), bytes(b.feats)) << to_string(dt);
-    for (const DeviceCaps& caps : {DeviceCaps::gpu(8, 0, 108), DeviceCaps::gpu(12, 0, 170), DeviceCaps::gpu(9, 0, 132, true)}) {
+    for (const DeviceCaps& caps :
+         {DeviceCaps::gpu(8, 0, 108), DeviceCaps::gpu(12, 0, 170), DeviceCaps::gpu(9, 0, 132, true)}) {
       spconv::backend::WgradArgs w;
       w.n = in.n;
       w.k = 27;

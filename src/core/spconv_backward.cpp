@@ -67,9 +67,8 @@ Sizes validate(const TensorView& grad_out, const TensorView& feats, const Tensor
                "weight must have between 1 and " << INT32_MAX - 1 << " output channels, got " << weight.describe());
   detail::check_shape(grad_out, kOp, "grad_out", {s.n, s.co});
   FRUGAL_CHECK(weight.dtype == feats.dtype && grad_out.dtype == feats.dtype, invalid_argument, kOp,
-               "feats, weight and grad_out must share one dtype, got " << to_string(feats.dtype) << ", "
-                                                                        << to_string(weight.dtype) << ", "
-                                                                        << to_string(grad_out.dtype));
+               "feats, weight and grad_out must share one dtype, got "
+                   << to_string(feats.dtype) << ", " << to_string(weight.dtype) << ", " << to_string(grad_out.dtype));
   detail::check_contiguous(feats, kOp, "feats");
   detail::check_contiguous(nbr, kOp, "nbr");
   detail::check_contiguous(weight, kOp, "weight");
@@ -145,8 +144,8 @@ Choice forced_choice(const Args& a, const DeviceCaps& caps, const Choice& forced
   const Choice c = complete(a, caps, forced);
   std::string why;
   FRUGAL_CHECK(can_implement(a, caps, c, &why), unsupported, kOp,
-               "the forced " << which << " choice " << to_string(c) << " cannot run here: the "
-                             << to_string(c.variant) << " variant " << why);
+               "the forced " << which << " choice " << to_string(c) << " cannot run here: the " << to_string(c.variant)
+                             << " variant " << why);
   return c;
 }
 
@@ -173,8 +172,8 @@ BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats,
     const int64_t rows_dims[2] = {s.n, s.ci};
     const TensorView rows(g.feats->data, g.feats->dtype, rows_dims, g.feats->device);
     const backend::ConvArgs a = dgrad_args(grad_out, nbr, weight, rows, s);
-    ConvChoice c = o.dgrad ? forced_choice(a, caps, *o.dgrad, "dgrad")
-                           : choose(a, caps, o.map_stats ? &*o.map_stats : nullptr);
+    ConvChoice c =
+        o.dgrad ? forced_choice(a, caps, *o.dgrad, "dgrad") : choose(a, caps, o.map_stats ? &*o.map_stats : nullptr);
     if (run) {
       if (cpu)
         cpu::spconv_dgrad(a);

@@ -110,9 +110,12 @@ size_t workspace_bytes(const WgradArgs& a, const WgradChoice& c) {
 
 std::string to_string(WgradVariant v) {
   switch (v) {
-    case V::cpu: return "cpu";
-    case V::simt: return "simt";
-    case V::wmma: return "wmma";
+    case V::cpu:
+      return "cpu";
+    case V::simt:
+      return "simt";
+    case V::wmma:
+      return "wmma";
   }
   return "unknown";
 }

@@ -28,13 +28,17 @@ template <typename T>
 using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <typename T>
 acc_t<T> load(T x) {
-  if constexpr (std::is_same_v<T, double>) return x;
-  else return to_float(x);
+  if constexpr (std::is_same_v<T, double>)
+    return x;
+  else
+    return to_float(x);
 }
 template <typename T>
 T store(acc_t<T> x) {
-  if constexpr (std::is_same_v<T, double>) return x;
-  else return from_float<T>(x);
+  if constexpr (std::is_same_v<T, double>)
+    return x;
+  else
+    return from_float<T>(x);
 }
 
 // dispatch_float with f64 as well.

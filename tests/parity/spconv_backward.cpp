@@ -128,8 +128,8 @@ ParityOutcome run_case(const Spec& s) {
   spconv::BackwardOptions opt;
   if (s.dgrad) opt.dgrad = ConvChoice{.variant = *s.dgrad};
   if (s.wgrad) opt.wgrad = WgradChoice{.variant = *s.wgrad};
-  const spconv::GradientRequest want{.feats = s.grad == Grad::feats, .weight = s.grad == Grad::weight,
-                                     .bias = s.grad == Grad::bias};
+  const spconv::GradientRequest want{
+      .feats = s.grad == Grad::feats, .weight = s.grad == Grad::weight, .bias = s.grad == Grad::bias};
   const spconv::ConvGradients got = spconv::submanifold_conv_backward(grad_out, feats, map, weight, want, opt);
   if (s.grad == Grad::feats) {
     o.variant = spconv::to_string(got.choice.dgrad->variant);
@@ -151,7 +151,8 @@ FRUGAL_PARITY_CASES(cases) {
   using W = WgradVariant;
   std::vector<Spec> specs;
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
-    for (Grad g : {Grad::feats, Grad::weight, Grad::bias}) specs.push_back({false, 17, 24, dt, false, g, {}, {}, "cpu"});
+    for (Grad g : {Grad::feats, Grad::weight, Grad::bias})
+      specs.push_back({false, 17, 24, dt, false, g, {}, {}, "cpu"});
   // grad_feats through the forward's CUDA variants (dgrad of Ci -> Co is the forward Co -> Ci).
   specs.push_back({false, 17, 24, DType::f32, true, Grad::feats, V::simt, {}, "simt"});
   specs.push_back({false, 64, 64, DType::f32, true, Grad::feats, V::simt, {}, "simt"});

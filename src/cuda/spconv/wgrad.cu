@@ -26,14 +26,15 @@ namespace {
 namespace sb = spconv::backend;
 using namespace nvcuda;
 
-constexpr int kThreads = 256;        // the elementwise kernels' block
+constexpr int kThreads = 256;            // the elementwise kernels' block
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride kernels: enough blocks to fill any GPU
 
 // ---- dgrad's weight -----------------------------------------------------------------------------
 
 // wd[e] = w[mirror_source(e)]: E is the element's bits (the mirror moves elements, it does no arithmetic).
 template <typename E>
-__global__ void kernel_mirror_weight(const E* __restrict__ w, E* __restrict__ wd, int k, int ci, int co, int64_t total) {
+__global__ void kernel_mirror_weight(const E* __restrict__ w, E* __restrict__ wd, int k, int ci, int co,
+                                     int64_t total) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
     wd[e] = w[sb::mirror_source(e, k, ci, co)];
@@ -96,7 +97,8 @@ struct SimtWgradTile {
 
 template <typename T>
 __global__ void __launch_bounds__(SimtWgradTile::THREADS) kernel_wgrad_simt(WgradParams p) {
-  constexpr int BM = SimtWgradTile::BM, BN = SimtWgradTile::BN, BK = SimtWgradTile::BK, THREADS = SimtWgradTile::THREADS;
+  constexpr int BM = SimtWgradTile::BM, BN = SimtWgradTile::BN, BK = SimtWgradTile::BK,
+                THREADS = SimtWgradTile::THREADS;
   __shared__ float As[BK][BM + 4];  // As[r][c]: channel ci0 + c of row r's neighbor
   __shared__ float Gs[BK][BN + 4];  // Gs[r][o]: channel co0 + o of grad_out row r
   __shared__ int64_t nb[BK];
@@ -295,7 +297,8 @@ __global__ void __launch_bounds__(kBiasCols* kBiasLanes)
 
 // out[i] = Σ_s partial[s, i] in chunk order s = 0, 1, ...
 template <typename T>
-__global__ void kernel_reduce_partials(const float* __restrict__ partial, int splits, int64_t total, T* __restrict__ out) {
+__global__ void kernel_reduce_partials(const float* __restrict__ partial, int splits, int64_t total,
+                                       T* __restrict__ out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float s = 0.0f;
@@ -361,7 +364,16 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
       spconv::bias_partial_bytes(a, c) ? reinterpret_cast<float*>(base + spconv::weight_partial_bytes(a, c)) : nullptr;
   dispatch_float(a.dtype, "spconv::submanifold_conv_backward", [&]<typename T>() {
     if (a.grad_weight) {
-      WgradParams p{a.feats, a.nbr, a.grad_out, weight_partial, a.grad_weight, a.n, c.chunk_rows, a.k, a.ci, a.co,
+      WgradParams p{a.feats,
+                    a.nbr,
+                    a.grad_out,
+                    weight_partial,
+                    a.grad_weight,
+                    a.n,
+                    c.chunk_rows,
+                    a.k,
+                    a.ci,
+                    a.co,
                     static_cast<int>(ceil_div(a.ci, spconv::kWgradTile)),
                     static_cast<int>(ceil_div(a.co, spconv::kWgradTile))};
       const bool vec = a.ci % 8 == 0 && a.co % 8 == 0 && is_aligned(a.feats, 16) && is_aligned(a.grad_out, 16);
@@ -371,8 +383,8 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
     }
     if (a.grad_bias) {
       const dim3 grid(static_cast<unsigned>(ceil_div(a.co, kBiasCols)), static_cast<unsigned>(c.splits));
-      kernel_bias_grad<T><<<grid, kBiasCols * kBiasLanes, 0, s>>>(static_cast<const T*>(a.grad_out), a.n, a.co,
-                                                                  c.chunk_rows, bias_partial, static_cast<T*>(a.grad_bias));
+      kernel_bias_grad<T><<<grid, kBiasCols * kBiasLanes, 0, s>>>(
+          static_cast<const T*>(a.grad_out), a.n, a.co, c.chunk_rows, bias_partial, static_cast<T*>(a.grad_bias));
       FRUGAL_CUDA_CHECK_LAUNCH();
       if (bias_partial) reduce_partials<T>(bias_partial, c.splits, a.co, a.grad_bias, s);
     }
