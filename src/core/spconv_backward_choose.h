@@ -15,8 +15,8 @@ namespace frugal::spconv {
 // ---- limits the rules and the kernels share ------------------------------------------------------
 constexpr int kWgradTile = 64;      // input × output channels a block (both GPU variants): 64 × 64 f32 partials
 constexpr int kWgradStepRows = 32;  // rows a pipeline step of the wmma kernel (two k-steps of 16)
-// Rows a chunk at least: a block then reads ≥ 2·512·64 elements for every 64 × 64 partial it writes, so
-// the partials' traffic stays below a tenth of the gather's.
+// Rows a chunk at least: a block then gathers up to 2·512·64 elements (a third of that on a sphere shell,
+// whose rows have about 9 of 27 neighbors) for each 64 × 64 f32 partial it writes and the reduction reads.
 constexpr int64_t kWgradMinChunkRows = 512;
 // Blocks the rules aim for, whatever the GPU: 1024 fill the largest GPUs (170 multiprocessors) six times
 // over. A number fixed by the shape, so that every device sums the same chunks.

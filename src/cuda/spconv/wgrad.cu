@@ -2,13 +2,14 @@
 //   dgrad: the forward's kernels over the mirrored, transposed weight Wd[j] = W[K−1−j]ᵀ, written by a
 //     small kernel into a stream-ordered workspace (K·Ci·Co elements read and written once).
 //   wgrad: grad_weight[k] = Σ_n feats[nbr[k, n]]ᵀ ⊗ grad_out[n], a gather-GEMM reducing over N. Each block
-//     owns one chunk of rows × one offset × a 64 × 64 tile of (Ci, Co): it gathers the chunk's neighbor rows
-//     and grad_out rows into shared memory, multiplies (WMMA 16×16×16 with f32 accumulators for f16/bf16,
-//     CUDA cores for f32) and writes its f32 partial tile; a second kernel adds the chunks' partials in
-//     chunk order (one chunk: the block writes the gradient itself). No atomics: the bits do not depend on
-//     the schedule. grad_bias = Σ_n grad_out[n] over the same chunks.
-// Floor: 2·K·N·Ci·Co FLOPs; the blocks read K·N·(Ci·⌈Co/64⌉ + Co·⌈Ci/64⌉) elements (through L2), the
-// partials add 2·splits·K·Ci·Co floats.
+//     owns one chunk of rows × one offset × a 64 × 64 tile of (Ci, Co): it lists the chunk's rows that have
+//     a neighbor at the offset (in row order), gathers their neighbors' rows and their grad_out rows into
+//     shared memory, multiplies (WMMA 16×16×16 with f32 accumulators for f16/bf16, CUDA cores for f32) and
+//     writes its f32 partial tile; a second kernel adds the chunks' partials in chunk order (one chunk: the
+//     block writes the gradient itself). No atomics: the bits do not depend on the schedule.
+//   grad_bias = Σ_n grad_out[n] over the same chunks.
+// Floor: 2·P·Ci·Co FLOPs (P: the map's entries with a neighbor); the blocks read K·N map entries and
+// P·(Ci·⌈Co/64⌉ + Co·⌈Ci/64⌉) elements (through L2); the partials add 2·splits·K·Ci·Co floats.
 #include <mma.h>
 
 #include <algorithm>
@@ -72,11 +73,53 @@ __device__ __forceinline__ WgradBlock wgrad_block(const WgradParams& p) {
   return b;
 }
 
-// The neighbor row of `row` at offset k, or -1 (sentinel, an entry outside [0, n], a row past the chunk).
-__device__ __forceinline__ int64_t wgrad_neighbor(const WgradParams& p, int k, int64_t row, int64_t row1) {
-  if (row >= row1) return -1;
-  const int32_t m = __ldg(&p.nbr[k * p.n + row]);
-  return m >= 0 && m < p.n ? m : -1;
+// Rows are taken a window at a time, compacted to those with a neighbor at the block's offset (on a
+// sphere shell about a third of them): the products and the grad_out rows of absent neighbors are never
+// touched. 1024 rows keep the (row, neighbor) pairs at 8 KiB of shared memory.
+constexpr int kWindowRows = 1024;
+
+// The rows of [w0, w1) with a neighbor at offset k (an entry in [0, n)), in row order, as (row, neighbor)
+// pairs; returns how many (every thread gets the count). Each thread takes kWindowRows / THREADS
+// consecutive rows; the warps' counts meet in warp_count. Begins and ends with all threads between the
+// barriers the caller and this function place: `pairs` of the previous window must no longer be read.
+template <int THREADS>
+__device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1, int2* pairs, int* warp_count) {
+  constexpr int PER = kWindowRows / THREADS, WARPS = THREADS / 32;
+  static_assert(kWindowRows % THREADS == 0 && THREADS % 32 == 0, "whole warps, whole windows");
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t first = w0 + static_cast<int64_t>(threadIdx.x) * PER;
+  int32_t m[PER];
+  int count = 0;
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    int32_t v = -1;
+    if (first + j < w1) {
+      v = __ldg(&p.nbr[k * p.n + first + j]);
+      if (v < 0 || v >= p.n) v = -1;  // the sentinel, or an entry outside the range: absent
+    }
+    m[j] = v;
+    count += v >= 0;
+  }
+  int inclusive = count;  // a warp's prefix sum of the counts, in lane order
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int t = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += t;
+  }
+  if (lane == 31) warp_count[warp] = inclusive;
+  __syncthreads();
+  int offset = inclusive - count, total = 0;
+#pragma unroll
+  for (int w = 0; w < WARPS; ++w) {
+    const int t = warp_count[w];
+    if (w < warp) offset += t;
+    total += t;
+  }
+#pragma unroll
+  for (int j = 0; j < PER; ++j)
+    if (m[j] >= 0) pairs[offset++] = make_int2(static_cast<int>(first + j), m[j]);
+  __syncthreads();
+  return total;
 }
 
 // One element of the block's tile: its partial (chunk blockIdx.y) or, for one chunk, the gradient.
@@ -101,41 +144,43 @@ __global__ void __launch_bounds__(SimtWgradTile::THREADS) kernel_wgrad_simt(Wgra
                 THREADS = SimtWgradTile::THREADS;
   __shared__ float As[BK][BM + 4];  // As[r][c]: channel ci0 + c of row r's neighbor
   __shared__ float Gs[BK][BN + 4];  // Gs[r][o]: channel co0 + o of grad_out row r
-  __shared__ int64_t nb[BK];
+  __shared__ int2 pairs[kWindowRows];
+  __shared__ int warp_count[THREADS / 32];
   const WgradBlock b = wgrad_block(p);
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const T* feats = static_cast<const T*>(p.feats);
   const T* grad = static_cast<const T*>(p.grad_out);
   float acc[4][4] = {};
-  for (int64_t r0 = b.row0; r0 < b.row1; r0 += BK) {
-    if (tid < BK) nb[tid] = wgrad_neighbor(p, b.k, r0 + tid, b.row1);
-    __syncthreads();
+  for (int64_t w0 = b.row0; w0 < b.row1; w0 += kWindowRows) {
+    const int count = compact_rows<THREADS>(p, b.k, w0, min(b.row1, w0 + kWindowRows), pairs, warp_count);
+    for (int q0 = 0; q0 < count; q0 += BK) {
 #pragma unroll
-    for (int q = 0; q < BK * BM / THREADS; ++q) {
-      const int i = tid + q * THREADS, r = i / BM, c = i % BM;
-      const int64_t m = nb[r];
-      As[r][c] = m >= 0 && b.ci0 + c < p.ci ? to_f32(feats[m * p.ci + b.ci0 + c]) : 0.0f;
+      for (int q = 0; q < BK * BM / THREADS; ++q) {
+        const int i = tid + q * THREADS, r = i / BM, c = i % BM;
+        const bool ok = q0 + r < count && b.ci0 + c < p.ci;
+        As[r][c] = ok ? to_f32(feats[static_cast<int64_t>(pairs[q0 + r].y) * p.ci + b.ci0 + c]) : 0.0f;
+      }
+#pragma unroll
+      for (int q = 0; q < BK * BN / THREADS; ++q) {
+        const int i = tid + q * THREADS, r = i / BN, o = i % BN;
+        const bool ok = q0 + r < count && b.co0 + o < p.co;
+        Gs[r][o] = ok ? to_f32(grad[static_cast<int64_t>(pairs[q0 + r].x) * p.co + b.co0 + o]) : 0.0f;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int r = 0; r < BK; ++r) {
+        float av[4], gv[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) av[i] = As[r][ty + 16 * i];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) gv[j] = Gs[r][tx + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], gv[j], acc[i][j]);
+      }
+      __syncthreads();
     }
-#pragma unroll
-    for (int q = 0; q < BK * BN / THREADS; ++q) {
-      const int i = tid + q * THREADS, r = i / BN, o = i % BN;
-      const int64_t row = r0 + r;
-      Gs[r][o] = row < b.row1 && b.co0 + o < p.co ? to_f32(grad[row * p.co + b.co0 + o]) : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < BK; ++r) {
-      float av[4], gv[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) av[i] = As[r][ty + 16 * i];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) gv[j] = Gs[r][tx + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], gv[j], acc[i][j]);
-    }
-    __syncthreads();
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -166,8 +211,11 @@ struct WmmaWgradTile {
   static_assert(BK % 16 == 0 && (BK * LDA * 2) % 32 == 0 && A_BYTES % 128 == 0, "32-byte aligned fragments");
 };
 
+// Stage rows [q0, q0 + BK) of the window's pairs: A the neighbors' channels, G grad_out's; zeros past
+// `count` and past the channels.
 template <typename T, bool kVec>
-__device__ __forceinline__ void wgrad_load_stage(const WgradParams& p, const WgradBlock& b, T* As, T* Gs, int64_t r0) {
+__device__ __forceinline__ void wgrad_load_stage(const WgradParams& p, const WgradBlock& b, T* As, T* Gs,
+                                                 const int2* pairs, int q0, int count) {
   using Tile = WmmaWgradTile;
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, LDA = Tile::LDA, LDB = Tile::LDB;
   const T* feats = static_cast<const T*>(p.feats);
@@ -176,27 +224,27 @@ __device__ __forceinline__ void wgrad_load_stage(const WgradParams& p, const Wgr
   if constexpr (kVec) {
     for (int i = tid; i < BK * (BM / 8); i += Tile::THREADS) {
       const int r = i / (BM / 8), c = i % (BM / 8) * 8;
-      const int64_t m = wgrad_neighbor(p, b.k, r0 + r, b.row1);
-      const bool ok = m >= 0 && b.ci0 + c < p.ci;
-      cp_async16(As + r * LDA + c, ok ? feats + m * p.ci + b.ci0 + c : feats, ok ? 16 : 0);
+      const bool ok = q0 + r < count && b.ci0 + c < p.ci;
+      const T* src = ok ? feats + static_cast<int64_t>(pairs[q0 + r].y) * p.ci + b.ci0 + c : feats;
+      cp_async16(As + r * LDA + c, src, ok ? 16 : 0);
     }
     for (int i = tid; i < BK * (BN / 8); i += Tile::THREADS) {
       const int r = i / (BN / 8), c = i % (BN / 8) * 8;
-      const int64_t row = r0 + r;
-      const bool ok = row < b.row1 && b.co0 + c < p.co;
-      cp_async16(Gs + r * LDB + c, ok ? grad + row * p.co + b.co0 + c : grad, ok ? 16 : 0);
+      const bool ok = q0 + r < count && b.co0 + c < p.co;
+      const T* src = ok ? grad + static_cast<int64_t>(pairs[q0 + r].x) * p.co + b.co0 + c : grad;
+      cp_async16(Gs + r * LDB + c, src, ok ? 16 : 0);
     }
   } else {
     const T zero = from_f32<T>(0.0f);
     for (int i = tid; i < BK * BM; i += Tile::THREADS) {
       const int r = i / BM, c = i % BM;
-      const int64_t m = wgrad_neighbor(p, b.k, r0 + r, b.row1);
-      As[r * LDA + c] = m >= 0 && b.ci0 + c < p.ci ? feats[m * p.ci + b.ci0 + c] : zero;
+      const bool ok = q0 + r < count && b.ci0 + c < p.ci;
+      As[r * LDA + c] = ok ? feats[static_cast<int64_t>(pairs[q0 + r].y) * p.ci + b.ci0 + c] : zero;
     }
     for (int i = tid; i < BK * BN; i += Tile::THREADS) {
       const int r = i / BN, c = i % BN;
-      const int64_t row = r0 + r;
-      Gs[r * LDB + c] = row < b.row1 && b.co0 + c < p.co ? grad[row * p.co + b.co0 + c] : zero;
+      const bool ok = q0 + r < count && b.co0 + c < p.co;
+      Gs[r * LDB + c] = ok ? grad[static_cast<int64_t>(pairs[q0 + r].x) * p.co + b.co0 + c] : zero;
     }
   }
 }
@@ -206,11 +254,12 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
   using Tile = WmmaWgradTile;
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, LDA = Tile::LDA, LDB = Tile::LDB;
   __shared__ __align__(128) unsigned char smem[Tile::SMEM];
+  __shared__ int2 pairs[kWindowRows];
+  __shared__ int warp_count[Tile::THREADS / 32];
   T* As = reinterpret_cast<T*>(smem);  // As[r][c]: the gathered rows, read as the column-major Aᵀ (c, r)
   T* Gs = reinterpret_cast<T*>(smem + Tile::A_BYTES);
   const WgradBlock b = wgrad_block(p);
   const int warp = threadIdx.x / 32, wm = warp / 2, wn = warp % 2;
-  const int steps = static_cast<int>(ceil_div<int64_t>(b.row1 - b.row0, BK));
 
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[Tile::FM][Tile::FN];
 #pragma unroll
@@ -218,41 +267,45 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
 #pragma unroll
     for (int j = 0; j < Tile::FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
-  auto load = [&](int s) {
-    const int buf = s % STAGES;
-    wgrad_load_stage<T, kVec>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, b.row0 + static_cast<int64_t>(s) * BK);
-  };
+  // A window at a time: its rows with a neighbor, through the pipeline, filled and drained per window.
+  for (int64_t w0 = b.row0; w0 < b.row1; w0 += kWindowRows) {
+    const int count = compact_rows<Tile::THREADS>(p, b.k, w0, min(b.row1, w0 + kWindowRows), pairs, warp_count);
+    const int steps = (count + BK - 1) / BK;
+    auto load = [&](int s) {
+      const int buf = s % STAGES;
+      wgrad_load_stage<T, kVec>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, pairs, s * BK, count);
+    };
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < steps) load(s);
-    cp_async_commit();
-  }
-  for (int s = 0; s < steps; ++s) {
-    cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
-    __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
-    if (s + STAGES - 1 < steps) load(s + STAGES - 1);
-    cp_async_commit();
-    const T* a_s = As + (s % STAGES) * BK * LDA;
-    const T* g_s = Gs + (s % STAGES) * BK * LDB;
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> af[Tile::FM];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> gf[Tile::FN];
-#pragma unroll
-      for (int i = 0; i < Tile::FM; ++i)
-        wmma::load_matrix_sync(af[i], a_s + kk * LDA + wm * Tile::WARP_M + i * 16, LDA);
-#pragma unroll
-      for (int j = 0; j < Tile::FN; ++j)
-        wmma::load_matrix_sync(gf[j], g_s + kk * LDB + wn * Tile::WARP_N + j * 16, LDB);
-#pragma unroll
-      for (int i = 0; i < Tile::FM; ++i)
-#pragma unroll
-        for (int j = 0; j < Tile::FN; ++j) wmma::mma_sync(acc[i][j], af[i], gf[j], acc[i][j]);
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < steps) load(s);
+      cp_async_commit();
     }
+    for (int s = 0; s < steps; ++s) {
+      cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
+      __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
+      if (s + STAGES - 1 < steps) load(s + STAGES - 1);
+      cp_async_commit();
+      const T* a_s = As + (s % STAGES) * BK * LDA;
+      const T* g_s = Gs + (s % STAGES) * BK * LDB;
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> af[Tile::FM];
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> gf[Tile::FN];
+#pragma unroll
+        for (int i = 0; i < Tile::FM; ++i)
+          wmma::load_matrix_sync(af[i], a_s + kk * LDA + wm * Tile::WARP_M + i * 16, LDA);
+#pragma unroll
+        for (int j = 0; j < Tile::FN; ++j)
+          wmma::load_matrix_sync(gf[j], g_s + kk * LDB + wn * Tile::WARP_N + j * 16, LDB);
+#pragma unroll
+        for (int i = 0; i < Tile::FM; ++i)
+#pragma unroll
+          for (int j = 0; j < Tile::FN; ++j) wmma::mma_sync(acc[i][j], af[i], gf[j], acc[i][j]);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // every step computed: the stages and the pairs are free for the next window
   }
-  cp_async_wait<0>();
-  __syncthreads();  // the stages become the epilogue's staging
-
   float* stage = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int i = 0; i < Tile::FM; ++i)
