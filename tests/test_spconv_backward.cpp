@@ -873,5 +873,48 @@ TEST(SpconvBackwardCuda, SplitsByShapeAreBitwiseReproducible) {
   }
 }
 
+// Row offsets past 2^31 elements: N·Ci = (2^24 + 4096) · 128 > 2^31 over the identity map of a 1×1×1
+// kernel. Only the last 4096 rows are nonzero, so the reference over them is cheap; the rows before must
+// come out zero.
+TEST(SpconvBackwardCuda, IndexesPast2To31Elements) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const int64_t tail = 4096, n = (int64_t{1} << 24) + tail, ci = 128, co = 8;
+  Tensor ident = Tensor::empty({1, n}, DType::i32);
+  for (int64_t i = 0; i < n; ++i) ident.data_as<int32_t>()[i] = static_cast<int32_t>(i);
+  const spconv::KernelMap map = spconv::KernelMap::from_user(ident.to(kGpu), 1, 1);
+  const auto f = rounded(randn(tail * ci, rng), DType::f16), g = rounded(randn(tail * co, rng), DType::f16);
+  const auto w = rounded(randn(ci * co, rng, 0.1), DType::f16);
+  Tensor feats = Tensor::zeros({n, ci}, DType::f16, kGpu), grad_out = Tensor::zeros({n, co}, DType::f16, kGpu);
+  const Tensor ft = make(f, {tail, ci}, DType::f16), gt = make(g, {tail, co}, DType::f16);
+  copy(ft, TensorView(feats.data_as<uint16_t>() + (n - tail) * ci, DType::f16, {tail, ci}, kGpu));
+  copy(gt, TensorView(grad_out.data_as<uint16_t>() + (n - tail) * co, DType::f16, {tail, co}, kGpu));
+  const Tensor weight = make(w, {1, ci, co}, DType::f16, kGpu);
+  std::vector<double> rw(ci * co, 0.0), rb(co, 0.0), rf(tail * ci, 0.0);
+  for (int64_t r = 0; r < tail; ++r)
+    for (int64_t o = 0; o < co; ++o) {
+      rb[o] += g[r * co + o];
+      for (int64_t c = 0; c < ci; ++c) {
+        rw[c * co + o] += f[r * ci + c] * g[r * co + o];
+        rf[r * ci + c] += g[r * co + o] * w[c * co + o];
+      }
+    }
+  for (const std::optional<WgradChoice>& forced :
+       {std::optional<WgradChoice>{}, std::optional{WgradChoice{.variant = WgradVariant::simt}}}) {
+    BackwardOptions o;
+    o.wgrad = forced;
+    const ConvGradients got = spconv::submanifold_conv_backward(grad_out, feats, map, weight, kAll, o);
+    SCOPED_TRACE(spconv::to_string(*got.choice.dgrad) + ", " + spconv::to_string(*got.choice.wgrad));
+    expect_near(got.weight, rw, bound(DType::f16), "grad_weight");
+    expect_near(got.bias, rb, bound(DType::f16), "grad_bias");
+    Tensor head = Tensor::empty({1024, ci}, DType::f16), last = Tensor::empty({tail, ci}, DType::f16);
+    copy(TensorView(got.feats.data(), DType::f16, {1024, ci}, kGpu), head);
+    copy(TensorView(got.feats.data_as<uint16_t>() + (n - tail) * ci, DType::f16, {tail, ci}, kGpu), last);
+    for (double v : values(head)) ASSERT_EQ(v, 0.0);
+    expect_near(last, rf, bound(DType::f16), "grad_feats");
+  }
+}
+
 }  // namespace
 }  // namespace frugal
