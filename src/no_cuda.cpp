@@ -64,3 +64,13 @@ int decode_attention_resident_blocks(attention::DecodeVariant, int, int, int, in
   FRUGAL_NO_CUDA("attention::decode_attention");
 }
 }  // namespace frugal::cuda
+
+// ---- sparse conv backward (src/cuda/spconv/wgrad.cu) ----
+namespace frugal::cuda {
+spconv::backend::ConvReport spconv_dgrad(const spconv::backend::ConvArgs&, const spconv::ConvChoice&, Stream) {
+  FRUGAL_NO_CUDA("spconv::submanifold_conv_backward");
+}
+void spconv_wgrad(const spconv::backend::WgradArgs&, const spconv::WgradChoice&, Stream) {
+  FRUGAL_NO_CUDA("spconv::submanifold_conv_backward");
+}
+}  // namespace frugal::cuda

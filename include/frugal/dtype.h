@@ -7,7 +7,8 @@
 
 namespace frugal {
 
-enum class DType : uint8_t { f32, f16, bf16, u8, i32, i64 };
+// f64: host-only, for gradient checks of the CPU backend (the sparse conv and its backward).
+enum class DType : uint8_t { f32, f16, bf16, u8, i32, i64, f64 };
 
 constexpr size_t size_of(DType t) {
   switch (t) {
@@ -17,6 +18,7 @@ constexpr size_t size_of(DType t) {
     case DType::u8: return 1;
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::f64: return 8;
   }
   return 0;
 }

@@ -208,3 +208,105 @@ std::vector<int> offset_permutation(OffsetOrder other, int kernel_size);
 Tensor weight_from_krsc(const TensorView& weight_krsc);
 
 }  // namespace frugal::spconv
+
+// ================================ backward (training) ===========================================
+// The gradients of out = conv(feats, nbr, weight, bias) given grad_out [N, Co] (the dtype of feats):
+//   grad_feats  [rows of feats, Ci]  grad_feats[m] = Σ_k Σ_{n: nbr[k, n] = m} grad_out[n] · weight[k]ᵀ
+//   grad_weight [K, Ci, Co]          grad_weight[k] = Σ_n feats[nbr[k, n]]ᵀ ⊗ grad_out[n]
+//   grad_bias   [Co]                 grad_bias = Σ_n grad_out[n]
+// any subset of them; accumulation is f32 (f64 for f64: the CPU takes f64 in the forward and the backward,
+// for gradient checks; CUDA refuses it).
+// The padded feats form gets a padded grad_feats whose row N is zero. Sentinel entries contribute nothing.
+//
+// dgrad (grad_feats) uses the submanifold symmetry nbr[k, n] = m ⇔ nbr[K−1−k, m] = n, which every map
+// build_kernel_map makes: grad_feats[m] = Σ_j grad_out[nbr[j, m]] · weight[K−1−j]ᵀ is a forward conv
+// over the same map with the mirrored, transposed weight Wd[j] = weight[K−1−j]ᵀ ([K, Co, Ci]), run by
+// the forward's kernels through its kernel choice (ConvChoice; the forward's workspace) plus Wd:
+// K·Ci·Co elements (CUDA: stream-ordered from frugal's pool). A user map without the symmetry gets the
+// gradient of its symmetric completion, not of itself.
+//
+// wgrad (grad_weight) is a gather-GEMM reducing over N, split over N into `splits` chunks of chunk_rows
+// consecutive rows: a number fixed by the shape alone (N, K, Ci, Co and the variant's tile), not by the
+// device's occupancy. Each chunk's f32 partial [K, Ci, Co] goes to a workspace, and a second kernel adds
+// the partials in chunk order: no float atomics, results bitwise identical run to run (and across GPUs
+// that run the same choice). grad_bias uses the same chunks. CUDA workspace: splits·(K·Ci·Co + Co) f32
+// for the requested gradients where splits > 1 (the rules keep it ≤ 64 MiB), none for one chunk. The CPU
+// gives each (k, block of 16 input channels) to one thread, summing rows in a fixed order, and sums
+// grad_bias over blocks of 256 rows added in order: 16·Co accumulators a thread, (N / 256)·Co floats.
+namespace frugal::spconv {
+
+enum class WgradVariant : uint8_t {
+  cpu,   // the CPU backend: every CPU call
+  simt,  // CUDA cores, every dtype: 64 × 64 tiles of [Ci, Co], f32 for f32 and where there are no tensor cores
+  wmma,  // tensor cores through WMMA 16×16×16 with f32 accumulators (sm_80), f16/bf16, any channel count
+};
+// Which kernel computes grad_weight (and grad_bias) and how N is split. A forced choice
+// (BackwardOptions::wgrad) may leave splits and chunk_rows at 0: the rules fill them.
+struct WgradChoice {
+  WgradVariant variant = WgradVariant::cpu;
+  int splits = 0;          // chunks of rows, each summed apart into f32 partials, then added in order
+  int64_t chunk_rows = 0;  // rows a chunk: a multiple of 32 (or N); splits = ⌈N / chunk_rows⌉
+};
+std::string to_string(WgradVariant v);        // "wmma"
+std::string to_string(const WgradChoice& c);  // "wmma(splits 38, chunk_rows 7168)"
+bool operator==(const WgradChoice& a, const WgradChoice& b);
+
+// What served a backward call: the forward's choice that computed grad_feats, the wgrad choice that
+// computed grad_weight and grad_bias; unset where that gradient was not asked for (or N = 0).
+struct BackwardChoice {
+  std::optional<ConvChoice> dgrad;
+  std::optional<WgradChoice> wgrad;
+};
+
+struct BackwardOptions {
+  Stream stream = nullptr;
+  // A map not known valid: checked raises frugal::Error for an entry outside [0, N] (one pass over the
+  // map before the gradients; on CUDA one wait for the stream); unchecked counts such an entry as absent.
+  MapCheck check = MapCheck::checked;
+  std::optional<MapStats> map_stats;  // as ConvOptions::map_stats
+  std::optional<ConvChoice> dgrad;    // forces the forward kernel that computes grad_feats
+  std::optional<WgradChoice> wgrad;   // forces the wgrad kernel and its split
+};
+
+// Where the requested gradients go (nullptr: not asked for). Contiguous, the dtype of feats, on its
+// device, overlapping no input and no other gradient: grad_feats shaped like feats, grad_weight
+// [K, Ci, Co], grad_bias [Co].
+struct GradientBuffers {
+  const TensorView* feats = nullptr;
+  const TensorView* weight = nullptr;
+  const TensorView* bias = nullptr;
+};
+// Which gradients the allocating form computes.
+struct GradientRequest {
+  bool feats = true, weight = true, bias = false;
+};
+// The allocating form's result: the requested gradients (the others undefined) and what served them.
+struct ConvGradients {
+  Tensor feats, weight, bias;
+  BackwardChoice choice;
+};
+
+// feats and weight as the forward got them (feats is read only for grad_weight, weight only for
+// grad_feats); grad_out [N, Co]. Validates as the forward does (frugal::Error naming the tensor).
+BackwardChoice submanifold_conv_backward(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
+                                         const TensorView& weight, const GradientBuffers& grads,
+                                         const BackwardOptions& options = {});
+ConvGradients submanifold_conv_backward(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
+                                        const TensorView& weight, GradientRequest request,
+                                        const BackwardOptions& options = {});
+// Over a KernelMap (no per-call check; options.map_stats is ignored: the map's own count).
+BackwardChoice submanifold_conv_backward(const TensorView& grad_out, const TensorView& feats, const KernelMap& map,
+                                         const TensorView& weight, const GradientBuffers& grads,
+                                         const BackwardOptions& options = {});
+ConvGradients submanifold_conv_backward(const TensorView& grad_out, const TensorView& feats, const KernelMap& map,
+                                        const TensorView& weight, GradientRequest request,
+                                        const BackwardOptions& options = {});
+// The choices such a call takes (validated as the call validates them); runs nothing.
+BackwardChoice choose_conv_backward(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
+                                    const TensorView& weight, const GradientBuffers& grads,
+                                    const BackwardOptions& options = {});
+BackwardChoice choose_conv_backward(const TensorView& grad_out, const TensorView& feats, const KernelMap& map,
+                                    const TensorView& weight, const GradientBuffers& grads,
+                                    const BackwardOptions& options = {});
+
+}  // namespace frugal::spconv

@@ -183,3 +183,8 @@ class SubMConv3d(torch.nn.Module):
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"dilation={self.dilation}, bias={self.bias is not None}")
+
+
+# ---- autograd (python/frugal/_autograd.py): submanifold_conv's backward, so SubMConv3d trains ----
+from ._autograd import register_autograd as _register_autograd, submanifold_conv_backward_op  # noqa: E402,F401
+_register_autograd(submanifold_conv_op)

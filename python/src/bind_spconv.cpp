@@ -130,6 +130,37 @@ void bind_spconv(nb::module_& m) {
   s.def("kernel_offset", &spconv::kernel_offset, "k"_a, "kernel_size"_a, "dilation"_a = 1);
   s.def("offset_permutation", &spconv::offset_permutation, "other"_a, "kernel_size"_a,
         "perm[k_other] = k_frugal for another library's offset order.");
+
+  // ---- backward (training) ----
+  s.def(
+      "submanifold_conv_backward",
+      [](nb::ndarray<> grad_out, nb::ndarray<> feats, nb::ndarray<> nbr, nb::ndarray<> weight,
+         std::optional<nb::ndarray<>> grad_feats, std::optional<nb::ndarray<>> grad_weight,
+         std::optional<nb::ndarray<>> grad_bias, bool checked, std::optional<uintptr_t> stream,
+         std::optional<std::vector<int64_t>> stats) {
+        constexpr const char* op = "spconv::submanifold_conv_backward";
+        const TensorView go = to_view(grad_out, op, "grad_out"), f = to_view(feats, op, "feats"),
+                         m = to_view(nbr, op, "nbr"), w = to_view(weight, op, "weight");
+        TensorView gf, gw, gb;
+        spconv::GradientBuffers g;
+        if (grad_feats) gf = to_view(*grad_feats, op, "grad_feats"), g.feats = &gf;
+        if (grad_weight) gw = to_view(*grad_weight, op, "grad_weight"), g.weight = &gw;
+        if (grad_bias) gb = to_view(*grad_bias, op, "grad_bias"), g.bias = &gb;
+        spconv::BackwardOptions o;
+        o.stream = to_stream(stream);
+        o.check = checked ? spconv::MapCheck::checked : spconv::MapCheck::unchecked;
+        if (stats) o.map_stats = stats_from_list(*stats, op);
+        const spconv::BackwardChoice c = spconv::submanifold_conv_backward(go, f, m, w, g, o);
+        return nb::make_tuple(c.dgrad ? nb::cast(spconv::to_string(*c.dgrad)) : nb::none(),
+                              c.wgrad ? nb::cast(spconv::to_string(*c.wgrad)) : nb::none());
+      },
+      "grad_out"_a, "feats"_a, "nbr"_a, "weight"_a, "grad_feats"_a = nb::none(), "grad_weight"_a = nb::none(),
+      "grad_bias"_a = nb::none(), "checked"_a = true, "stream"_a = nb::none(), "stats"_a = nb::none(),
+      "Writes the requested gradients of out = submanifold_conv(feats, nbr, weight, bias) given grad_out [N, Co]:\n"
+      "grad_feats (shaped like feats), grad_weight [K, Ci, Co], grad_bias [Co]; each optional (None: not computed).\n"
+      "Deterministic (fixed chunks of N, reduced in order). f64 runs on the CPU. dgrad assumes the map's\n"
+      "submanifold symmetry (every map build_kernel_map makes has it). Returns the choices that served\n"
+      "(dgrad, wgrad) as strings, None where not run.");
 }
 
 }  // namespace frugal::python

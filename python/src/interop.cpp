@@ -16,10 +16,11 @@ DType to_dtype(nb::dlpack::dtype t, const char* op, const char* name) {
     if (t.code == static_cast<uint8_t>(C::UInt) && t.bits == 8) return DType::u8;
     if (t.code == static_cast<uint8_t>(C::Int) && t.bits == 32) return DType::i32;
     if (t.code == static_cast<uint8_t>(C::Int) && t.bits == 64) return DType::i64;
+    if (t.code == static_cast<uint8_t>(C::Float) && t.bits == 64) return DType::f64;
   }
   FRUGAL_FAIL(invalid_argument, op,
               name << " has a dtype frugal does not handle (DLPack code " << int(t.code) << ", " << int(t.bits)
-                   << " bits, " << t.lanes << " lanes); expected f32, f16, bf16, u8, i32 or i64");
+                   << " bits, " << t.lanes << " lanes); expected f32, f16, bf16, u8, i32, i64 or f64");
 }
 
 nb::dlpack::dtype to_dlpack(DType t) {
@@ -31,6 +32,7 @@ nb::dlpack::dtype to_dlpack(DType t) {
     case DType::u8: return {static_cast<uint8_t>(C::UInt), 8, 1};
     case DType::i32: return {static_cast<uint8_t>(C::Int), 32, 1};
     case DType::i64: return {static_cast<uint8_t>(C::Int), 64, 1};
+    case DType::f64: return {static_cast<uint8_t>(C::Float), 64, 1};
   }
   return {};
 }

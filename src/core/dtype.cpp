@@ -16,6 +16,7 @@ const char* to_string(DType t) {
     case DType::u8: return "u8";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::f64: return "f64";
   }
   return "?";
 }
@@ -29,7 +30,8 @@ DType parse_dtype(const std::string& name) {
   if (s == "u8" || s == "uint8") return DType::u8;
   if (s == "i32" || s == "int32") return DType::i32;
   if (s == "i64" || s == "int64") return DType::i64;
-  FRUGAL_FAIL(invalid_argument, "parse_dtype", "unknown dtype '" << name << "', expected f32, f16, bf16, u8, i32 or i64");
+  if (s == "f64" || s == "float64" || s == "double") return DType::f64;
+  FRUGAL_FAIL(invalid_argument, "parse_dtype", "unknown dtype '" << name << "', expected f32, f16, bf16, u8, i32, i64 or f64");
 }
 
 std::string to_string(Device d) { return d.is_cpu() ? "cpu" : "cuda:" + std::to_string(d.index); }

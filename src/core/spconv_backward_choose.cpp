@@ -1,0 +1,133 @@
+// The sparse conv's wgrad choice: the variant by dtype and architecture, the split of N by the shape
+// alone (never by the device's occupancy), each rule with its reason.
+#include "core/spconv_backward_choose.h"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+
+#include "frugal/error.h"
+
+namespace frugal::spconv {
+
+namespace {
+
+using backend::WgradArgs;
+using V = WgradVariant;
+
+constexpr const char* kOp = "spconv::submanifold_conv_backward";
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+size_t round16(size_t bytes) { return (bytes + 15) / 16 * 16; }
+bool tensor_core_dtype(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+// Blocks of one chunk: every offset × input-channel tile × output-channel tile.
+int64_t tiles_of(const WgradArgs& a) { return int64_t{a.k} * cdiv(a.ci, kWgradTile) * cdiv(a.co, kWgradTile); }
+
+// Splits by rule: enough chunks for kWgradTargetBlocks blocks, but no chunk under kWgradMinChunkRows rows
+// and no more partials than kMaxWgradBytes hold.
+int splits_for(const WgradArgs& a) {
+  int64_t s = cdiv(kWgradTargetBlocks, std::max<int64_t>(1, tiles_of(a)));
+  s = std::min(s, cdiv(a.n, kWgradMinChunkRows));
+  const size_t per_split = (static_cast<size_t>(a.k) * a.ci * a.co + a.co) * sizeof(float);
+  s = std::min<int64_t>(s, static_cast<int64_t>(std::max<size_t>(1, kMaxWgradBytes / per_split)));
+  return static_cast<int>(std::clamp<int64_t>(s, 1, kMaxWgradSplits));
+}
+
+// Chunks of equal length (a multiple of kWgradStepRows: only a chunk's last step is partial) covering N.
+WgradChoice with_splits(WgradChoice c, const WgradArgs& a, int splits) {
+  const int64_t per = cdiv(a.n, std::max(1, splits));
+  c.chunk_rows = std::min(a.n, cdiv(per, kWgradStepRows) * kWgradStepRows);
+  c.splits = static_cast<int>(cdiv(a.n, std::max<int64_t>(1, c.chunk_rows)));
+  return c;
+}
+
+}  // namespace
+
+WgradChoice complete(const WgradArgs& a, const DeviceCaps&, const WgradChoice& forced) {
+  WgradChoice c = forced;
+  if (c.variant == V::cpu) {  // one chunk: a thread owns whole output elements
+    if (!c.splits) c.splits = 1;
+    if (!c.chunk_rows) c.chunk_rows = a.n;
+    return c;
+  }
+  if (c.chunk_rows > 0) {
+    if (!c.splits) c.splits = static_cast<int>(std::min<int64_t>(cdiv(a.n, c.chunk_rows), INT_MAX));
+    return c;
+  }
+  return with_splits(c, a, c.splits > 0 ? c.splits : splits_for(a));
+}
+
+WgradChoice choose(const WgradArgs& a, const DeviceCaps& caps) {
+  V v = V::cpu;
+  if (caps.is_gpu()) v = tensor_core_dtype(a.dtype) && caps.has_sm80() ? V::wmma : V::simt;
+  const WgradChoice c = complete(a, caps, WgradChoice{.variant = v});
+  std::string why;
+  FRUGAL_CHECK(can_implement(a, caps, c, &why), unsupported, kOp,
+               "no kernel computes this weight gradient on " << to_string(caps) << ": " << to_string(c) << " " << why);
+  return c;
+}
+
+bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice& c, std::string* why) {
+  std::ostringstream os;
+  auto no = [&](const auto&... parts) {
+    if (why) {
+      (os << ... << parts);
+      *why = os.str();
+    }
+    return false;
+  };
+  if (c.variant == V::cpu) {
+    if (caps.is_gpu()) return no("runs CPU calls only, got a call on ", to_string(caps));
+    if (c.splits != 1 || c.chunk_rows != a.n) return no("runs N in one chunk, got ", to_string(c));
+    return true;
+  }
+  if (!caps.is_gpu()) return no("needs a CUDA device, got a call on the CPU");
+  if (a.dtype == DType::f64) return no("takes f32, f16 or bf16 (f64 runs on the CPU only)");
+  if (c.variant == V::wmma) {
+    if (!tensor_core_dtype(a.dtype)) return no("takes f16 or bf16, got ", to_string(a.dtype));
+    if (!caps.has_sm80()) return no("needs compute capability 8.0 or newer, got ", to_string(caps));
+  }
+  if (c.chunk_rows < 1 || c.splits < 1 || c.splits > kMaxWgradSplits || c.splits != cdiv(a.n, c.chunk_rows))
+    return no("takes chunk_rows >= 1 and splits = ceil(N / chunk_rows) <= ", kMaxWgradSplits, ", got N = ", a.n, ", ",
+              to_string(c));
+  if (tiles_of(a) > INT32_MAX) return no("takes at most ", INT32_MAX, " tiles a chunk, got ", tiles_of(a));
+  return true;
+}
+
+// One chunk writes the gradients directly: no partials.
+size_t weight_partial_bytes(const WgradArgs& a, const WgradChoice& c) {
+  if (c.variant == V::cpu || c.splits <= 1 || !a.grad_weight) return 0;
+  return round16(static_cast<size_t>(c.splits) * a.k * a.ci * a.co * sizeof(float));
+}
+size_t bias_partial_bytes(const WgradArgs& a, const WgradChoice& c) {
+  if (c.variant == V::cpu || c.splits <= 1 || !a.grad_bias) return 0;
+  return round16(static_cast<size_t>(c.splits) * a.co * sizeof(float));
+}
+size_t workspace_bytes(const WgradArgs& a, const WgradChoice& c) {
+  return weight_partial_bytes(a, c) + bias_partial_bytes(a, c);
+}
+
+std::string to_string(WgradVariant v) {
+  switch (v) {
+    case V::cpu:
+      return "cpu";
+    case V::simt:
+      return "simt";
+    case V::wmma:
+      return "wmma";
+  }
+  return "unknown";
+}
+
+std::string to_string(const WgradChoice& c) {
+  std::ostringstream os;
+  os << to_string(c.variant) << "(splits " << c.splits << ", chunk_rows " << c.chunk_rows << ")";
+  return os.str();
+}
+
+bool operator==(const WgradChoice& a, const WgradChoice& b) {
+  return a.variant == b.variant && a.splits == b.splits && a.chunk_rows == b.chunk_rows;
+}
+
+}  // namespace frugal::spconv
