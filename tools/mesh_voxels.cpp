@@ -100,6 +100,9 @@ bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
+// CPU seconds an import may take: assimp reads a million-triangle file in a few.
+constexpr rlim_t kImportCpuSeconds = 10;
+
 // The child's side: the triangles ('T', a count, 9 floats each) or the error ('E', its code, its
 // message) down the pipe, then _exit (no destructor or stdio flush of the parent's state runs).
 template <typename Import>
@@ -114,6 +117,9 @@ template <typename Import>
   const double cap = pages * static_cast<double>(sysconf(_SC_PAGESIZE)) + host_memory_available();
   const rlimit limit{static_cast<rlim_t>(cap), static_cast<rlim_t>(cap)};
   setrlimit(RLIMIT_AS, &limit);
+  // An importer that loops on a malformed file is stopped (SIGXCPU) instead of hanging the program.
+  const rlimit cpu{kImportCpuSeconds, kImportCpuSeconds + 1};
+  setrlimit(RLIMIT_CPU, &cpu);
   try {
     const std::vector<Triangle> tris = import();
     const uint64_t n = tris.size();
@@ -130,6 +136,8 @@ template <typename Import>
 }
 
 std::string describe_status(int status) {
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU)
+    return "the importer ran past its " + std::to_string(kImportCpuSeconds) + " s CPU-time limit reading it";
   if (WIFSIGNALED(status)) {
     const char* sig = strsignal(WTERMSIG(status));
     return "the importer crashed reading it (signal " + std::to_string(WTERMSIG(status)) + ": " +
