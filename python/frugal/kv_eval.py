@@ -236,32 +236,41 @@ def key_channel_scale(q: np.ndarray, k: np.ndarray, how: str, n_kv: int) -> np.n
     return (s / np.exp(np.mean(np.log(s), axis=-1, keepdims=True))).astype(np.float32)
 
 
+def transform(spec: CacheSpec, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray):
+    """The exact transforms of the configured cache: (q', k', v', μ_v) with softmax(q'·k') equal to
+    softmax(q·k) and softmax(q·k)·v = softmax(q'·k')·v' + μ_v. A per-head key mean shifts every score
+    of a query by the same q·μ; a per-channel key scale cancels in (q∘s)·(k/s); the value mean comes
+    back whole because each query's weights sum to one."""
+    g = q.shape[1] // k.shape[1]
+    mu_v = np.zeros((1, v.shape[1], v.shape[2]), dtype=np.float32)
+    if spec.kmean and spec.k_bits[layer] < 32:
+        k = k - k[: spec.kmean].mean(axis=0, keepdims=True)
+    if spec.kscale and spec.k_bits[layer] < 32:
+        n = spec.kmean or CALIB_TOKENS
+        s = key_channel_scale(q[:n], k[:n], spec.kscale, k.shape[1])
+        k, q = k / s, q * np.repeat(s, g, axis=0)
+    if spec.vmean and spec.v_bits[layer] < 32:
+        mu_v = v[: spec.vmean].mean(axis=0, keepdims=True)
+        v = v - mu_v
+    return q, k, v, np.repeat(mu_v, g, axis=1)
+
+
 def attend(spec: CacheSpec, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Causal attention as the configured cache computes it. Key transforms are applied to the
-    stored key (and the query where they say so), never undone: softmax is invariant to a per-query
-    constant, so q·(k−μ) = q·k − q·μ gives the same weights; (q∘s)·(k/s) = q·k. The value mean is
-    added back to the output: Σ p (v−μ) + μ = Σ p v as the weights sum to one. The f16 window and
-    sinks use the same transformed vectors; every token is quantized independently, so quantizing
-    all of them at once equals quantizing each as it slides out of the window."""
+    """Causal attention as the configured cache computes it: `transform`, then every stored vector
+    through frugal's quantizer except the f16 window and sinks (which hold the same transformed
+    vectors). Every token is quantized independently, so quantizing all of them at once equals
+    quantizing each as it slides out of the window."""
     t, hq, d = q.shape
     g = hq // k.shape[1]
     kb, vb = spec.k_bits[layer], spec.v_bits[layer]
-    mu_v = 0.0
-    if spec.kmean and kb < 32:
-        k = k - k[: spec.kmean].mean(axis=0, keepdims=True)
-    if spec.kscale and kb < 32:
-        s = key_channel_scale(q[: spec.kmean or CALIB_TOKENS], k[: spec.kmean or CALIB_TOKENS], spec.kscale, k.shape[1])
-        k, q = k / s, q * np.repeat(s, g, axis=0)
-    if spec.vmean and vb < 32:
-        mu_v = v[: spec.vmean].mean(axis=0, keepdims=True)
-        v = v - mu_v
+    q, k, v, mu_v = transform(spec, layer, q, k, v)
     kq, vq = quantize_roundtrip(k, kb, spec.rule, spec.signs), quantize_roundtrip(v, vb, spec.rule, spec.signs)
     pos = np.arange(t)
     causal = pos[None, :] > pos[:, None]
     full = None  # tokens held in f16: the last `win` before each query and the first `sinks`
     if spec.win or spec.sinks:
         full = (pos[:, None] - pos[None, :] < spec.win) | (pos[None, :] < spec.sinks)
-        kf, vf = quantize_roundtrip(k, min(kb, 16), "", None), quantize_roundtrip(v, min(vb, 16), "", None)
+        kf, vf = (quantize_roundtrip(x, 32 if b == 32 else F16_BITS, "", None) for x, b in ((k, kb), (v, vb)))
     out = np.empty_like(q)
     scale = np.float32(1.0 / math.sqrt(d))
     for h in range(hq):
@@ -275,7 +284,7 @@ def attend(spec: CacheSpec, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndar
             out[:, h] = p @ vq[:, j]
         else:
             out[:, h] = np.where(full, p, 0) @ vf[:, j] + np.where(full, 0, p) @ vq[:, j]
-    return out + (np.repeat(mu_v, g, axis=1) if spec.vmean and vb < 32 else 0.0)
+    return out + mu_v
 
 
 # ---------------------------------------------------------------- calibration
@@ -363,7 +372,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ppl0 = perplexity(ref, tokens)
     print(f"model {a.model}: {m.n_layers} layers, {m.n_heads}/{m.n_kv_heads} heads, head_dim {m.head_dim}")
     print(f"text {a.text}: {len(tokens)} tokens; f32 perplexity {ppl0:.4f}")
-    ctx = " ".join(f"bits@{c // 1024}K" for c in a.context)
+    ctx = " | ".join(f"bits@{c // 1024}K" for c in a.context)
     print(f"| config | {ctx} | ppl | Δppl | KL | top-1 | cos mean | cos worst (layer) | widths |")
     print("|---|" + "---|" * (len(a.context) + 7))
     for text in a.config:
