@@ -36,7 +36,8 @@ for stage in $stages; do
     for spec in "test_parity:*cuda*" "test_hostile:CorpusOnCuda.*:NonFinite.*:Refusals.*" \
                 "test_kv_cache:${SANITIZE_KV:-KvCacheCuda.DecodeStepsWrapTheRing:KvCacheCuda.TensorCoreAppendMatchesCpu}" \
                 "test_attention:${SANITIZE_ATTN:-DecodeAttentionCuda.RingWrap*:DecodeAttentionCuda.NonFinite*}" \
-                "test_sparse_conv:${SANITIZE_CONV:-SpconvCuda.EveryKernelOnATinyInput:SpconvCuda.MapIsIdenticalToTheCpuMap}"; do
+                "test_sparse_conv:${SANITIZE_CONV:-SpconvCuda.EveryKernelOnATinyInput:SpconvCuda.MapIsIdenticalToTheCpuMap}" \
+                "test_spconv_backward:${SANITIZE_BACKWARD:-SpconvBackwardCuda.EveryVariantOnATinyInput}"; do
       n=${spec%%:*} f=${spec#*:}
       [ -x "$B/tests/$n" ] || continue
       timeout ${SAN_TIMEOUT:-300} compute-sanitizer --tool $stage --error-exitcode 9 "$B/tests/$n" --gtest_filter="$f" \
