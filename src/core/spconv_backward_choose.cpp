@@ -1,5 +1,6 @@
 // The sparse conv's wgrad choice: the variant by dtype and architecture, the split of N by the shape
 // alone (never by the device's occupancy), each rule with its reason.
+#include "core/choose_common.h"
 #include "core/spconv_backward_choose.h"
 
 #include <algorithm>
@@ -12,14 +13,15 @@ namespace frugal::spconv {
 
 namespace {
 
+using choose::aligned16;
+using choose::align16;
+using choose::cdiv;
+using choose::tensor_core_dtype;
 using backend::WgradArgs;
 using V = WgradVariant;
 
 constexpr const char* kOp = "spconv::submanifold_conv_backward";
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-size_t round16(size_t bytes) { return (bytes + 15) / 16 * 16; }
-bool tensor_core_dtype(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 // Blocks of one chunk: every offset × input-channel tile × output-channel tile.
 int64_t tiles_of(const WgradArgs& a) { return int64_t{a.k} * cdiv(a.ci, kWgradTile) * cdiv(a.co, kWgradTile); }
@@ -69,14 +71,7 @@ WgradChoice choose(const WgradArgs& a, const DeviceCaps& caps) {
 }
 
 bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice& c, std::string* why) {
-  std::ostringstream os;
-  auto no = [&](const auto&... parts) {
-    if (why) {
-      (os << ... << parts);
-      *why = os.str();
-    }
-    return false;
-  };
+  auto no = [why](const auto&... parts) { return choose::refuse(why, parts...); };
   if (c.variant == V::cpu) {
     if (caps.is_gpu()) return no("runs CPU calls only, got a call on ", to_string(caps));
     if (c.splits != 1 || c.chunk_rows != a.n) return no("runs N in one chunk, got ", to_string(c));
@@ -98,11 +93,11 @@ bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice
 // One chunk writes the gradients directly: no partials.
 size_t weight_partial_bytes(const WgradArgs& a, const WgradChoice& c) {
   if (c.variant == V::cpu || c.splits <= 1 || !a.grad_weight) return 0;
-  return round16(static_cast<size_t>(c.splits) * a.k * a.ci * a.co * sizeof(float));
+  return align16(static_cast<size_t>(c.splits) * a.k * a.ci * a.co * sizeof(float));
 }
 size_t bias_partial_bytes(const WgradArgs& a, const WgradChoice& c) {
   if (c.variant == V::cpu || c.splits <= 1 || !a.grad_bias) return 0;
-  return round16(static_cast<size_t>(c.splits) * a.co * sizeof(float));
+  return align16(static_cast<size_t>(c.splits) * a.co * sizeof(float));
 }
 size_t workspace_bytes(const WgradArgs& a, const WgradChoice& c) {
   return weight_partial_bytes(a, c) + bias_partial_bytes(a, c);

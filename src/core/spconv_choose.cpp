@@ -1,5 +1,6 @@
 // The sparse conv's kernel choice: each rule with its reason; the evidence behind the thresholds is in
 // docs/performance.md (section "Sparse conv").
+#include "core/choose_common.h"
 #include "core/spconv_choose.h"
 
 #include <algorithm>
@@ -12,15 +13,15 @@ namespace frugal::spconv {
 
 namespace {
 
+using choose::aligned16;
+using choose::align16;
+using choose::cdiv;
+using choose::tensor_core_dtype;
 using backend::ConvArgs;
 using V = ConvVariant;
 
 constexpr const char* kOp = "spconv::submanifold_conv";
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-bool tensor_core_dtype(DType t) { return t == DType::f16 || t == DType::bf16; }
-size_t round16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 // One column tile where Co allows it: the gathered rows then serve every output channel (256 only from
 // Co > 128: a narrower Co would multiply zero columns).
@@ -190,14 +191,7 @@ ConvChoice choose(const ConvArgs& a, const DeviceCaps& caps, const MapStats* sta
 }
 
 bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& c, std::string* why) {
-  std::ostringstream os;
-  auto no = [&](const auto&... parts) {
-    if (why) {
-      (os << ... << parts);
-      *why = os.str();
-    }
-    return false;
-  };
+  auto no = [why](const auto&... parts) { return choose::refuse(why, parts...); };
   const V v = c.variant;
   if (v == V::cpu) {
     if (caps.is_gpu()) return no("runs CPU calls only, got a call on ", to_string(caps));
@@ -264,7 +258,7 @@ bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& 
 
 size_t order_bytes(const ConvArgs&, const ConvChoice& c) {
   return is_masked(c.variant) && c.sort_rows.value_or(false)
-             ? round16(static_cast<size_t>(c.chunk_rows) * sizeof(int32_t))
+             ? align16(static_cast<size_t>(c.chunk_rows) * sizeof(int32_t))
              : 0;
 }
 size_t partial_bytes(const ConvArgs& a, const ConvChoice& c) {
@@ -272,7 +266,7 @@ size_t partial_bytes(const ConvArgs& a, const ConvChoice& c) {
 }
 size_t handoff_bytes(const ConvArgs&, const ConvChoice& c) {
   if (c.variant != V::halo_pipe) return 0;
-  return kHandoffHeader + round16(static_cast<size_t>(cdiv(c.chunk_rows, kTileRows)) * sizeof(int32_t));
+  return kHandoffHeader + align16(static_cast<size_t>(cdiv(c.chunk_rows, kTileRows)) * sizeof(int32_t));
 }
 size_t workspace_bytes(const ConvArgs& a, const ConvChoice& c) {
   return order_bytes(a, c) + partial_bytes(a, c) + handoff_bytes(a, c);
