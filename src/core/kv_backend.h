@@ -50,6 +50,9 @@ struct AppendArgs {
   const float* signs = nullptr;          // [dim] or nullptr
   const float* centroids = nullptr;      // [2^bits]
   const float* boundaries = nullptr;     // [2^bits - 1]
+  // Paged pools: when set, seqs == 1, capacity is the pool's slots, sliding is false, and token t is
+  // written to slot slots[t] of every head (device memory on CUDA, host memory on the CPU).
+  const int32_t* slots = nullptr;
   ScaleRule rule = ScaleRule::l2_norm;
   int device = 0;  // the CUDA device holding the cache
   // Facts of x's layout, computed from the fields above before the choice (kv::describe_layout):
@@ -70,6 +73,9 @@ struct DequantizeArgs {
   DType out_dtype = DType::f32;
   const float* signs = nullptr;
   const float* centroids = nullptr;
+  // Paged pools: when set, token begin + i comes from slot slots[i] (capacity: the pool's slots,
+  // sliding false; device memory on CUDA, host memory on the CPU).
+  const int32_t* slots = nullptr;
   int device = 0;  // the CUDA device holding the cache
 };
 

@@ -389,9 +389,10 @@ void kv_append(const AppendArgs& a, Stream stream) {
   p.magic = round_magic(p.geo.half);
   p.magic_x8 = static_cast<uint32_t>(kRoundMagicBits) << 3;
   p.starts = a.starts;
+  p.slots = a.slots;
   p.dense = a.dense;
   p.aligned = a.aligned;
-  if (!a.starts) {
+  if (!a.starts && !a.slots) {
     FRUGAL_CHECK(a.seqs <= kInlineStarts && a.host_starts && a.capacity <= INT32_MAX, internal, "kv::append",
                  "start positions of " << a.seqs << " sequences were not passed");
     for (int s = 0; s < a.seqs; ++s) p.first_slot[s] = a.sliding ? a.host_starts[s] % a.capacity : a.host_starts[s];

@@ -32,6 +32,7 @@ struct AppendParams {
   float magic;            // round_magic(geo.half)
   uint32_t magic_x8;      // 8·kRoundMagicBits (mod 2^32), see table_window()
   const int64_t* starts;  // device [seqs] write positions, or null: first_slot holds them
+  const int32_t* slots;   // paged pools: device [tokens] slot of each token (seqs == 1), or null
   // Slot of each sequence's first token (already mod capacity). 32 bits keep the parameter block
   // small for the one-token decode launch; a capacity of 2^31 or more goes through `starts`.
   int32_t first_slot[kInlineStarts];
@@ -55,7 +56,9 @@ __device__ __forceinline__ void locate_vector(const AppendParams& p, int64_t v, 
 // The cache row (packed row and scale index) of token tok of sequence s, head h.
 __device__ __forceinline__ int64_t cache_row(const AppendParams& p, int s, int64_t tok, int h) {
   int64_t slot;
-  if (p.starts) {
+  if (p.slots) {
+    slot = p.slots[tok];
+  } else if (p.starts) {
     const int64_t pos = p.starts[s] + tok;
     slot = p.sliding ? pos % p.capacity : pos;
   } else {

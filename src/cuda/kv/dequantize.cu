@@ -18,6 +18,7 @@ struct DequantParams {
   void* out;
   int64_t total;  // count · heads vectors
   int64_t capacity, first_slot;
+  const int32_t* slots;  // paged pools: device [count] slot of each token, or null
   int heads, dim, bits, g;
   bool sliding, aligned, small_index;
   FastDiv by_heads;
@@ -64,7 +65,7 @@ __global__ void __launch_bounds__(512) kernel_dequantize(const __grid_constant__
     }
     float y[C];
     if (active) {
-      int64_t slot = p.first_slot + tok;
+      int64_t slot = p.slots ? p.slots[tok] : p.first_slot + tok;
       if (p.sliding && slot >= p.capacity) slot -= p.capacity;
       const int64_t row = static_cast<int64_t>(h) * p.capacity + slot;
       const CodeWord word = load_codes<C>(p.packed + row * row_bytes + t * chunk_bytes, bits);
@@ -98,6 +99,7 @@ void kv_dequantize(const DequantizeArgs& a, Stream stream) {
   p.total = a.count * a.heads;
   p.capacity = a.capacity;
   p.first_slot = a.sliding ? a.begin % a.capacity : a.begin;
+  p.slots = a.slots;
   p.heads = a.heads;
   p.dim = a.dim;
   p.bits = a.bits;

@@ -1,0 +1,75 @@
+// The paged family's kernel interface: the work lists a PagedPlan builds on the host (one item per
+// single-query row, one entry per multi-query sequence), the argument struct the CPU and CUDA
+// backends take, and their functions. The public entry points (src/core/paged_cache.cpp,
+// src/core/paged_attention.cpp) validate and plan; these never do.
+//
+// The paged append and dequantize reuse the per-sequence kernels' argument structs
+// (core/kv_backend.h) with AppendArgs::slots / DequantizeArgs::slots set: seqs == 1, capacity =
+// the pool's slots, and token i goes to (comes from) slot slots[i] of each head's pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/attention_backend.h"
+#include "frugal/paged_attention.h"
+
+namespace frugal::attention::backend {
+
+// One query row of one sequence over the absolute token range [begin, end) it sees (causal and
+// window already applied; begin == end: no tokens, zeros and an LSE of −∞).
+struct RowItem {
+  int32_t seq;    // sequence of the batch (its pages: kv_indices[kv_indptr[seq] ..])
+  int32_t q_row;  // row of q, out and lse
+  int32_t begin, end;
+};
+
+// One sequence with n > 1 query tokens, for the tiled kernel: rows q_begin .. q_begin + q_count
+// of q; query j sits at position kv_len − q_count + j.
+struct TileSeq {
+  int32_t seq, q_begin, q_count, kv_len;
+};
+
+struct PagedArgs {
+  const void* q = nullptr;  // element (r, h, i) at q[r*q_stride_row + h*q_stride_h + i]
+  DType q_dtype = DType::f32;
+  int64_t q_stride_row = 0, q_stride_h = 0;
+  void* out = nullptr;  // contiguous [total_q, Hq, D]
+  DType out_dtype = DType::f32;
+  float* lse = nullptr;  // contiguous [total_q, Hq] or nullptr
+  int q_heads = 1, kv_heads = 1, dim = 0, page_size = 16;
+  int64_t slots = 0;  // pool slots (num_pages · page_size)
+  CacheArgs k, v;     // packed [Hkv, slots, D*bits/8], scales [Hkv, slots]
+  // The block tables (device memory for CUDA, host memory for the CPU).
+  const int32_t* kv_indptr = nullptr;   // [B + 1]
+  const int32_t* kv_indices = nullptr;  // [kv_indptr[B]]
+  // Work (device memory for CUDA, host memory for the CPU).
+  const RowItem* items = nullptr;  // served by choice.rows
+  int num_items = 0;
+  const TileSeq* seqs = nullptr;  // served by choice.tiles (empty when choice.tiles is a rows_* variant)
+  int num_seqs = 0;
+  int max_q_count = 0;   // the largest q_count of seqs (its grid)
+  int64_t max_kv_len = 0;
+  bool causal = true;
+  int64_t window_left = -1;
+  float softmax_scale = 1.0f;
+  PagedChoice choice;
+  void* workspace = nullptr;  // device scratch of workspace_bytes (zero-filled when created)
+  size_t workspace_bytes = 0;
+  int device = 0;
+};
+
+}  // namespace frugal::attention::backend
+
+namespace frugal::cpu {
+void paged_attention(const attention::backend::PagedArgs& a);
+}  // namespace frugal::cpu
+
+namespace frugal::cuda {
+// The row kernels (rows_f32 / rows_f16) over a.items, and the tiled kernel (tiles_f16) over a.seqs.
+void paged_rows(const attention::backend::PagedArgs& a, Stream stream);
+void paged_tiles(const attention::backend::PagedArgs& a, Stream stream);
+// Workspace each needs for this plan (partial states of split items; zero-filled counters).
+size_t paged_rows_workspace_bytes(const attention::backend::PagedArgs& a);
+size_t paged_tiles_workspace_bytes(const attention::backend::PagedArgs& a);
+}  // namespace frugal::cuda
