@@ -89,7 +89,9 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
   __syncthreads();
   if constexpr (DC > 0) {
     // One warp adds the groups (same order as below) and finishes the row.
-    const int b = static_cast<int>(row / p.q_heads), h = static_cast<int>(row % p.q_heads);
+    const int64_t b = output_row(p, row / p.q_heads);
+    const int h = static_cast<int>(row % p.q_heads);
+    if (threadIdx.x == 0 && p.lse) p.lse[b * p.q_heads + h] = lse_of(M, L);
     if (threadIdx.x < 32) {
       float sg[DC / 32], v[DC / 32];
       load_vsign<DC>(p, sg);
@@ -110,7 +112,9 @@ __global__ void __launch_bounds__(kThreads) kernel_combine(const __grid_constant
     }
     if (threadIdx.x == 0) lsum[0] = L;
     __syncthreads();
-    const int b = static_cast<int>(row / p.q_heads), h = static_cast<int>(row % p.q_heads);
+    const int64_t b = output_row(p, row / p.q_heads);
+    const int h = static_cast<int>(row % p.q_heads);
+    if (threadIdx.x == 0 && p.lse) p.lse[b * p.q_heads + h] = lse_of(M, L);
     store_output_rows(p, b, h, 1, fin, lsum, 1);
   }
 }

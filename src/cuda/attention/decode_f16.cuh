@@ -83,8 +83,9 @@ __device__ __forceinline__ void load_vec_cg(const float* src, float (&v)[N]) {
 // a butterfly, then warp 0's + 1's + 2's + 3's; and the O of dims 4v..4v+3 was summed by
 // G = 512/D groups of threads, group i over the slices i, i + G, ... in order, then group 0's + 1's
 // + ... — here lk[k] and acc[i] are those sums, in the same order.
-template <int D>
-__device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
+// kLse: also the row's LSE (paged calls; decode has none).
+template <int D, bool kLse>
+__device__ __forceinline__ void merge_slices(const Params& p, int b, int64_t qrow, int hq) {
   constexpr int E = D / 32;        // dims a lane holds: lane + 32j
   constexpr int G = 512 / D;       // kernel_combine's slice groups (kThreads threads of float4 each)
   constexpr int NB = 2 * G;        // slices loaded together (2G·E = 32 floats of registers a lane)
@@ -136,6 +137,8 @@ __device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
   float L = warp_sum(lk[0]);
 #pragma unroll
   for (int k = 1; k < 4; ++k) L = L + warp_sum(lk[k]);
+  if constexpr (kLse)
+    if (p.lse && lane == 0) p.lse[qrow * p.q_heads + hq] = lse_of(M, L);
   float v[E];
 #pragma unroll
   for (int j = 0; j < E; ++j) {
@@ -144,7 +147,7 @@ __device__ __forceinline__ void merge_slices(const Params& p, int b, int hq) {
     for (int i = 1; i < G; ++i) o += acc[i][j];
     v[j] = o;
   }
-  warp_store_row<D>(p, b, hq, v, L, sg);
+  warp_store_row<D>(p, qrow, hq, v, L, sg);
 }
 
 // ---- the kernel -------------------------------------------------------------------------------
@@ -231,8 +234,10 @@ static_assert(tile_token(0) == 0 && tile_token(1) == 4 && tile_token(6) == 3 && 
                   tile_token(9) == 12 && tile_token(14) == 11,
               "rows 2i, 2i + 1 of a tile half hold tokens i, i + 4");
 
-// NW: warps a block; kWide: the wide table (see lut_load_wide) and the bare ex2 in the softmax.
-template <int D, int KB, int VB, int NW = kWarps, bool kWide = false>
+// NW: warps a block; kWide: the wide table (see lut_load_wide) and the bare ex2 in the softmax;
+// kPaged: the blocks serve paged row items (Params::items): per-tile slots through the page list,
+// the tokens of a slice's first tile below the item's range masked, no L2 prefetch.
+template <int D, int KB, int VB, int NW = kWarps, bool kWide = false, bool kPaged = false>
 __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
@@ -269,14 +274,14 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   };
   // The V rows of this lane's K indices 2t4 + {0, 1, 8, 9} of tile j: tokens t4 + v_tok(j, e).
   auto v_tok = [](int j, int e) { return 16 * j + 4 * (e & 1) + 8 * (e >> 1); };
-  const BlockWork w = block_work(p);
+  const BlockWork w = block_work<kPaged>(p);
 
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
   // D = 128, 4-bit K: each full chunk asks L2 for the warp's next chunk's K lines (below).
   constexpr bool kPrefetchK = D == 128 && KB == 4;
   constexpr int kPrefetchLines = S::CH * KROW / 128;
   static_assert(!kPrefetchK || (kPrefetchLines <= 32 && S::CH * KROW % 128 == 0), "a line a lane");
-  const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
+  const int64_t head = kPaged ? w.hk : static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const int64_t cap = p.capacity;
   // The block's query rows (rows warp, warp + 4) and K's signs are requested first, so their
   // memory latency overlaps the codebook loads and the table stores (issued after the tables, the
@@ -289,7 +294,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int r = i * NW + warp;
-    const int64_t base = w.b * p.q_stride_b + (w.hq0 + min(r, w.heads - 1)) * p.q_stride_h;
+    const int64_t base = w.qrow * p.q_stride_b + (w.hq0 + min(r, w.heads - 1)) * p.q_stride_h;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
   }
@@ -347,7 +352,13 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
   const float* ksb = p.ks + head * p.capacity;
   const float* vsb = p.vs + head * p.capacity;
-  const int64_t slot_t0 = p.sliding ? w.t0 % cap : w.t0;
+  int64_t slot_t0;  // the slice's first token's slot: what masked tokens read
+  if constexpr (kPaged)
+    slot_t0 = w.t0 < w.t1 ? paged_slot(p, w.pages, w.t0) : 0;
+  else
+    slot_t0 = p.sliding ? w.t0 % cap : w.t0;
+  // Whether token t of a chunk is attended (below t1 always checked by the callers).
+  auto above_lo = [&](int64_t t) { return !kPaged || t >= w.lo; };
   const uint32_t lutK_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutK + lane));
   const uint32_t lutV_addr = static_cast<uint32_t>(__cvta_generic_to_shared(lutV + lane));
   const uint32_t lut_base = smem_addr(smem_u), lane4 = 4 * lane;
@@ -422,7 +433,8 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
-        const bool valid = kFull || first + 16 * j + 8 * n + gt < w.t1;
+        const int64_t tok = first + 16 * j + 8 * n + gt;
+        const bool valid = kFull || (tok < w.t1 && above_lo(tok));
         const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
         sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
         sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
@@ -528,13 +540,24 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     float ksc[S::NSUB][2], vsc[S::NSUB][2];
     // Full chunk: every token valid and the slots contiguous (no ring wrap); otherwise per-token
     // slots, tokens past the slice reading the slice's first token (masked below).
-    auto is_full = [&](int64_t st, int64_t sl) { return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap); };
+    // Paged: a chunk is one 16-token tile (S::NSUB == 1), inside one page, at slot sl from the page list.
+    static_assert(!kPaged || S::NSUB == 1, "the rotating loop's paged chunks are single tiles");
+    auto is_full = [&](int64_t st, int64_t sl) {
+      if constexpr (kPaged) return st >= w.lo && st + S::CH <= w.t1;
+      return st + S::CH <= w.t1 && (!p.sliding || sl + S::CH <= cap);
+    };
     auto slot_of = [&](int64_t st, int64_t sl, int i) -> int64_t {
       if (st + i >= w.t1) return slot_t0;
+      if constexpr (kPaged) return paged_slot(p, w.pages, st + i);
       return p.sliding ? advance_slot(sl, i, cap) : st + i;
+    };
+    auto chunk_slot = [&](int64_t st, int64_t sl) -> int64_t {
+      if constexpr (kPaged) return st < w.t1 ? paged_slot(p, w.pages, st) : slot_t0;
+      return sl;
     };
     auto load_k = [&](int64_t st, int64_t sl) {
       if (is_full(st, sl)) {
+        sl = chunk_slot(st, sl);
         const uint8_t* k_lane = kbase + (sl + gt) * KROW;
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
@@ -558,6 +581,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     };
     auto load_v = [&](int64_t st, int64_t sl) {
       if (is_full(st, sl)) {
+        sl = chunk_slot(st, sl);
         const uint8_t* v_lane = vbase + (sl + t4) * VROW;
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
@@ -605,8 +629,14 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       const int64_t cs = p.sliding ? start_slot : start;  // slot of the chunk's first token
       auto slot_of = [&](int i) -> int64_t {
         if (start + i >= w.t1) return slot_t0;
+        if constexpr (kPaged) return paged_slot(p, w.pages, start + i);
         return p.sliding ? advance_slot(start_slot, i, cap) : start + i;
       };
+      // Paged full chunks: the slot of each 16-token tile's first token (a tile lies inside one page).
+      int64_t tile_slot[S::NSUB];
+      if constexpr (kPaged && kFull)
+#pragma unroll
+        for (int j = 0; j < S::NSUB; ++j) tile_slot[j] = paged_slot(p, w.pages, start + 16 * j);
       // K rows and both scales: tokens gt and gt + 8 of each 16-token tile (Sᵀ rows g, g + 8); V rows:
       // tokens t4 + {0, 4, 8, 12} (K indices 2t4, 2t4 + 1, 2t4 + 8, 2t4 + 9; see tile_token).
       const uint8_t* k_lane = kbase + (cs + gt) * KROW;
@@ -623,7 +653,9 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            if constexpr (kFull)
+            if constexpr (kPaged && kFull)
+              load_words<S::VCB>(vbase + (tile_slot[j] + t4 + v_tok(j, e) - 16 * j) * VROW, vw[j][e]);
+            else if constexpr (kFull)
               load_words<S::VCB>(v_lane + v_tok(j, e) * VROW, vw[j][e]);
             else
               load_words<S::VCB>(vbase + slot_of(t4 + v_tok(j, e)) * VROW, vw[j][e]);
@@ -633,7 +665,12 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       for (int j = 0; j < S::NSUB; ++j) {
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
-          if constexpr (kFull) {
+          if constexpr (kPaged && kFull) {
+            const int64_t sl = tile_slot[j] + gt + 8 * n;
+            load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
+            ksc[j][n] = __ldg(ksb + sl);
+            vsc[j][n] = __ldg(vsb + sl);
+          } else if constexpr (kFull) {
             load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
             ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
             vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
@@ -650,7 +687,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       // same is slower).
       constexpr bool kVAfterScores = D > 128 || (kWide && D == 128 && (KB == 8 || VB == 8));
       if constexpr (!kVAfterScores) load_v();
-      if constexpr (kFull && kPrefetchK) {
+      if constexpr (kFull && kPrefetchK && !kPaged) {
         // The warp's next chunk's K rows (S::CH · KROW bytes, a 128-byte line a lane) into L2 while
         // this chunk computes (contiguous caches; rings do without): a few percent faster, part of it
         // (perhaps all) through the register allocation, since the loop runs at the 128-register
@@ -670,7 +707,8 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     };
 
     for (; start < w.t1; start += NW * S::CH) {
-      const bool full = start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
+      const bool full = kPaged ? start >= w.lo && start + S::CH <= w.t1
+                               : start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
       if (full)
         chunk(std::true_type{});
       else
@@ -737,7 +775,9 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     if (p.splits == 1) {
       float vsg[D / 32];
       load_vsign<D>(p, vsg);
-      warp_store_row<D>(p, w.b, w.hq0 + r, v, L, vsg);
+      if constexpr (kPaged)
+        if (p.lse && lane == 0) p.lse[w.qrow * p.q_heads + w.hq0 + r] = lse_of(M, L);
+      warp_store_row<D>(p, w.qrow, w.hq0 + r, v, L, vsg);
     } else {
       // This slice's partial; dims lane + 32j at lane·(D/32) + j (one vector store a lane).
       const int64_t row = (static_cast<int64_t>(w.b) * p.q_heads + w.hq0 + r) * p.splits + w.split;
@@ -770,7 +810,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   for (int r0 = 0; r0 < kHeadsPerBlock; r0 += NW) {
     const int r = r0 + warp;
     if (r >= w.heads) break;
-    merge_slices<D>(p, w.b, w.hq0 + r);
+    merge_slices<D, kPaged>(p, w.b, w.qrow, w.hq0 + r);
   }
 }
 
@@ -779,23 +819,23 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 // The register loop (kernel_decode_f16<D, KB, VB>) or, kWide, the wide-table loop
 // (kernel_decode_f16<D, KB, VB, kWideWarps, true>: 2 blocks per SM, each with the 64 KB table; ~69 KB
 // of shared memory a block at D = 128).
-template <int D, int KB, int VB, bool kWide>
+template <int D, int KB, int VB, bool kWide, bool kPaged>
 Launch f16_launch() {
   if constexpr (kWide) {
     constexpr int kBytes = F16Smem<D, KB, VB, kWideWarps, true>::kBytes;
     // The choice's automatic slices are whole rounds of this kernel's warps' chunks.
     static_assert(attention::backend::wide_round_tokens(D) == kWideWarps * F16Shape<D, KB, VB>::CH);
-    return {kernel_decode_f16<D, KB, VB, kWideWarps, true>, kBytes, kBytes, kWideWarps * 32, kWideMinBlocks};
+    return {kernel_decode_f16<D, KB, VB, kWideWarps, true, kPaged>, kBytes, kBytes, kWideWarps * 32, kWideMinBlocks};
   } else {
     constexpr int kBytes = F16Smem<D, KB, VB, kWarps>::kBytes;
-    return {kernel_decode_f16<D, KB, VB>, kBytes, kBytes};
+    return {kernel_decode_f16<D, KB, VB, kWarps, false, kPaged>, kBytes, kBytes};
   }
 }
 
-template <int D, bool kWide = false>
+template <int D, bool kWide = false, bool kPaged = false>
 Launch f16_launch_bits(int kb, int vb) {
-  if (kb == 4) return vb == 4 ? f16_launch<D, 4, 4, kWide>() : f16_launch<D, 4, 8, kWide>();
-  return vb == 4 ? f16_launch<D, 8, 4, kWide>() : f16_launch<D, 8, 8, kWide>();
+  if (kb == 4) return vb == 4 ? f16_launch<D, 4, 4, kWide, kPaged>() : f16_launch<D, 4, 8, kWide, kPaged>();
+  return vb == 4 ? f16_launch<D, 8, 4, kWide, kPaged>() : f16_launch<D, 8, 8, kWide, kPaged>();
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ __device__ void load_rotated_queries(const Params& p, const BlockWork& w, float*
   const int n = w.heads * D;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int h = i / D, d = i - h * D;
-    const int64_t idx = w.b * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
+    const int64_t idx = w.qrow * p.q_stride_b + (w.hq0 + h) * p.q_stride_h + d;
     const float x = load_elem(p.q, p.q_dtype, idx);
     qs[i] = p.ksign ? x * p.ksign[d] : x;
   }
@@ -40,6 +40,7 @@ __device__ void merge_and_store(const Params& p, const BlockWork& w, const float
         L += cml[(k * kHeadsPerBlock + h) * 2 + 1] * exp2f(cml[(k * kHeadsPerBlock + h) * 2] - M);
     fin_ml[2 * h] = M;
     fin_ml[2 * h + 1] = L;
+    if (p.splits == 1 && p.lse) p.lse[w.qrow * p.q_heads + w.hq0 + h] = lse_of(M, L);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < w.heads * D; i += blockDim.x) {
@@ -53,7 +54,7 @@ __device__ void merge_and_store(const Params& p, const BlockWork& w, const float
   }
   __syncthreads();
   if (p.splits == 1) {
-    store_output_rows(p, w.b, w.hq0, w.heads, fin, fin_ml + 1, 2);
+    store_output_rows(p, w.qrow, w.hq0, w.heads, fin, fin_ml + 1, 2);
     return;
   }
   for (int i = threadIdx.x; i < w.heads * D; i += blockDim.x) {
@@ -99,19 +100,20 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
   float* cml = cw + kWarps * kHeadsPerBlock * D;      // [kWarps][8][2]
   float* fin_ml = cml + kWarps * kHeadsPerBlock * 2;  // [8][2]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const BlockWork w = block_work(p);
+  const BlockWork w = p.items ? block_work<true>(p) : block_work<false>(p);
 
   for (int i = threadIdx.x; i < (1 << p.kbits); i += blockDim.x) cbk[i] = p.kcb[i];
   for (int i = threadIdx.x; i < (1 << p.vbits); i += blockDim.x) cbv[i] = p.vcb[i];
   load_rotated_queries(p, w, qs);  // ends with a barrier (the codebooks are visible too)
 
   const int64_t krow = static_cast<int64_t>(D) * p.kbits / 8, vrow = static_cast<int64_t>(D) * p.vbits / 8;
-  const int64_t head = static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
+  const int64_t head = w.pages ? w.hk : static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const uint8_t* kbase = p.kp + head * p.capacity * krow;
   const uint8_t* vbase = p.vp + head * p.capacity * vrow;
   const float* ksb = p.ks + head * p.capacity;
   const float* vsb = p.vs + head * p.capacity;
-  const int64_t slot0 = p.sliding ? w.t0 % p.capacity : w.t0;  // slot of the block's first token
+  // Slot of the block's first token (what masked lanes read).
+  const int64_t slot0 = w.pages ? (w.t0 < w.t1 ? paged_slot(p, w.pages, w.t0) : 0) : (p.sliding ? w.t0 % p.capacity : w.t0);
 
   float m[kHeadsPerBlock], l[kHeadsPerBlock], acc[kHeadsPerBlock][DPL];
 #pragma unroll
@@ -124,8 +126,12 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
 
   for (int64_t g0 = w.t0 + warp * 32; g0 < w.t1; g0 += kWarps * 32) {
     const int64_t pos = g0 + lane;
-    const bool valid = pos < w.t1;
-    const int64_t slot = valid ? (p.sliding ? advance_slot(slot0, pos - w.t0, p.capacity) : pos) : slot0;
+    const bool valid = pos < w.t1 && pos >= w.lo;
+    int64_t slot = slot0;
+    if (w.pages)
+      slot = pos < w.t1 ? paged_slot(p, w.pages, pos) : slot0;
+    else if (valid)
+      slot = p.sliding ? advance_slot(slot0, pos - w.t0, p.capacity) : pos;
     // Scores, lane = token.
     float s[kHeadsPerBlock];
 #pragma unroll
@@ -137,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
         if (h < w.heads) s[h] += qs[h * D + d] * c;
     });
     const float kscale = __ldg(ksb + slot) * p.score_scale;
-    const float vscale = __ldg(vsb + slot);
+    const float vscale = valid ? __ldg(vsb + slot) : 0.0f;
     float pr[kHeadsPerBlock];
 #pragma unroll
     for (int h = 0; h < kHeadsPerBlock; ++h) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/attention_backend.h"
+#include "core/paged_backend.h"
 #include "cuda/attention/params.cuh"
 #include "cuda/common.cuh"
 
@@ -46,63 +47,95 @@ int decode_attention_resident_blocks(DecodeVariant variant, int dim, int k_bits,
   return resident_blocks(prepared(l), l.threads, l.smem);
 }
 
+namespace {
+
+// The fields of a call's Params that both layouts fill the same way.
+decode::Params common_params(const void* q, DType q_dtype, void* out, DType out_dtype, const attention::backend::CacheArgs& k,
+                             const attention::backend::CacheArgs& v, int q_heads, int kv_heads, int dim,
+                             const attention::DecodeChoice& c, float softmax_scale) {
+  decode::Params p{};
+  p.q = q;
+  p.q_dtype = decode::dtype_code(q_dtype);
+  p.out_dtype = decode::dtype_code(out_dtype);
+  p.out = out;
+  p.kp = k.packed;
+  p.ks = k.scales;
+  p.ksign = k.signs;
+  p.kcb = k.centroids;
+  p.vp = v.packed;
+  p.vs = v.scales;
+  p.vsign = v.signs;
+  p.vcb = v.centroids;
+  p.kbits = k.bits;
+  p.vbits = v.bits;
+  p.q_heads = q_heads;
+  p.kv_heads = kv_heads;
+  p.group = q_heads / kv_heads;
+  p.head_tiles = attention::backend::head_tiles(p.group);
+  p.splits = c.splits;
+  p.dim = dim;
+  p.tokens_per_split = c.tokens_per_split;
+  p.score_scale = softmax_scale * decode::kLog2e / static_cast<float>(dim);
+  return p;
+}
+
+// Points p at the counters and partials of a split call in the workspace `ws` (rounded up to
+// kWorkspaceAlign; allocated from frugal's pool into `scratch` when null, its counters zeroed) and
+// returns the aligned base.
+uint8_t* attach_workspace(decode::Params& p, uint8_t* ws, const attention::backend::WorkspaceLayout& lay, bool needed,
+                          bool f16, std::optional<Scratch>& scratch, cudaStream_t st) {
+  namespace be = attention::backend;
+  if (!needed) return ws;
+  if (ws == nullptr) ws = scratch.emplace(lay.end + be::kWorkspaceAlign, st).as<uint8_t>();
+  ws = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ws) + be::kWorkspaceAlign - 1) / be::kWorkspaceAlign *
+                                  be::kWorkspaceAlign);
+  // A fresh allocation: its counters must start at zero (a caller's workspace is zeroed once, when
+  // it is created, and every call leaves its counters zero).
+  if (scratch && p.splits > 1 && f16)
+    FRUGAL_CUDA_CHECK(cudaMemsetAsync(ws + lay.counters, 0, lay.partial_o - lay.counters, st));
+  if (p.splits > 1) {
+    p.counters = reinterpret_cast<unsigned*>(ws + lay.counters);
+    p.part_o = reinterpret_cast<float*>(ws + lay.partial_o);
+    p.part_ml = reinterpret_cast<float*>(ws + lay.partial_ml);
+  }
+  return ws;
+}
+
+// The grid of (slice, K/V head × head tile, sequence or item), and the f32 kernel's combine.
+void launch_choice(const decode::Params& p, const Launch& launch, int rows, bool f16, cudaStream_t st) {
+  const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(p.kv_heads * p.head_tiles),
+                  static_cast<unsigned>(rows));
+  launch.fn<<<grid, launch.threads, launch.smem, st>>>(p);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+  // The f32 kernel's slices are merged by a second kernel (the f16 kernel merges them in its last
+  // block of each tile).
+  if (p.splits > 1 && !f16) decode::launch_combine(p, p.dim, rows * p.q_heads, p.splits, st);
+}
+
+}  // namespace
+
 void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   namespace be = attention::backend;
   DeviceGuard guard(device.index);
   const cudaStream_t st = to_cuda(stream);
   const attention::DecodeChoice& c = a.choice;
-  const int group = a.q_heads / a.kv_heads, tiles = be::head_tiles(group);
   const Launch launch = kernel_of(c.variant, a.dim, c.dims_per_lane, a.k.bits, a.v.bits);
   prepared(launch);
 
-  decode::Params p{};
-  p.q = a.q;
-  p.q_dtype = decode::dtype_code(a.q_dtype);
-  p.out_dtype = decode::dtype_code(a.out_dtype);
+  decode::Params p =
+      common_params(a.q, a.q_dtype, a.out, a.out_dtype, a.k, a.v, a.q_heads, a.kv_heads, a.dim, c, a.softmax_scale);
   p.q_stride_b = a.q_stride_b;
   p.q_stride_h = a.q_stride_h;
-  p.out = a.out;
-  p.kp = a.k.packed;
-  p.ks = a.k.scales;
-  p.ksign = a.k.signs;
-  p.kcb = a.k.centroids;
-  p.vp = a.v.packed;
-  p.vs = a.v.scales;
-  p.vsign = a.v.signs;
-  p.vcb = a.v.centroids;
-  p.kbits = a.k.bits;
-  p.vbits = a.v.bits;
-  p.q_heads = a.q_heads;
-  p.kv_heads = a.kv_heads;
-  p.group = group;
-  p.head_tiles = tiles;
-  p.splits = c.splits;
-  p.dim = a.dim;
   p.capacity = a.capacity;
   p.sliding = a.sliding ? 1 : 0;
-  p.tokens_per_split = c.tokens_per_split;
-  p.score_scale = a.softmax_scale * decode::kLog2e / static_cast<float>(a.dim);
 
   // Workspace: counters and partials when split, ranges when the batch is too large for the
   // parameters (layout: be::workspace_layout; its base rounded up to be::kWorkspaceAlign).
   const bool f16 = c.variant != DecodeVariant::f32;
   const be::WorkspaceLayout lay = be::workspace_layout(a.batch, a.q_heads, a.dim, c.splits);
-  uint8_t* ws = static_cast<uint8_t*>(a.workspace);
   std::optional<Scratch> scratch;  // when the caller gave no workspace: stream-ordered, from frugal's pool
-  if (be::uses_workspace(a.batch, c.splits)) {
-    if (ws == nullptr) ws = scratch.emplace(lay.end + be::kWorkspaceAlign, st).as<uint8_t>();
-    ws = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(ws) + be::kWorkspaceAlign - 1) / be::kWorkspaceAlign *
-                                    be::kWorkspaceAlign);
-    // A fresh allocation: its counters must start at zero (a caller's workspace is zeroed once, when
-    // it is created, and every call leaves its counters zero).
-    if (scratch && c.splits > 1 && f16)
-      FRUGAL_CUDA_CHECK(cudaMemsetAsync(ws + lay.counters, 0, lay.partial_o - lay.counters, st));
-  }
-  if (c.splits > 1) {
-    p.counters = reinterpret_cast<unsigned*>(ws + lay.counters);
-    p.part_o = reinterpret_cast<float*>(ws + lay.partial_o);
-    p.part_ml = reinterpret_cast<float*>(ws + lay.partial_ml);
-  }
+  uint8_t* ws = attach_workspace(p, static_cast<uint8_t*>(a.workspace), lay, be::uses_workspace(a.batch, c.splits), f16,
+                                 scratch, st);
   // [begin, end) pairs: in the parameters for small batches, else through the workspace.
   auto put_ranges = [&](int64_t* r) {
     for (int b = 0; b < a.batch; ++b) {
@@ -119,14 +152,71 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   } else {
     put_ranges(p.ranges);
   }
+  launch_choice(p, launch, a.batch, f16, st);
+}
 
-  const dim3 grid(static_cast<unsigned>(c.splits), static_cast<unsigned>(a.kv_heads * tiles),
-                  static_cast<unsigned>(a.batch));
-  launch.fn<<<grid, launch.threads, launch.smem, st>>>(p);
-  FRUGAL_CUDA_CHECK_LAUNCH();
-  // The f32 kernel's slices are merged by a second kernel (the f16 kernel merges them in its last
-  // block of each tile).
-  if (c.splits > 1 && !f16) decode::launch_combine(p, a.dim, a.batch * a.q_heads, c.splits, st);
+// ---- the paged row kernels --------------------------------------------------------------------
+
+namespace {
+
+// The decode choice the paged row variant runs: the f32 kernel, or the f16 kernel of the decode
+// rule (the wide-table loop at D = 64 and 128, the register loop elsewhere).
+attention::DecodeChoice row_choice(const attention::backend::PagedArgs& a) {
+  attention::DecodeChoice c;
+  c.splits = a.choice.splits;
+  c.tokens_per_split = a.choice.tokens_per_split;
+  if (a.choice.rows == attention::PagedVariant::rows_f32) {
+    c.variant = DecodeVariant::f32;
+    c.dims_per_lane = attention::backend::f32_dims_per_lane(a.dim);
+  } else {
+    c.variant = a.dim <= 128 ? DecodeVariant::f16_wide : DecodeVariant::f16_registers;
+  }
+  return c;
+}
+
+Launch paged_kernel_of(const attention::DecodeChoice& c, int dim, int k_bits, int v_bits) {
+  switch (c.variant) {
+    case DecodeVariant::f16_wide:
+      return decode::f16_wide_paged_kernel(dim, k_bits, v_bits);
+    case DecodeVariant::f16_registers:
+      return decode::f16_registers_paged_kernel(dim, k_bits, v_bits);
+    default:
+      return decode::f32_kernel(dim, c.dims_per_lane);  // one kernel serves both layouts
+  }
+}
+
+}  // namespace
+
+size_t paged_rows_workspace_bytes(const attention::backend::PagedArgs& a) {
+  if (a.num_items == 0) return 0;
+  return attention::backend::workspace_bytes(a.num_items, a.q_heads, a.dim, a.choice.splits);
+}
+
+void paged_rows(const attention::backend::PagedArgs& a, Stream stream) {
+  namespace be = attention::backend;
+  if (a.num_items == 0) return;
+  DeviceGuard guard(a.device);
+  const cudaStream_t st = to_cuda(stream);
+  const attention::DecodeChoice c = row_choice(a);
+  const Launch launch = paged_kernel_of(c, a.dim, a.k.bits, a.v.bits);
+  prepared(launch);
+  decode::Params p =
+      common_params(a.q, a.q_dtype, a.out, a.out_dtype, a.k, a.v, a.q_heads, a.kv_heads, a.dim, c, a.softmax_scale);
+  p.q_stride_b = a.q_stride_row;
+  p.q_stride_h = a.q_stride_h;
+  p.capacity = a.slots;
+  p.items = a.items;
+  p.kv_indptr = a.kv_indptr;
+  p.kv_indices = a.kv_indices;
+  p.page_shift = __builtin_ctz(static_cast<unsigned>(a.page_size));
+  p.lse = a.lse;
+  const bool f16 = c.variant != DecodeVariant::f32;
+  FRUGAL_CHECK(c.splits == 1 || a.workspace != nullptr, internal, "attention::PagedPlan::run",
+               "a split row call needs the plan's workspace");
+  const be::WorkspaceLayout lay = be::workspace_layout(a.num_items, a.q_heads, a.dim, c.splits);
+  std::optional<Scratch> none;
+  attach_workspace(p, static_cast<uint8_t*>(a.workspace), lay, c.splits > 1, f16, none, st);
+  launch_choice(p, launch, a.num_items, f16, st);
 }
 
 }  // namespace frugal::cuda

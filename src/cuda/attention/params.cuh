@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/attention_backend.h"
+#include "core/paged_backend.h"
 #include "cuda/common.cuh"
 
 namespace frugal::cuda::decode {
@@ -45,6 +46,15 @@ struct Params {
   int64_t tokens_per_split;
   float score_scale;          // softmax_scale · log2(e) / D (the two transforms' 1/√D each)
   const int64_t* ranges_dev;  // [B][2] in the workspace when B > kInlineBatch, else nullptr
+  // Paged pools (items non-null): block z serves the row item items[z] (its query row, sequence and
+  // token range); kp/ks/vp/vs are the head-major pools (capacity = their slots, one "sequence"), and
+  // token t of the item's sequence sits in slot kv_indices[kv_indptr[seq] + t >> page_shift] << page_shift
+  // | t & (page size − 1).
+  const attention::backend::RowItem* items;
+  const int32_t* kv_indptr;
+  const int32_t* kv_indices;
+  int page_shift;
+  float* lse;  // [rows, Hq] natural-log LSE of each output row, or nullptr
   int64_t ranges[2 * kInlineBatch];
 };
 
@@ -65,6 +75,9 @@ struct Launch {
 Launch f32_kernel(int dim, int dims_per_lane);                 // decode_f32.cu
 Launch f16_registers_kernel(int dim, int k_bits, int v_bits);  // decode_f16.cu
 Launch f16_wide_kernel(int dim, int k_bits, int v_bits);       // decode_f16_wide.cu
+// The same two loops over paged row items (kPaged; the f32 kernel serves both layouts).
+Launch f16_registers_paged_kernel(int dim, int k_bits, int v_bits);  // paged_rows_f16.cu
+Launch f16_wide_paged_kernel(int dim, int k_bits, int v_bits);       // paged_rows_f16_wide.cu
 // The f32 kernel's second pass: merges the `splits` partial states of each of `rows` output rows
 // (combine.cu), launched as a programmatic dependent of the main kernel.
 void launch_combine(const Params& p, int dim, int rows, int splits, cudaStream_t stream);
@@ -73,9 +86,18 @@ namespace {
 
 struct BlockWork {
   int b, hk, hq0, heads, split;
+  int64_t qrow;    // row of q and out (b, or the paged item's query row)
   int64_t t0, t1;  // absolute token positions of this block's slice (t0 >= t1: nothing)
+  int64_t lo;      // the first token attended: tokens of [t0, t1) below it are masked (paged items only)
+  const int32_t* pages;  // the paged item's pages in token order, or nullptr
 };
 
+// A paged item's slices start on a 16-token tile (its range's start rounded down, the tokens below
+// it masked), so every tile of a page-aligned pool lies inside one page.
+constexpr int64_t kPagedAlign = attention::backend::kTileTokens;
+
+// kPaged: the block serves a paged row item (Params::items), else a sequence of the per-sequence layout.
+template <bool kPaged>
 __device__ __forceinline__ BlockWork block_work(const Params& p) {
   BlockWork w;
   w.b = blockIdx.z;
@@ -84,12 +106,37 @@ __device__ __forceinline__ BlockWork block_work(const Params& p) {
   w.hq0 = w.hk * p.group + tile * kHeadsPerBlock;
   w.heads = min(kHeadsPerBlock, p.group - tile * kHeadsPerBlock);
   w.split = blockIdx.x;
-  const int64_t beg = p.ranges_dev ? p.ranges_dev[2 * w.b] : p.ranges[2 * w.b];
-  const int64_t end = p.ranges_dev ? p.ranges_dev[2 * w.b + 1] : p.ranges[2 * w.b + 1];
+  int64_t beg, end;
+  if constexpr (kPaged) {
+    const attention::backend::RowItem it = p.items[w.b];
+    w.qrow = it.q_row;
+    w.pages = p.kv_indices + p.kv_indptr[it.seq];
+    w.lo = it.begin;
+    beg = it.begin / kPagedAlign * kPagedAlign;
+    end = it.end > it.begin ? it.end : beg;  // no tokens: an empty slice (not the masked ones below begin)
+  } else {
+    w.qrow = w.b;
+    w.pages = nullptr;
+    beg = p.ranges_dev ? p.ranges_dev[2 * w.b] : p.ranges[2 * w.b];
+    end = p.ranges_dev ? p.ranges_dev[2 * w.b + 1] : p.ranges[2 * w.b + 1];
+    w.lo = beg;
+  }
   w.t0 = beg + static_cast<int64_t>(w.split) * p.tokens_per_split;
   w.t1 = min(end, w.t0 + p.tokens_per_split);
   return w;
 }
+
+// The pool slot of token t of a paged item.
+__device__ __forceinline__ int64_t paged_slot(const Params& p, const int32_t* pages, int64_t t) {
+  const int64_t page = __ldg(pages + (t >> p.page_shift));
+  return (page << p.page_shift) | (t & ((int64_t{1} << p.page_shift) - 1));
+}
+
+// The output row (of q, out and lse) of block row b: b itself, or the paged item's query row.
+__device__ __forceinline__ int64_t output_row(const Params& p, int64_t b) { return p.items ? p.items[b].q_row : b; }
+
+// The natural-log LSE of a row from its softmax state in log2 units (M the max, L = Σ 2^(s − M)).
+__device__ __forceinline__ float lse_of(float M, float L) { return (M + log2f(L)) * 0.6931471805599453f; }
 
 }  // namespace
 

@@ -30,7 +30,7 @@ __device__ void fwht_rows(float* x, int rows, int D) {
 
 // Final rows: out = s_V ⊙ FWHT(O / L) / D, or zeros where L == 0 (no tokens). fin: [rows][D] in
 // shared memory, L[r * l_stride]: the rows' sums. Every thread must call it.
-__device__ void store_output_rows(const Params& p, int b, int hq0, int rows, float* fin, const float* L, int l_stride) {
+__device__ void store_output_rows(const Params& p, int64_t b, int hq0, int rows, float* fin, const float* L, int l_stride) {
   const int D = p.dim;
   for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
     const float l = L[(i / D) * l_stride];
@@ -91,7 +91,7 @@ __device__ __forceinline__ void load_vsign(const Params& p, float (&sg)[D / 32])
 // One final row by one warp: out[b, hq] = s_V ⊙ FWHT(o / (l·D)), zeros where l == 0 (as
 // store_output_rows, bitwise). sg: load_vsign's.
 template <int D>
-__device__ __forceinline__ void warp_store_row(const Params& p, int b, int hq, float (&v)[D / 32], float l,
+__device__ __forceinline__ void warp_store_row(const Params& p, int64_t b, int hq, float (&v)[D / 32], float l,
                                                const float (&sg)[D / 32]) {
   const int lane = threadIdx.x & 31;
 #pragma unroll
