@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cpu/clones.h"
 #include "core/kv_backend.h"
 #include "cpu/kv_common.h"
 #include "core/types.h"
@@ -34,15 +35,7 @@ using kv::backend::DequantizeArgs;
 // one AVX-512 register of f32 (two of AVX2, four of SSE2).
 constexpr int kLanes = 16;
 
-// The batch's loops are compiled for three x86-64 levels (SSE2, AVX2, AVX-512), the best one the
-// CPU runs picked at load time; other targets, and clang (whose target_clones takes no function
-// templates), compile them once. Helpers are inlined into each.
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
-#define FRUGAL_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FRUGAL_CPU_CLONES
-#endif
-#define FRUGAL_INLINE [[gnu::always_inline]] inline
+// The batch's loops are compiled per x86-64 level (cpu/clones.h).
 
 // x[i] as f32, without branches (the compiler vectorizes the loops that call these).
 FRUGAL_INLINE float load_f32(float x) { return x; }
