@@ -50,6 +50,14 @@ struct PagedConfig {
 // Throws frugal::Error naming `op` and the offending field when the config is unusable.
 void validate(const PagedConfig& config, const char* op);
 
+// A paged cache's pools as tensors someone else allocates (see kv::CacheStorage); shapes, dtypes
+// and devices as the PagedCache accessors of the same names say.
+struct PagedStorage {
+  Tensor k_packed, k_scales, v_packed, v_scales;
+  Tensor k_signs, v_signs;  // undefined when the config has no such sign seed
+  Tensor k_centroids, k_boundaries, v_centroids, v_boundaries;
+};
+
 // A batch's block tables, in host memory (see the header comment).
 struct PageTable {
   std::span<const int32_t> indptr;         // [B + 1], indptr[0] = 0, non-decreasing
@@ -65,6 +73,10 @@ std::vector<int64_t> sequence_lengths(const PageTable& table, const PagedConfig&
 class PagedCache {
  public:
   PagedCache(const PagedConfig& config, Device device = Device::cpu(), Stream stream = nullptr);
+  // A cache over `storage` (kept alive by its Tensors' owners) instead of pools of its own.
+  // config.k_sign_seed / v_sign_seed say whether the signs are defined; their values are not read.
+  // Throws frugal::Error naming kv::PagedCache::wrap and the tensor that does not fit the config.
+  static PagedCache wrap(const PagedConfig& config, PagedStorage storage);
 
   const PagedConfig& config() const { return config_; }
   Device device() const { return k_packed_.device(); }
@@ -97,6 +109,7 @@ class PagedCache {
   const Tensor& v_boundaries() const { return v_boundaries_; }
 
  private:
+  PagedCache() = default;
   PagedConfig config_;
   Tensor k_packed_, k_scales_, v_packed_, v_scales_;
   Tensor k_signs_, v_signs_, k_centroids_, k_boundaries_, v_centroids_, v_boundaries_;
