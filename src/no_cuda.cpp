@@ -20,6 +20,7 @@ namespace frugal::cuda {
 void* device_malloc(size_t, int) { FRUGAL_NO_CUDA("Tensor::empty"); }
 void device_free(void*, int) noexcept {}
 void memcpy(void*, const void*, size_t, CopyKind, Stream) { FRUGAL_NO_CUDA("copy"); }
+void memcpy_to_device_async(void*, const void*, size_t, Stream) { FRUGAL_NO_CUDA("copy"); }
 void memset_zero(void*, size_t, Stream) { FRUGAL_NO_CUDA("Tensor::zeros"); }
 int device_count() noexcept { return 0; }
 std::string device_name(int) { FRUGAL_NO_CUDA("device_name"); }
@@ -73,4 +74,14 @@ spconv::backend::ConvReport spconv_dgrad(const spconv::backend::ConvArgs&, const
 void spconv_wgrad(const spconv::backend::WgradArgs&, const spconv::WgradChoice&, Stream) {
   FRUGAL_NO_CUDA("spconv::submanifold_conv_backward");
 }
+}  // namespace frugal::cuda
+
+// ---- paged attention (src/cuda/attention/paged_rows.cu, paged_tiles.cu) ----
+#include "core/paged_backend.h"
+
+namespace frugal::cuda {
+void paged_rows(const attention::backend::PagedArgs&, Stream) { FRUGAL_NO_CUDA("attention::paged_attention"); }
+void paged_tiles(const attention::backend::PagedArgs&, Stream) { FRUGAL_NO_CUDA("attention::paged_attention"); }
+size_t paged_rows_workspace_bytes(const attention::backend::PagedArgs&) { return 0; }
+size_t paged_tiles_workspace_bytes(const attention::backend::PagedArgs&) { return 0; }
 }  // namespace frugal::cuda

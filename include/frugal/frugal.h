@@ -9,4 +9,6 @@
 
 #include "frugal/attention.h"
 #include "frugal/kv_cache.h"
+#include "frugal/paged_attention.h"
+#include "frugal/paged_cache.h"
 #include "frugal/sparse_conv.h"

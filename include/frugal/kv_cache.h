@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -103,11 +104,27 @@ struct AppendOptions {
   std::optional<AppendVariant> variant;
 };
 
+// A cache's storage as tensors someone else allocates: a framework's arrays, which is what a torch
+// custom op is handed (those ops take tensors, never objects). Shapes, dtypes and devices as the
+// Cache accessors of the same names say.
+struct CacheStorage {
+  Tensor packed;      // [batch, H, capacity, D*bits/8] u8
+  Tensor scales;      // [batch, H, capacity] f32
+  Tensor signs;       // [D] f32 ±1, or undefined when the config has no sign seed
+  Tensor centroids;   // [2^bits] f32
+  Tensor boundaries;  // [2^bits − 1] f32
+};
+
 // One layer's K (or V) cache for `batch` sequences. Write positions live on the host; each
 // sequence has its own. A cache is used from one stream at a time.
 class Cache {
  public:
   Cache(const CacheConfig& config, Device device = Device::cpu(), Stream stream = nullptr);
+  // A cache that reads and writes `storage` (kept alive by its Tensors' owners) from these write
+  // positions (host, one per sequence: ≥ 0, and ≤ capacity in a global cache). config.sign_seed
+  // says whether storage.signs is defined; its value is not read (the signs are storage.signs' values).
+  // Throws frugal::Error naming kv::Cache::wrap and the tensor that does not fit the config.
+  static Cache wrap(const CacheConfig& config, CacheStorage storage, std::span<const int64_t> write_positions);
 
   const CacheConfig& config() const { return config_; }
   Device device() const { return packed_.device(); }
@@ -133,6 +150,10 @@ class Cache {
 
   int64_t write_pos(int seq = 0) const { return positions_.at(seq); }
   const std::vector<int64_t>& write_positions() const { return positions_; }
+  // The write positions as host memory ([batch] i64, valid as long as the cache) that a framework
+  // keeps a tensor over, so that its custom ops advance the positions this cache reads (frugal.torch
+  // does). The cache trusts them: write only what an append leaves (≥ 0, ≤ capacity in a global cache).
+  std::span<int64_t> write_positions_memory() { return positions_; }
   // Oldest token position still held by sequence `seq`.
   int64_t first_held(int seq = 0) const;
   int64_t slot(int64_t token) const { return config_.sliding ? token % config_.capacity : token; }

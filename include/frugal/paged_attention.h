@@ -26,9 +26,12 @@
 // Plan, then run (FlashInfer's split): a PagedPlan validates a batch description (host memory),
 // fixes the kernels, the splits and the workspace, and copies the description to the device once.
 // run() then does no host synchronization and no allocation, so it can be captured in a CUDA graph;
-// update() rewrites the plan's device buffers in place for a new batch of the same shape class (the
-// same number of sequences and query rows at most, lengths within the plan's max_kv_len), so a
-// captured graph replays the new batch. The plan is used from one stream at a time.
+// update() rewrites the plan's device buffers in place for a new batch of the same shape class (as
+// many sequences and query rows at most, lengths within the plan's max_kv_len), so a captured graph
+// replays the new batch. A graph holds the work counts it was captured with: replay it after an
+// update() whose qo_indptr equals the captured batch's (the same query rows per sequence, as a
+// decode or speculative step has); run() itself serves any batch update() accepted. The plan is
+// used from one stream at a time.
 #pragma once
 
 #include <cstdint>
@@ -90,7 +93,9 @@ class PagedPlan {
 
   // A new batch into the same device buffers (stream-ordered copies, no synchronization). Throws,
   // changing nothing, when it has more sequences, rows or pages than the plan was made for, a
-  // sequence longer than max_kv_len, or would need other kernels.
+  // sequence longer than max_kv_len, or (where choice().tiles is tiles_f16) a sequence with more
+  // query tokens than the plan's longest multi-query sequence (the tiled kernel's grid and workspace).
+  // The pages: up to ⌈max_kv_len / page_size⌉ a sequence, so decode steps may grow into new pages.
   void update(const PagedBatch& batch, Stream stream = nullptr);
 
   // q [total_q, Hq, D] (the plan's dtype, the last dimension contiguous); out [total_q, Hq, D]

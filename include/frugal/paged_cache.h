@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 #include "frugal/kv_cache.h"
 #include "frugal/tensor.h"
@@ -39,7 +40,7 @@ struct PagedConfig {
   int num_kv_heads = 8;
   int head_dim = 128;     // power of two in [4, 4096]
   int page_size = 16;     // 16, 32 or 64 tokens
-  int64_t num_pages = 0;  // pages in the pool, ≥ 1
+  int64_t num_pages = 0;  // pages in the pool, ≥ 1, with num_pages · page_size < 2^31 (slots are 32-bit)
   int k_bits = 4;         // 2, 3, 4 or 8 bits per coordinate (each: head_dim × bits fills whole bytes)
   int v_bits = 4;
   ScaleRule scale_rule = ScaleRule::l2_norm;
@@ -49,6 +50,14 @@ struct PagedConfig {
 
 // Throws frugal::Error naming `op` and the offending field when the config is unusable.
 void validate(const PagedConfig& config, const char* op);
+
+// A paged cache's pools as tensors someone else allocates (see kv::CacheStorage); shapes, dtypes
+// and devices as the PagedCache accessors of the same names say.
+struct PagedStorage {
+  Tensor k_packed, k_scales, v_packed, v_scales;
+  Tensor k_signs, v_signs;  // undefined when the config has no such sign seed
+  Tensor k_centroids, k_boundaries, v_centroids, v_boundaries;
+};
 
 // A batch's block tables, in host memory (see the header comment).
 struct PageTable {
@@ -62,9 +71,14 @@ struct PageTable {
 // last_page_len in range) and returns L_b per sequence. Throws frugal::Error naming `op`.
 std::vector<int64_t> sequence_lengths(const PageTable& table, const PagedConfig& config, const char* op);
 
+// A cache is used from one stream at a time (its appends reuse one device buffer for the slots).
 class PagedCache {
  public:
   PagedCache(const PagedConfig& config, Device device = Device::cpu(), Stream stream = nullptr);
+  // A cache over `storage` (kept alive by its Tensors' owners) instead of pools of its own.
+  // config.k_sign_seed / v_sign_seed say whether the signs are defined; their values are not read.
+  // Throws frugal::Error naming kv::PagedCache::wrap and the tensor that does not fit the config.
+  static PagedCache wrap(const PagedConfig& config, PagedStorage storage);
 
   const PagedConfig& config() const { return config_; }
   Device device() const { return k_packed_.device(); }
@@ -97,9 +111,17 @@ class PagedCache {
   const Tensor& v_boundaries() const { return v_boundaries_; }
 
  private:
+  PagedCache() = default;
   PagedConfig config_;
   Tensor k_packed_, k_scales_, v_packed_, v_scales_;
   Tensor k_signs_, v_signs_, k_centroids_, k_boundaries_, v_centroids_, v_boundaries_;
+  // append's scratch: the token slots (host, and on a GPU their device copy, grown on demand) and
+  // the per-page marks of its written-page check (stamp_ tells this call's marks from older ones).
+  std::vector<int32_t> host_slots_;
+  Tensor device_slots_;
+  std::vector<uint32_t> page_stamp_;
+  std::vector<int32_t> page_written_;
+  uint32_t stamp_ = 0;
 };
 
 }  // namespace frugal::kv

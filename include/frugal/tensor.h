@@ -77,6 +77,11 @@ class Tensor {
   // A contiguous copy on `device` (synchronous with respect to the host when a side is the CPU).
   Tensor to(Device device, Stream stream = nullptr) const;
 
+  // A Tensor over memory it does not allocate (a framework's array): every copy holds `owner`
+  // (may be empty), released with the last one, so the memory stays valid as long as the owner
+  // keeps it. The view must be contiguous.
+  static Tensor wrap(const TensorView& view, std::shared_ptr<void> owner = nullptr);
+
  private:
   std::shared_ptr<void> storage_;
   TensorView view_;

@@ -23,6 +23,11 @@ def hadamard_transform(x: Any, out: Any = None, *, stream: Optional[int] = None)
     return wrap(_frugal.hadamard_transform(dl(x), stream=s), x)
 
 
+# Called with every new Cache (frugal.torch registers one that gives the cache its torch tensors,
+# so that a compiled function reads them without calling into the extension).
+_new_cache_hooks: list = []
+
+
 class Cache:
     """One layer's quantized K (or V) cache for `batch` sequences, on 'cpu' or 'cuda[:N]'.
 
@@ -45,6 +50,9 @@ class Cache:
             sliding=sliding, bits=int_arg(op, "bits", bits), scale_rule=scale_rule,
             sign_seed=int_arg(op, "sign_seed", sign_seed, "uint64"), device=str(device))
         self._like: Any = None  # the framework results come back in: that of the last accepted array
+        self._torch: Any = None  # frugal.torch's tensors over the storage (frugal.torch.cache_tensors)
+        for hook in _new_cache_hooks:
+            hook(self)
 
     def append(self, x: Any, *, seq: Optional[int] = None, stream: Optional[int] = None) -> None:
         """Quantize x [T, H, D] (batch 1, or into sequence `seq`) or [batch, T, H, D]; f32 | f16 | bf16.

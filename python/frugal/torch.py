@@ -188,3 +188,7 @@ class SubMConv3d(torch.nn.Module):
 # ---- autograd (python/frugal/_autograd.py): submanifold_conv's backward, so SubMConv3d trains ----
 from ._autograd import register_autograd as _register_autograd, submanifold_conv_backward_op  # noqa: E402,F401
 _register_autograd(submanifold_conv_op)
+
+# ---- the KV cache and attention (python/frugal/_torch_kv.py): custom ops over the caches' storage ----
+from ._torch_kv import (CacheTensors, cache_append, cache_append_op, cache_tensors,  # noqa: E402,F401
+                        decode_attention, decode_attention_op)

@@ -73,6 +73,40 @@ Array make_array(const TensorView& v, nb::handle owner) {
 TensorView to_view(const InArray& a, const char* op, const char* name) { return view_of(a, op, name); }
 TensorView to_view(const nb::ndarray<>& a, const char* op, const char* name) { return view_of(a, op, name); }
 
+Tensor to_tensor(const nb::ndarray<>& a, const char* op, const char* name) {
+  const TensorView v = view_of(a, op, name);
+  FRUGAL_CHECK(v.is_contiguous(), invalid_argument, op, name << " must be contiguous, got " << v.describe());
+  // The last copy may go away on a thread without the GIL (a Tensor handle held by C++).
+  std::shared_ptr<void> keep(new nb::ndarray<>(a), [](void* p) noexcept {
+    nb::gil_scoped_acquire gil;
+    delete static_cast<nb::ndarray<>*>(p);
+  });
+  return Tensor::wrap(v, std::move(keep));
+}
+
+namespace {
+
+template <typename T>
+std::span<const T> host_span(const InArray& a, DType want, const char* op, const char* name) {
+  const TensorView v = view_of(a, op, name);
+  FRUGAL_CHECK(v.device.is_cpu(), invalid_argument, op,
+               name << " must be in host memory (a CPU array), got one on " << to_string(v.device));
+  FRUGAL_CHECK(v.rank == 1, invalid_argument, op, name << " must be 1-D, got " << v.describe());
+  FRUGAL_CHECK(v.dtype == want, invalid_argument, op,
+               name << " must be " << to_string(want) << ", got " << to_string(v.dtype));
+  FRUGAL_CHECK(v.is_contiguous(), invalid_argument, op, name << " must be contiguous");
+  return {static_cast<const T*>(v.data), static_cast<size_t>(v.size(0))};
+}
+
+}  // namespace
+
+std::span<const int32_t> to_host_i32(const InArray& a, const char* op, const char* name) {
+  return host_span<int32_t>(a, DType::i32, op, name);
+}
+std::span<const int64_t> to_host_i64(const InArray& a, const char* op, const char* name) {
+  return host_span<int64_t>(a, DType::i64, op, name);
+}
+
 OutArray to_array(const Tensor& t) {
   // The capsule owns a copy of the Tensor handle: the storage lives as long as any array on it.
   auto* keep = new Tensor(t);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "frugal/frugal.h"
 
@@ -27,6 +28,12 @@ using ReadOnlyArray = nb::ndarray<nb::array_api, nb::ro>;
 
 TensorView to_view(const InArray& a, const char* op, const char* name);
 TensorView to_view(const nb::ndarray<>& a, const char* op, const char* name);
+// A Tensor over the array's memory (no copy) that keeps the array alive as long as any copy of it:
+// storage a kv::Cache::wrap or kv::PagedCache::wrap reads and writes.
+Tensor to_tensor(const nb::ndarray<>& a, const char* op, const char* name);
+// A host int32 / int64 array (1-D, contiguous) as a span: block tables, indptrs, positions.
+std::span<const int32_t> to_host_i32(const InArray& a, const char* op, const char* name);
+std::span<const int64_t> to_host_i64(const InArray& a, const char* op, const char* name);
 OutArray to_array(const Tensor& t);
 // A view into storage owned by `owner` (a Python object holding it, e.g. a Cache).
 OutArray to_array(const TensorView& v, nb::handle owner);

@@ -28,7 +28,27 @@ int checked_seq(const kv::Cache& c, int seq, const char* op) {
   return seq;
 }
 
+// The bits of a codebook of `levels` centroids (2, 3, 4 or 8 bits; anything else is left to the
+// config check, which names the field).
+int bits_of_levels(int64_t levels) {
+  int bits = 0;
+  while (bits < 16 && (int64_t{1} << bits) < levels) ++bits;
+  return bits;
+}
+
 }  // namespace
+
+// The storage of a cache as writable arrays owned by `self` (a Python object holding the cache):
+// what frugal.torch keeps tensors over. The positions are the host memory the cache reads them from.
+nb::tuple cache_storage(nb::handle self) {
+  kv::Cache& c = nb::cast<kv::Cache&>(self);
+  const std::span<int64_t> pos = c.write_positions_memory();
+  const TensorView positions(pos.data(), DType::i64, {static_cast<int64_t>(pos.size())});
+  return nb::make_tuple(to_array(c.packed().view(), self), to_array(c.scales().view(), self),
+                        c.signs().defined() ? nb::cast(to_array(c.signs().view(), self)) : nb::none(),
+                        to_array(c.centroids().view(), self), to_array(c.boundaries().view(), self),
+                        to_array(positions, self));
+}
 
 void bind_kv(nb::module_& m) {
   nb::enum_<kv::ScaleRule>(m, "ScaleRule", "How a quantized vector's scale is chosen.")
@@ -136,6 +156,44 @@ void bind_kv(nb::module_& m) {
             return nb::make_tuple(to_array(c.packed().view(), self), to_array(c.scales().view(), self));
           },
           "(packed, scales) as writable views of the cache's storage (what you write is what it holds).")
+      .def_static(
+          "_wrap",
+          [](nb::ndarray<> packed, nb::ndarray<> scales, std::optional<nb::ndarray<>> signs, nb::ndarray<> centroids,
+             nb::ndarray<> boundaries, InArray positions, bool sliding, kv::ScaleRule scale_rule) {
+            constexpr const char* op = "kv::Cache::wrap";
+            FRUGAL_CHECK(packed.ndim() == 4, invalid_argument, op,
+                         "packed must be [batch, heads, capacity, row bytes], got rank " << packed.ndim());
+            FRUGAL_CHECK(centroids.ndim() == 1, invalid_argument, op,
+                         "centroids must be 1-D [2^bits], got rank " << centroids.ndim());
+            kv::CacheConfig c;
+            c.batch = static_cast<int>(packed.shape(0));
+            c.num_kv_heads = static_cast<int>(packed.shape(1));
+            c.capacity = static_cast<int64_t>(packed.shape(2));
+            c.bits = bits_of_levels(static_cast<int64_t>(centroids.shape(0)));
+            FRUGAL_CHECK(c.bits > 0 && static_cast<int64_t>(packed.shape(3)) * 8 % c.bits == 0, invalid_argument, op,
+                         "packed rows of " << packed.shape(3) << " bytes do not hold whole " << c.bits
+                                           << "-bit vectors (centroids has " << centroids.shape(0) << " entries)");
+            c.head_dim = static_cast<int>(packed.shape(3) * 8 / c.bits);
+            c.sliding = sliding;
+            c.scale_rule = scale_rule;
+            kv::CacheStorage st;
+            st.packed = to_tensor(packed, op, "packed");
+            st.scales = to_tensor(scales, op, "scales");
+            if (signs) {
+              c.sign_seed = 0;  // says "signs are used"; wrap reads their values from the storage
+              st.signs = to_tensor(*signs, op, "signs");
+            }
+            st.centroids = to_tensor(centroids, op, "centroids");
+            st.boundaries = to_tensor(boundaries, op, "boundaries");
+            return kv::Cache::wrap(c, std::move(st), to_host_i64(positions, op, "positions"));
+          },
+          "packed"_a, "scales"_a, "signs"_a.none(), "centroids"_a, "boundaries"_a, "positions"_a, "sliding"_a,
+          "scale_rule"_a,
+          "A cache over these arrays (no copy; kept alive by it) from these write positions (host i64 [batch]):\n"
+          "what frugal.torch's custom ops run on. Its positions are its own copy (see _storage).")
+      .def_prop_ro("_storage", &cache_storage,
+                   "(packed, scales, signs or None, centroids, boundaries, positions) as writable views of the\n"
+                   "cache's memory; positions (host i64 [batch]) is where the cache keeps its write positions.")
       .def_prop_ro("config", [](const kv::Cache& c) {
         const kv::CacheConfig& k = c.config();
         nb::dict d;

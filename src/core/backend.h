@@ -14,6 +14,9 @@ enum class CopyKind { host_to_device, device_to_host, device_to_device };
 void* device_malloc(size_t bytes, int device);
 void device_free(void* ptr, int device) noexcept;
 void memcpy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream stream);
+// A host-to-device copy ordered on `stream` that does not wait for it: the host buffer may be
+// reused as soon as the call returns (the driver stages pageable memory before returning).
+void memcpy_to_device_async(void* dst, const void* src, size_t bytes, Stream stream);
 void memset_zero(void* dst, size_t bytes, Stream stream);
 int device_count() noexcept;
 std::string device_name(int device);

@@ -54,8 +54,8 @@ struct PagedArgs {
   int64_t window_left = -1;
   float softmax_scale = 1.0f;
   PagedChoice choice;
-  void* workspace = nullptr;  // device scratch of workspace_bytes (zero-filled when created)
-  size_t workspace_bytes = 0;
+  void* workspace = nullptr;  // device scratch of workspace_bytes (zero-filled when created): the
+  size_t workspace_bytes = 0;  // plan gives paged_rows and paged_tiles separate parts of its own
   int device = 0;
 };
 
@@ -69,7 +69,9 @@ namespace frugal::cuda {
 // The row kernels (rows_f32 / rows_f16) over a.items, and the tiled kernel (tiles_f16) over a.seqs.
 void paged_rows(const attention::backend::PagedArgs& a, Stream stream);
 void paged_tiles(const attention::backend::PagedArgs& a, Stream stream);
-// Workspace each needs for this plan (partial states of split items; zero-filled counters).
+// Workspace each needs for this plan (partial states of split items; zero-filled counters). The plan
+// asks once, with the largest work update() may bring: num_items, num_seqs and max_q_count at the
+// plan's capacities, the work and tensor pointers null.
 size_t paged_rows_workspace_bytes(const attention::backend::PagedArgs& a);
 size_t paged_tiles_workspace_bytes(const attention::backend::PagedArgs& a);
 }  // namespace frugal::cuda

@@ -122,6 +122,16 @@ Tensor Tensor::zeros(std::span<const int64_t> shape, DType dtype, Device device,
   return t;
 }
 
+Tensor Tensor::wrap(const TensorView& view, std::shared_ptr<void> owner) {
+  detail::check_contiguous(view, "Tensor::wrap", "view");
+  FRUGAL_CHECK(view.data != nullptr || view.empty(), invalid_argument, "Tensor::wrap",
+               "a view of " << view.describe() << " with no data");
+  Tensor t;
+  t.storage_ = std::move(owner);
+  t.view_ = TensorView(view.data, view.dtype, view.sizes(), view.device);  // row-major strides
+  return t;
+}
+
 Tensor Tensor::to(Device device, Stream stream) const {
   Tensor out = empty(view_.sizes(), view_.dtype, device);
   copy(view_, out.view(), stream);

@@ -68,6 +68,15 @@ void check_device_usable(Device d, const char* op) {
   cuda::require_device(op, d.index);
 }
 
+void check_storage(const Tensor& t, const char* op, const char* name, DType dtype,
+                   std::initializer_list<int64_t> shape, Device device) {
+  FRUGAL_CHECK(t.defined(), invalid_argument, op, name << " is missing");
+  check_tensor(t.view(), op, name, static_cast<int>(shape.size()), {dtype});
+  check_shape(t.view(), op, name, shape);
+  FRUGAL_CHECK(t.device() == device, invalid_argument, op,
+               name << " is on " << to_string(t.device()) << " but the storage is on " << to_string(device));
+}
+
 int64_t checked_mul(int64_t a, int64_t b, const char* op, const char* what) {
   FRUGAL_CHECK(a >= 0 && b >= 0, invalid_argument, op, what << " has a negative factor: " << a << " × " << b);
   int64_t r = 0;

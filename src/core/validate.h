@@ -25,6 +25,9 @@ void check_same_device(const TensorView& a, const TensorView& b, const char* op,
                        const char* name_b);
 // The device is usable: the CPU, or a CUDA device this build can run on.
 void check_device_usable(Device d, const char* op);
+// A tensor of storage handed in (Cache::wrap, PagedCache::wrap): defined, of `dtype` and `shape`, on `device`.
+void check_storage(const Tensor& t, const char* op, const char* name, DType dtype,
+                   std::initializer_list<int64_t> shape, Device device);
 
 // Sizes computed from user input: a · b, or the product of `dims`, for non-negative operands;
 // frugal::Error (invalid_argument) "[op] <what> overflows 64 bits: ..." instead of wrapping.

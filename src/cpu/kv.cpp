@@ -174,8 +174,14 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
     const int64_t t = (v / a.heads) % a.tokens;
     const int s = static_cast<int>(v / (static_cast<int64_t>(a.heads) * a.tokens));
     const T* x = static_cast<const T*>(a.x) + s * a.x_stride_seq + t * a.x_stride_tok + h * a.x_stride_head;
-    const int64_t pos = a.starts[s] + t;
-    rows[l] = (static_cast<int64_t>(s) * a.heads + h) * a.capacity + (a.sliding ? pos % a.capacity : pos);
+    int64_t slot;
+    if (a.slots) {
+      slot = a.slots[t];  // a paged pool: seqs == 1
+    } else {
+      const int64_t pos = a.starts[s] + t;
+      slot = a.sliding ? pos % a.capacity : pos;
+    }
+    rows[l] = (static_cast<int64_t>(s) * a.heads + h) * a.capacity + slot;
     float* r = bt.row.data();
     if (a.signs) {
       for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]) * a.signs[i];
@@ -277,7 +283,7 @@ void dequantize_typed(const DequantizeArgs& a) {
       const int h = static_cast<int>(v % a.heads);
       const int64_t t = v / a.heads;
       const int64_t pos = a.begin + t;
-      const int64_t slot = a.sliding ? pos % a.capacity : pos;
+      const int64_t slot = a.slots ? a.slots[t] : (a.sliding ? pos % a.capacity : pos);
       const int64_t vec = static_cast<int64_t>(h) * a.capacity + slot;
       const uint8_t* row = a.packed + vec * row_bytes;
       const float s = a.scales[vec] * inv;

@@ -251,6 +251,10 @@ void memcpy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream stre
   if (kind != CopyKind::device_to_device) FRUGAL_CUDA_CHECK(cudaStreamSynchronize(to_cuda(stream)));
 }
 
+void memcpy_to_device_async(void* dst, const void* src, size_t bytes, Stream stream) {
+  FRUGAL_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, to_cuda(stream)));
+}
+
 void memset_zero(void* dst, size_t bytes, Stream stream) {
   FRUGAL_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, to_cuda(stream)));
 }
