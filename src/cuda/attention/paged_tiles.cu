@@ -59,6 +59,9 @@ constexpr int kMaxSplits = 64;
 constexpr int kMinSplitTiles = 4;
 constexpr int kBlocksPerSm = 2;
 
+// Resident blocks a multiprocessor each head dim's kernel is compiled for (its register budget).
+constexpr int min_blocks(int dim) { return dim <= 64 ? 3 : 2; }
+
 template <int D>
 struct Shape {
   static constexpr int N = D >= 256 ? 32 : 64;  // tokens a KV tile (D = 256: 32, for the registers of O)
@@ -206,7 +209,7 @@ __device__ __forceinline__ void decode_tile(const uint8_t* raw, int bits, const 
 // ---- the kernel -------------------------------------------------------------------------------
 
 template <int D>
-__global__ void __launch_bounds__(kThreads, 2) kernel_paged_tiles(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(const __grid_constant__ Params p) {
   using S = Shape<D>;
   constexpr int N = S::N;
   extern __shared__ __align__(128) uint8_t smem[];
