@@ -21,22 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "cpu_timing.h"
 #include "frugal/frugal.h"
 #include "frugal/half.h"
 #include "frugal/kv_cache.h"
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 struct Timing {
   double wall, cpu, cpu_best;  // seconds: median wall time; median and least CPU time of all threads together

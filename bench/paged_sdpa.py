@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 
+from flushed_timing import flushed_median_ms
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
@@ -21,22 +22,7 @@ ap.add_argument("--ours", required=True)
 ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
 args = ap.parse_args()
 dev = torch.device("cuda")
-flush_buf = torch.ones(512 * 1024 * 1024 // 4, dtype=torch.int32, device=dev)
 
-
-def bench(fn, warm=3, reps=20):
-    for _ in range(warm):
-        flush_buf.sum()
-        fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for s, e in ev:
-        flush_buf.sum()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    t = sorted(s.elapsed_time(e) for s, e in ev)
-    return t[len(t) // 2]
 
 
 rows = json.load(open(args.ours))
@@ -54,7 +40,7 @@ for r in rows:
     else:
         fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     try:
-        sdpa = bench(fn)
+        sdpa = flushed_median_ms(fn, reps=20)
     except RuntimeError as e:  # out of memory or no backend for the shape
         print(f"SDPA failed on {r}: {e}")
         sdpa = float("nan")

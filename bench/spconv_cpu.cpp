@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_timing.h"
 #include "frugal/frugal.h"
 #include "frugal/half.h"
 #include "frugal/sparse_conv.h"
@@ -27,16 +28,6 @@ using namespace frugal;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 // The voxels of an R^3 grid within half a voxel's diagonal of the sphere of radius R/2 (x slowest).
 std::vector<int32_t> sphere_shell(int res) {

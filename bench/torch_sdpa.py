@@ -9,6 +9,7 @@ Rows measured with decode_attention --floor also get the stream floor of their o
 only reads the call's four cache arrays, timed the same way) beside the time a 3x over SDPA allows.
 """
 import argparse, json, os, sys
+from flushed_timing import flushed_median_ms
 import torch
 import torch.nn.functional as F
 
@@ -17,22 +18,8 @@ ap.add_argument("--ours", default="")
 ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
 args = ap.parse_args()
 dev = torch.device("cuda")
-flush_buf = torch.ones(512 * 1024 * 1024 // 4, dtype=torch.int32, device=dev)
 
-
-def bench(fn, warm=3, reps=40):
-    for _ in range(warm):
-        flush_buf.sum()
-        fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for s, e in ev:
-        flush_buf.sum()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    ts = sorted(s.elapsed_time(e) for s, e in ev)
-    return ts[len(ts) // 2]
+bench = flushed_median_ms
 
 
 ours = json.load(open(args.ours)) if args.ours else None

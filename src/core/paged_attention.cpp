@@ -43,14 +43,6 @@ struct Work {
   std::vector<int32_t> indptr, indices;
 };
 
-// The token range query row j of a sequence of n query tokens and L cached ones sees.
-RowItem row_item(int seq, int q_row, int64_t len, int64_t n, int64_t j, const PagedOptions& o) {
-  const int64_t p = len - n + j;
-  const int64_t end = o.causal ? p + 1 : len;
-  const int64_t begin = o.window_left >= 0 ? std::max<int64_t>(0, p - o.window_left) : 0;
-  return {seq, q_row, static_cast<int32_t>(begin), static_cast<int32_t>(end)};
-}
-
 // Validates `batch` against a pool of `config` and builds its work lists: one row item per
 // single-query sequence; a multi-query sequence is one tile entry when `tiles`, else a row item per
 // query row. Throws frugal::Error naming `op`.
@@ -87,7 +79,7 @@ Work describe(const PagedBatch& batch, const kv::PagedConfig& config, const Page
       continue;
     }
     for (int64_t j = 0; j < n; ++j)
-      w.items.push_back(row_item(b, qo[b] + static_cast<int32_t>(j), lengths[b], n, j, o));
+      w.items.push_back(backend::row_item(b, qo[b] + static_cast<int32_t>(j), lengths[b], n, j, o.causal, o.window_left));
   }
   w.indptr.assign(batch.pages.indptr.begin(), batch.pages.indptr.end());
   w.indices.assign(batch.pages.indices.begin(), batch.pages.indices.end());

@@ -24,6 +24,16 @@ struct RowItem {
   int32_t begin, end;
 };
 
+// The item of query row j (of n) of a sequence of `len` cached tokens, at q row q_row: the range the
+// header's rule gives it (position p = len − n + j; causal: t ≤ p; a window: t ≥ p − window_left).
+inline RowItem row_item(int32_t seq, int32_t q_row, int64_t len, int64_t n, int64_t j, bool causal,
+                        int64_t window_left) {
+  const int64_t p = len - n + j;
+  const int64_t end = causal ? p + 1 : len;
+  const int64_t begin = window_left >= 0 ? (p - window_left > 0 ? p - window_left : 0) : 0;
+  return {seq, q_row, static_cast<int32_t>(begin), static_cast<int32_t>(end)};
+}
+
 // One sequence with n > 1 query tokens, for the tiled kernel: rows q_begin .. q_begin + q_count
 // of q; query j sits at position kv_len − q_count + j.
 struct TileSeq {

@@ -40,12 +40,9 @@ void paged_attention(const PagedArgs& a) {
   std::vector<RowItem> items(a.items, a.items + a.num_items);
   for (int s = 0; s < a.num_seqs; ++s) {
     const attention::backend::TileSeq& ts = a.seqs[s];
-    for (int32_t j = 0; j < ts.q_count; ++j) {
-      const int64_t p = ts.kv_len - ts.q_count + j;
-      const int64_t end = a.causal ? p + 1 : ts.kv_len;
-      const int64_t begin = a.window_left >= 0 ? std::max<int64_t>(0, p - a.window_left) : 0;
-      items.push_back({ts.seq, ts.q_begin + j, static_cast<int32_t>(begin), static_cast<int32_t>(end)});
-    }
+    for (int32_t j = 0; j < ts.q_count; ++j)
+      items.push_back(attention::backend::row_item(ts.seq, ts.q_begin + j, ts.kv_len, ts.q_count, j, a.causal,
+                                                   a.window_left));
   }
   rows::Problem p;
   p.dim = a.dim;
