@@ -9,7 +9,7 @@
 // filled with random bytes and scales (any byte is valid codes). Timing as bench/decode_attention.cu:
 // a 512 MB read evicts L2 before every timed call, CUDA events, median after warm-up.
 //
-// Usage: paged_attention [--json PATH] [--quick]
+// Usage: paged_attention [--json PATH] [--quick] [--kind decode|speculative|prefill]
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -41,6 +41,7 @@ struct Row {
   int kbits, vbits;
   std::string choice;
   double ms = 0, per_seq_ms = 0, floor_ms = 0, bytes = 0;
+  double rows_ms = 0, tiles_ms = 0;  // speculative: the call forced to row items of rows_f16 / to tiles_f16
 };
 
 // A pool holding B sequences of L tokens, their pages in a random order.
@@ -116,6 +117,16 @@ void run_row(Row& r, Flusher& flush, bool with_floor) {
   attention::PagedPlan plan(s.cache, r.Hq, DType::f16, s.batch());
   r.choice = attention::to_string(plan.choice());
   r.ms = time_median_ms(flush, [&] { plan.run(q, s.cache, out); }, 3, 20);
+  if (r.kind == "speculative") {
+    auto forced = [&](attention::PagedVariant v) {
+      attention::PagedOptions o;
+      o.tiles = v;
+      attention::PagedPlan forced_plan(s.cache, r.Hq, DType::f16, s.batch(), o);
+      return time_median_ms(flush, [&] { forced_plan.run(q, s.cache, out); }, 3, 20);
+    };
+    r.rows_ms = forced(attention::PagedVariant::rows_f16);
+    r.tiles_ms = forced(attention::PagedVariant::tiles_f16);
+  }
   const double per_token = static_cast<double>(r.D) * (r.kbits + r.vbits) / 8 + 8;
   r.bytes = per_token * r.Hkv * r.L * r.B;
   if (r.kind == "decode") {
@@ -142,9 +153,11 @@ void run_row(Row& r, Flusher& flush, bool with_floor) {
 int main(int argc, char** argv) {
   std::string json;
   bool quick = false;
+  std::string only;  // one kind of row
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--kind") && i + 1 < argc) only = argv[++i];
   }
   if (!cuda_available()) {
     std::fprintf(stderr, "no GPU\n");
@@ -161,18 +174,20 @@ int main(int argc, char** argv) {
       }
   rows.push_back({"decode", 8, 32, 8, 128, 64, 32768, 1, 4, 4});
   rows.push_back({"decode", 8, 32, 8, 128, 16, 32768, 1, 8, 4});
-  for (int64_t n : {4, 8}) rows.push_back({"speculative", 8, 32, 8, 128, 16, 32768, n, 4, 4});
+  for (int64_t n : {2, 4, 8, 16}) rows.push_back({"speculative", 8, 32, 8, 128, 16, 32768, n, 4, 4});
   for (auto [n, prefix] : std::vector<std::pair<int64_t, int64_t>>{
            {512, 0}, {2048, 0}, {8192, 0}, {512, 4096}, {2048, 32768}, {8192, 32768}})
     rows.push_back({"prefill", 1, 32, 8, 128, 16, prefix + n, n, 4, 4});
 
-  std::printf("%-12s %3s %3s %4s %4s %7s %5s %5s  %9s %9s %9s %7s  %s\n", "kind", "B", "D", "page", "bits", "L", "n",
-              "", "paged ms", "perseq ms", "floor ms", "x floor", "choice");
+  if (!only.empty())
+    rows.erase(std::remove_if(rows.begin(), rows.end(), [&](const Row& r) { return r.kind != only; }), rows.end());
+  std::printf("%-12s %3s %3s %4s %4s %7s %5s  %9s %9s %9s %9s %9s %7s  %s\n", "kind", "B", "D", "page", "bits", "L",
+              "n", "paged ms", "perseq ms", "rows ms", "tiles ms", "floor ms", "x floor", "choice");
   for (Row& r : rows) {
     run_row(r, flush, r.kind == "decode");
-    std::printf("%-12s %3d %3d %4d  K%dV%d %7lld %5lld        %9.4f %9.4f %9.4f %7.3f  %s\n", r.kind.c_str(), r.B, r.D,
-                r.page, r.kbits, r.vbits, static_cast<long long>(r.L), static_cast<long long>(r.n), r.ms, r.per_seq_ms,
-                r.floor_ms, r.floor_ms > 0 ? r.ms / r.floor_ms : 0.0, r.choice.c_str());
+    std::printf("%-12s %3d %3d %4d  K%dV%d %7lld %5lld  %9.4f %9.4f %9.4f %9.4f %9.4f %7.3f  %s\n", r.kind.c_str(), r.B,
+                r.D, r.page, r.kbits, r.vbits, static_cast<long long>(r.L), static_cast<long long>(r.n), r.ms,
+                r.per_seq_ms, r.rows_ms, r.tiles_ms, r.floor_ms, r.floor_ms > 0 ? r.ms / r.floor_ms : 0.0, r.choice.c_str());
     std::fflush(stdout);
   }
   if (!json.empty()) {
@@ -183,10 +198,10 @@ int main(int argc, char** argv) {
       std::fprintf(f,
                    "  {\"kind\": \"%s\", \"B\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"page\": %d, \"L\": %lld, "
                    "\"n\": %lld, \"kbits\": %d, \"vbits\": %d, \"choice\": \"%s\", \"ms\": %.6f, \"per_seq_ms\": %.6f, "
-                   "\"floor_ms\": %.6f, \"bytes\": %.0f}%s\n",
+                   "\"floor_ms\": %.6f, \"rows_ms\": %.6f, \"tiles_ms\": %.6f, \"bytes\": %.0f}%s\n",
                    r.kind.c_str(), r.B, r.Hq, r.Hkv, r.D, r.page, static_cast<long long>(r.L),
                    static_cast<long long>(r.n), r.kbits, r.vbits, r.choice.c_str(), r.ms, r.per_seq_ms, r.floor_ms,
-                   r.bytes, i + 1 < rows.size() ? "," : "");
+                   r.rows_ms, r.tiles_ms, r.bytes, i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]\n");
     std::fclose(f);

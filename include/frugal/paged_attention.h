@@ -60,6 +60,9 @@ struct PagedChoice {
   PagedVariant tiles = PagedVariant::cpu;  // what serves the sequences with n_b > 1 (rows_* where one item per row does)
   int splits = 1;                          // KV slices per row item (flash-decoding), fixed by the plan
   int64_t tokens_per_split = 0;
+  // Where `tiles` is tiles_f16: the fewest query tokens of a sequence it serves; a sequence with
+  // fewer (speculative steps) becomes row items.
+  int tile_min_queries = 2;
   bool operator==(const PagedChoice&) const = default;
 };
 std::string to_string(const PagedChoice& c);

@@ -44,10 +44,10 @@ struct Work {
 };
 
 // Validates `batch` against a pool of `config` and builds its work lists: one row item per
-// single-query sequence; a multi-query sequence is one tile entry when `tiles`, else a row item per
-// query row. Throws frugal::Error naming `op`.
-Work describe(const PagedBatch& batch, const kv::PagedConfig& config, const PagedOptions& o, bool tiles,
-              const char* op) {
+// single-query sequence; a sequence of at least `tile_min` (> 1) query tokens is one tile entry,
+// others row items of up to `item_rows` query rows each. Throws frugal::Error naming `op`.
+Work describe(const PagedBatch& batch, const kv::PagedConfig& config, const PagedOptions& o, int tile_min,
+              int item_rows, const char* op) {
   const std::vector<int64_t> lengths = kv::sequence_lengths(batch.pages, config, op);
   const std::span<const int32_t> qo = batch.qo_indptr;
   Work w;
@@ -73,13 +73,19 @@ Work describe(const PagedBatch& batch, const kv::PagedConfig& config, const Page
   w.total_q = qo[w.batch];
   for (int b = 0; b < w.batch; ++b) {
     const int64_t n = qo[b + 1] - qo[b];
-    if (n > 1 && tiles) {
+    if (n > 1 && n >= tile_min) {
       w.seqs.push_back({b, qo[b], static_cast<int32_t>(n), static_cast<int32_t>(lengths[b])});
       w.max_tile_q = std::max(w.max_tile_q, static_cast<int>(n));
       continue;
     }
-    for (int64_t j = 0; j < n; ++j)
-      w.items.push_back(backend::row_item(b, qo[b] + static_cast<int32_t>(j), lengths[b], n, j, o.causal, o.window_left));
+    for (int64_t j = 0; j < n; j += item_rows) {
+      const int32_t rows = static_cast<int32_t>(std::min<int64_t>(item_rows, n - j));
+      backend::RowItem it = backend::row_item(b, qo[b] + static_cast<int32_t>(j), lengths[b], n, j + rows - 1, o.causal,
+                                              o.window_left);
+      it.q_row = qo[b] + static_cast<int32_t>(j);
+      it.rows = rows;
+      w.items.push_back(it);
+    }
   }
   w.indptr.assign(batch.pages.indptr.begin(), batch.pages.indptr.end());
   w.indices.assign(batch.pages.indices.begin(), batch.pages.indices.end());
@@ -134,6 +140,11 @@ struct PagedPlan::State {
   size_t rows_workspace = 0, tiles_workspace = 0, tiles_offset = 0;
 
   bool tiled() const { return choice.tiles == PagedVariant::tiles_f16; }
+  // The fewest query tokens of a sequence the tiled kernel takes under choice c (INT_MAX: none).
+  static int tiled_from(const PagedChoice& c) {
+    return c.tiles == PagedVariant::tiles_f16 ? c.tile_min_queries : INT_MAX;
+  }
+  int item_rows = 1;  // query rows a row item holds (backend::rows_per_item)
 
   // The kernel arguments without the tensors of a call (the work lists' pointers included).
   backend::PagedArgs args() const {
@@ -144,6 +155,7 @@ struct PagedPlan::State {
     a.page_size = config.page_size;
     a.slots = config.num_pages * config.page_size;
     a.num_items = static_cast<int>(work.items.size());
+    a.max_rows = static_cast<int>(cap_total_q);
     a.num_seqs = static_cast<int>(work.seqs.size());
     a.max_q_count = work.max_tile_q;
     a.max_kv_len = max_kv_len;
@@ -228,7 +240,7 @@ PagedPlan::PagedPlan(const kv::PagedCache& cache, int q_heads, DType q_dtype, co
   detail::check_device_usable(s.device, op);
 
   // Validate the batch (the work lists come once the choice says who serves the multi-query rows).
-  const Work all_rows = describe(batch, c, options, false, op);
+  const Work all_rows = describe(batch, c, options, INT_MAX, 1, op);
   FRUGAL_CHECK(options.max_kv_len == 0 || options.max_kv_len >= all_rows.longest, invalid_argument, op,
                "max_kv_len = " << options.max_kv_len << " is shorter than this batch's longest sequence ("
                                << all_rows.longest << " tokens)");
@@ -255,7 +267,10 @@ PagedPlan::PagedPlan(const kv::PagedCache& cache, int q_heads, DType q_dtype, co
   // The variants do not depend on the item count; the slices do, and on the row kernel's occupancy.
   p.row_items = static_cast<int64_t>(all_rows.items.size());
   PagedChoice first = choose_paged(p, caps, 1);
-  s.work = first.tiles == PagedVariant::tiles_f16 ? describe(batch, c, options, true, op) : all_rows;
+  s.item_rows = backend::rows_per_item(first.rows, q_heads / c.num_kv_heads, options.causal, options.window_left);
+  s.work = first.tiles == PagedVariant::tiles_f16 || s.item_rows > 1
+               ? describe(batch, c, options, s.tiled_from(first), s.item_rows, op)
+               : all_rows;
   p.row_items = static_cast<int64_t>(s.work.items.size());
   const int64_t splits_cap =
       backend::max_splits(row_items_problem(p, first.rows).batch, c.num_kv_heads, q_heads / c.num_kv_heads,
@@ -309,7 +324,7 @@ PagedPlan& PagedPlan::operator=(PagedPlan&&) noexcept = default;
 
 void PagedPlan::update(const PagedBatch& batch, Stream stream) {
   State& s = *state_;
-  Work w = describe(batch, s.config, s.options, s.tiled(), kUpdateOp);
+  Work w = describe(batch, s.config, s.options, s.tiled_from(s.choice), s.item_rows, kUpdateOp);
   s.check_fits(w, kUpdateOp);
   if (s.device.is_cuda()) s.upload(w, stream);
   s.work = std::move(w);

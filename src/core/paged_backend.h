@@ -17,12 +17,28 @@
 namespace frugal::attention::backend {
 
 // One query row of one sequence over the absolute token range [begin, end) it sees (causal and
-// window already applied; begin == end: no tokens, zeros and an LSE of −∞).
+// window already applied; begin == end: no tokens, zeros and an LSE of −∞). A causal item without a
+// window may hold `rows` consecutive query rows of its sequence (q_row + j, j < rows), row j seeing
+// [begin, end − rows + 1 + j): the tensor-core row kernel gives each row its own columns of one
+// block (rows · group ≤ kHeadsPerBlock), so their tokens are decoded once.
 struct RowItem {
   int32_t seq;    // sequence of the batch (its pages: kv_indices[kv_indptr[seq] ..])
   int32_t q_row;  // row of q, out and lse
   int32_t begin, end;
+  int32_t rows = 1;
 };
+
+// Row j of item `it` as a one-row item.
+inline RowItem item_row(const RowItem& it, int32_t j) {
+  return {it.seq, it.q_row + j, it.begin, it.end - it.rows + 1 + j, 1};
+}
+
+// Query rows of one sequence a row item of `variant` holds (see RowItem): several only for the
+// tensor-core row kernel under a causal mask without a window, as many as fit one block's columns.
+inline int rows_per_item(PagedVariant variant, int group, bool causal, int64_t window_left) {
+  if (variant != PagedVariant::rows_f16 || !causal || window_left >= 0 || group > kHeadsPerBlock) return 1;
+  return kHeadsPerBlock / group;
+}
 
 // The item of query row j (of n) of a sequence of `len` cached tokens, at q row q_row: the range the
 // header's rule gives it (position p = len − n + j; causal: t ≤ p; a window: t ≥ p − window_left).
@@ -31,7 +47,7 @@ inline RowItem row_item(int32_t seq, int32_t q_row, int64_t len, int64_t n, int6
   const int64_t p = len - n + j;
   const int64_t end = causal ? p + 1 : len;
   const int64_t begin = window_left >= 0 ? (p - window_left > 0 ? p - window_left : 0) : 0;
-  return {seq, q_row, static_cast<int32_t>(begin), static_cast<int32_t>(end)};
+  return {seq, q_row, static_cast<int32_t>(begin), static_cast<int32_t>(end), 1};
 }
 
 // One sequence with n > 1 query tokens, for the tiled kernel: rows q_begin .. q_begin + q_count
@@ -56,6 +72,7 @@ struct PagedArgs {
   // Work (device memory for CUDA, host memory for the CPU).
   const RowItem* items = nullptr;  // served by choice.rows
   int num_items = 0;
+  int max_rows = 0;  // the most query rows a batch of the plan holds: fixes the row kernels' workspace layout
   const TileSeq* seqs = nullptr;  // served by choice.tiles (empty when choice.tiles is a rows_* variant)
   int num_seqs = 0;
   int max_q_count = 0;   // the largest q_count of seqs (its grid)

@@ -17,6 +17,10 @@ constexpr const char* kOp = "attention::PagedPlan";
 // Decode's grid bound on sequences; the paged row kernels index items on their own grid, and at
 // this many items the slice rule gives one slice whatever the count, so the count is capped here.
 constexpr int64_t kDecodeGridSequences = 65535;
+// A sequence of up to this many query tokens is faster as row items of rows_f16 (each query row
+// reads the sequence's slices while its neighbours' reads hold them in L2) than as one sequence
+// of the tiled kernel (docs/performance.md, "Paged attention").
+constexpr int kRowMaxQueries = 8;
 
 bool wants_f16(const PagedProblem& p) {
   return p.math == Math::f16 || (p.math == Math::automatic && p.q_dtype != DType::f32);
@@ -42,8 +46,9 @@ std::string to_string(PagedVariant v) {
 
 std::string to_string(const PagedChoice& c) {
   std::ostringstream os;
-  os << "rows " << to_string(c.rows) << ", tiles " << to_string(c.tiles) << ", " << c.splits
-     << (c.splits == 1 ? " split" : " splits") << " of " << c.tokens_per_split << " tokens";
+  os << "rows " << to_string(c.rows) << ", tiles " << to_string(c.tiles);
+  if (c.tiles == PagedVariant::tiles_f16 && c.tile_min_queries > 2) os << " from " << c.tile_min_queries << " queries";
+  os << ", " << c.splits << (c.splits == 1 ? " split" : " splits") << " of " << c.tokens_per_split << " tokens";
   return os.str();
 }
 
@@ -148,6 +153,7 @@ PagedChoice choose_paged(const PagedProblem& p, const DeviceCaps& caps, int resi
     c.tiles = *p.tiles;
   } else if (caps.is_gpu() && wants_f16(p) && can_implement(PagedVariant::tiles_f16, PagedRole::tiles, p, caps)) {
     c.tiles = PagedVariant::tiles_f16;
+    if (c.rows == PagedVariant::rows_f16) c.tile_min_queries = kRowMaxQueries + 1;
   } else {
     c.tiles = c.rows;
   }

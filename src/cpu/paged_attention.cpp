@@ -1,5 +1,5 @@
-// CPU paged attention: every query row (the plan's row items, and the rows of its multi-query
-// sequences, expanded with the causal and window rule) attends its token range through the block
+// CPU paged attention: every query row (the rows of the plan's row items, and the rows of its
+// multi-query sequences, expanded with the causal and window rule) attends its token range through the block
 // table, by the loop decode attention uses (cpu/attention_rows.h).
 #include <algorithm>
 #include <bit>
@@ -37,7 +37,9 @@ struct PagedRows {
 void paged_attention(const PagedArgs& a) {
   // One row for each item, and for each query of a multi-query sequence: query j sits at position
   // kv_len − q_count + j and sees [p − window_left, p] (causal) or [p − window_left, kv_len).
-  std::vector<RowItem> items(a.items, a.items + a.num_items);
+  std::vector<RowItem> items;
+  for (int i = 0; i < a.num_items; ++i)
+    for (int32_t j = 0; j < a.items[i].rows; ++j) items.push_back(attention::backend::item_row(a.items[i], j));
   for (int s = 0; s < a.num_seqs; ++s) {
     const attention::backend::TileSeq& ts = a.seqs[s];
     for (int32_t j = 0; j < ts.q_count; ++j)

@@ -85,13 +85,13 @@ __device__ __forceinline__ void load_vec_cg(const float* src, float (&v)[N]) {
 // + ... — here lk[k] and acc[i] are those sums, in the same order.
 // kLse: also the row's LSE (paged calls; decode has none).
 template <int D, bool kLse>
-__device__ __forceinline__ void merge_slices(const Params& p, int b, int64_t qrow, int hq) {
+__device__ __forceinline__ void merge_slices(const Params& p, int64_t qrow, int hq) {
   constexpr int E = D / 32;        // dims a lane holds: lane + 32j
   constexpr int G = 512 / D;       // kernel_combine's slice groups (kThreads threads of float4 each)
   constexpr int NB = 2 * G;        // slices loaded together (2G·E = 32 floats of registers a lane)
   static_assert(32 % NB == 0 && kThreads * 4 == 512, "a batch stays inside a chunk of 32 slices");
   const int lane = threadIdx.x & 31, S = p.splits;
-  const int64_t row = static_cast<int64_t>(b) * p.q_heads + hq;
+  const int64_t row = qrow * p.q_heads + hq;
   const float* ml = p.part_ml + row * S * 2;
   const float* po = p.part_o + row * S * D + lane * E;
 
@@ -294,7 +294,8 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int r = i * NW + warp;
-    const int64_t base = w.qrow * p.q_stride_b + (w.hq0 + min(r, w.heads - 1)) * p.q_stride_h;
+    const int rc = min(r, w.heads - 1);
+    const int64_t base = w.col_row(rc) * p.q_stride_b + static_cast<int64_t>(w.col_head(rc)) * p.q_stride_h;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
   }
@@ -347,6 +348,8 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   // This lane's scores are for heads 2t4 and 2t4 + 1 (the C columns of Sᵀ).
   const float hf0 = (2 * t4 < w.heads ? sig[2 * t4] : 0.0f) * p.score_scale;
   const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
+  // The ends of those two columns' ranges (a multi-row paged item's rows end one token apart).
+  const int64_t end_c0 = w.col_end(2 * t4), end_c1 = w.col_end(2 * t4 + 1);
 
   const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
   const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
@@ -434,10 +437,11 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
         const int64_t tok = first + 16 * j + 8 * n + gt;
-        const bool valid = kFull || (tok < w.t1 && above_lo(tok));
+        const bool valid = kFull || (tok < w.t1 && above_lo(tok));  // some column sees the token
+        const bool valid0 = valid && (kFull || !kPaged || tok < end_c0), valid1 = valid && (kFull || !kPaged || tok < end_c1);
         const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
-        sc[j][2 * n] = valid ? sc[j][2 * n] * k0 : kNegInf;
-        sc[j][2 * n + 1] = valid ? sc[j][2 * n + 1] * k1 : kNegInf;
+        sc[j][2 * n] = valid0 ? sc[j][2 * n] * k0 : kNegInf;
+        sc[j][2 * n + 1] = valid1 ? sc[j][2 * n + 1] * k1 : kNegInf;
         vsc[j][n] = valid ? vsc[j][n] : 0.0f;
         cmax0 = max_nan(cmax0, sc[j][2 * n]);
         cmax1 = max_nan(cmax1, sc[j][2 * n + 1]);
@@ -474,8 +478,11 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     return inv_u;
   };
   // P = exp2(S − m) (summed into l), weighted by the V scales over u, then Oᵀ += Vᵀ·Pᵀ tile by tile.
-  auto accumulate_pv = [&](const float(&sc)[S::NSUB][4], const float(&vsc)[S::NSUB][2],
+  // kMasked: entries of masked scores are exactly zero (a token one column of a multi-row paged item
+  // sees keeps its V scale, which may be non-finite, for the others).
+  auto accumulate_pv = [&](auto masked_tag, const float(&sc)[S::NSUB][4], const float(&vsc)[S::NSUB][2],
                            const uint32_t(&vw)[S::NSUB][4][S::VCB / 4], float inv_u) {
+    constexpr bool kMasked = decltype(masked_tag)::value;
 #pragma unroll
     for (int j = 0; j < S::NSUB; ++j) {
       float pt[4];
@@ -487,6 +494,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         else
           l0 += pe;
         pt[e] = pe * (vsc[j][e >> 1] * inv_u);
+        if constexpr (kMasked) pt[e] = sc[j][e] == kNegInf ? 0.0f : pt[e];
       }
       // Pᵀ as the B operand (K index = tokens tile_token(2t4), tile_token(2t4 + 1) | +8, N = head g):
       // the transpose of the 8×8 fp16 tiles (Sᵀ row g, heads 2t4, 2t4 + 1) this lane holds, in tile order.
@@ -615,7 +623,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         }
       if (more) load_k(next, next_slot);
       const float inv_u = softmax_step(std::false_type{}, start, sc, ks_c, vs_c);
-      accumulate_pv(sc, vs_c, vw, inv_u);
+      accumulate_pv(std::bool_constant<kPaged>{}, sc, vs_c, vw, inv_u);
       if (more) load_v(next, next_slot);
       start = next;
       start_slot = next_slot;
@@ -703,11 +711,11 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       scores(kw, sc);
       if constexpr (kVAfterScores) load_v();
       const float inv_u = softmax_step(full_tag, start, sc, ksc, vsc);
-      accumulate_pv(sc, vsc, vw, inv_u);
+      accumulate_pv(std::bool_constant<kPaged && !kFull>{}, sc, vsc, vw, inv_u);
     };
 
     for (; start < w.t1; start += NW * S::CH) {
-      const bool full = kPaged ? start >= w.lo && start + S::CH <= w.t1
+      const bool full = kPaged ? start >= w.lo && start + S::CH <= w.t1_all
                                : start + S::CH <= w.t1 && (!p.sliding || start_slot + S::CH <= cap);
       if (full)
         chunk(std::true_type{});
@@ -776,11 +784,11 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       float vsg[D / 32];
       load_vsign<D>(p, vsg);
       if constexpr (kPaged)
-        if (p.lse && lane == 0) p.lse[w.qrow * p.q_heads + w.hq0 + r] = lse_of(M, L);
-      warp_store_row<D>(p, w.qrow, w.hq0 + r, v, L, vsg);
+        if (p.lse && lane == 0) p.lse[w.col_row(r) * p.q_heads + w.col_head(r)] = lse_of(M, L);
+      warp_store_row<D>(p, w.col_row(r), w.col_head(r), v, L, vsg);
     } else {
       // This slice's partial; dims lane + 32j at lane·(D/32) + j (one vector store a lane).
-      const int64_t row = (static_cast<int64_t>(w.b) * p.q_heads + w.hq0 + r) * p.splits + w.split;
+      const int64_t row = (w.col_row(r) * p.q_heads + w.col_head(r)) * p.splits + w.split;
       store_vec<D / 32>(p.part_o + row * D + lane * (D / 32), v);
       if (lane == 0) *reinterpret_cast<float2*>(p.part_ml + 2 * row) = make_float2(M, L);
     }
@@ -795,7 +803,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   __syncthreads();
   bool last = false;
   if (threadIdx.x == 0) {
-    unsigned* counter = p.counters + (static_cast<int64_t>(blockIdx.z) * gridDim.y + blockIdx.y);
+    unsigned* counter = p.counters + (static_cast<int64_t>(w.b) * gridDim.y + blockIdx.y);
     __threadfence();
     last = atomicAdd(counter, 1u) == static_cast<unsigned>(p.splits - 1);
     if (last) {
@@ -810,7 +818,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   for (int r0 = 0; r0 < kHeadsPerBlock; r0 += NW) {
     const int r = r0 + warp;
     if (r >= w.heads) break;
-    merge_slices<D, kPaged>(p, w.b, w.qrow, w.hq0 + r);
+    merge_slices<D, kPaged>(p, w.col_row(r), w.col_head(r));
   }
 }
 

@@ -101,10 +101,13 @@ uint8_t* attach_workspace(decode::Params& p, uint8_t* ws, const attention::backe
   return ws;
 }
 
-// The grid of (slice, K/V head × head tile, sequence or item), and the f32 kernel's combine.
+// The grid of (slice, K/V head × head tile, sequence), and the f32 kernel's combine. Paged items
+// run fastest instead, (item, K/V head × head tile, slice): the items of one sequence's query tokens
+// sit side by side in it and read each slice while it is in L2.
 void launch_choice(const decode::Params& p, const Launch& launch, int rows, bool f16, cudaStream_t st) {
-  const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(p.kv_heads * p.head_tiles),
-                  static_cast<unsigned>(rows));
+  const unsigned heads = static_cast<unsigned>(p.kv_heads * p.head_tiles);
+  const dim3 grid = p.items ? dim3(static_cast<unsigned>(rows), heads, static_cast<unsigned>(p.splits))
+                            : dim3(static_cast<unsigned>(p.splits), heads, static_cast<unsigned>(rows));
   launch.fn<<<grid, launch.threads, launch.smem, st>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
   // The f32 kernel's slices are merged by a second kernel (the f16 kernel merges them in its last
@@ -187,9 +190,12 @@ Launch paged_kernel_of(const attention::DecodeChoice& c, int dim, int k_bits, in
 
 }  // namespace
 
+// The row kernels' workspace holds a partial state per (query row, head) and split, laid out for the
+// plan's most query rows, so that every batch update() brings finds the same layout (its counters
+// zero where the last call left them).
 size_t paged_rows_workspace_bytes(const attention::backend::PagedArgs& a) {
   if (a.num_items == 0) return 0;
-  return attention::backend::workspace_bytes(a.num_items, a.q_heads, a.dim, a.choice.splits);
+  return attention::backend::workspace_bytes(std::max(a.num_items, a.max_rows), a.q_heads, a.dim, a.choice.splits);
 }
 
 void paged_rows(const attention::backend::PagedArgs& a, Stream stream) {
@@ -213,7 +219,7 @@ void paged_rows(const attention::backend::PagedArgs& a, Stream stream) {
   const bool f16 = c.variant != DecodeVariant::f32;
   FRUGAL_CHECK(c.splits == 1 || a.workspace != nullptr, internal, "attention::PagedPlan::run",
                "a split row call needs the plan's workspace");
-  const be::WorkspaceLayout lay = be::workspace_layout(a.num_items, a.q_heads, a.dim, c.splits);
+  const be::WorkspaceLayout lay = be::workspace_layout(std::max(a.num_items, a.max_rows), a.q_heads, a.dim, c.splits);
   std::optional<Scratch> none;
   attach_workspace(p, static_cast<uint8_t*>(a.workspace), lay, c.splits > 1, f16, none, st);
   launch_choice(p, launch, a.num_items, f16, st);

@@ -84,12 +84,21 @@ void launch_combine(const Params& p, int dim, int rows, int splits, cudaStream_t
 
 namespace {
 
+// A block's columns are (query row, head) pairs: column r is head hq0 + r % row_heads of query row
+// qrow + r / row_heads; `heads` columns in all (one query row but for multi-row paged items).
 struct BlockWork {
   int b, hk, hq0, heads, split;
-  int64_t qrow;    // row of q and out (b, or the paged item's query row)
+  int row_heads;   // heads of one query row among the columns
+  int64_t qrow;    // row of q and out (b, or the paged item's first query row)
   int64_t t0, t1;  // absolute token positions of this block's slice (t0 >= t1: nothing)
   int64_t lo;      // the first token attended: tokens of [t0, t1) below it are masked (paged items only)
+  int64_t end0;    // the end of the first query row's range (row j's: end0 + j); t1 serves the last row
+  int64_t t1_all;  // min(t1, end0): below it every column sees every token of the slice
   const int32_t* pages;  // the paged item's pages in token order, or nullptr
+
+  __device__ int64_t col_row(int r) const { return qrow + r / row_heads; }
+  __device__ int col_head(int r) const { return hq0 + r % row_heads; }
+  __device__ int64_t col_end(int r) const { return end0 + r / row_heads; }
 };
 
 // A paged item's slices start on a 16-token tile (its range's start rounded down, the tokens below
@@ -100,29 +109,35 @@ constexpr int64_t kPagedAlign = attention::backend::kTileTokens;
 template <bool kPaged>
 __device__ __forceinline__ BlockWork block_work(const Params& p) {
   BlockWork w;
-  w.b = blockIdx.z;
+  // Paged items run fastest in the grid (see launch_choice), sequences' slices otherwise.
+  w.b = kPaged ? blockIdx.x : blockIdx.z;
   w.hk = blockIdx.y / p.head_tiles;
   const int tile = blockIdx.y % p.head_tiles;
   w.hq0 = w.hk * p.group + tile * kHeadsPerBlock;
   w.heads = min(kHeadsPerBlock, p.group - tile * kHeadsPerBlock);
-  w.split = blockIdx.x;
+  w.row_heads = w.heads;
+  w.split = kPaged ? blockIdx.z : blockIdx.x;
   int64_t beg, end;
   if constexpr (kPaged) {
     const attention::backend::RowItem it = p.items[w.b];
     w.qrow = it.q_row;
+    w.heads *= it.rows;
     w.pages = p.kv_indices + p.kv_indptr[it.seq];
     w.lo = it.begin;
     beg = it.begin / kPagedAlign * kPagedAlign;
     end = it.end > it.begin ? it.end : beg;  // no tokens: an empty slice (not the masked ones below begin)
+    w.end0 = end - (it.rows - 1);
   } else {
     w.qrow = w.b;
     w.pages = nullptr;
     beg = p.ranges_dev ? p.ranges_dev[2 * w.b] : p.ranges[2 * w.b];
     end = p.ranges_dev ? p.ranges_dev[2 * w.b + 1] : p.ranges[2 * w.b + 1];
     w.lo = beg;
+    w.end0 = end;
   }
   w.t0 = beg + static_cast<int64_t>(w.split) * p.tokens_per_split;
   w.t1 = min(end, w.t0 + p.tokens_per_split);
+  w.t1_all = min(w.t1, w.end0);
   return w;
 }
 
