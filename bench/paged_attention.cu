@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
       }
   rows.push_back({"decode", 8, 32, 8, 128, 64, 32768, 1, 4, 4});
   rows.push_back({"decode", 8, 32, 8, 128, 16, 32768, 1, 8, 4});
-  for (int64_t n : {2, 4, 8, 16}) rows.push_back({"speculative", 8, 32, 8, 128, 16, 32768, n, 4, 4});
+  for (int64_t n : {2, 4, 8, 16, 32}) rows.push_back({"speculative", 8, 32, 8, 128, 16, 32768, n, 4, 4});
   for (auto [n, prefix] : std::vector<std::pair<int64_t, int64_t>>{
            {512, 0}, {2048, 0}, {8192, 0}, {512, 4096}, {2048, 32768}, {8192, 32768}})
     rows.push_back({"prefill", 1, 32, 8, 128, 16, prefix + n, n, 4, 4});

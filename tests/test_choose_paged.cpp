@@ -108,14 +108,14 @@ TEST(ChoosePaged, RowItemsAreSlicedAsDecodeSlicesSequences) {
   EXPECT_EQ(choose_paged(forced, gpus()[0].caps, 4).splits, 5);
 }
 
-// Speculative steps (up to 8 query tokens) go to the row kernel where it is the tensor-core one;
+// Speculative steps (up to 16 query tokens) go to the row kernel where it is the tensor-core one;
 // a forced tiled kernel, or an exact row kernel, leaves every multi-query sequence to `tiles`.
 TEST(ChoosePaged, ShortMultiQuerySequencesAreRowItemsOfTheTensorCoreRowKernel) {
   const DeviceCaps h200 = gpus()[0].caps;
   PagedChoice c = choose_paged(problem(128, 4, 4, Math::automatic, DType::f16), h200, 4);
   EXPECT_EQ(c.rows, PagedVariant::rows_f16);
   EXPECT_EQ(c.tiles, PagedVariant::tiles_f16);
-  EXPECT_EQ(c.tile_min_queries, 9) << to_string(c);
+  EXPECT_EQ(c.tile_min_queries, 17) << to_string(c);
   PagedProblem forced = problem(128, 4, 4, Math::automatic, DType::f16);
   forced.tiles = PagedVariant::tiles_f16;
   EXPECT_EQ(choose_paged(forced, h200, 4).tile_min_queries, 2);

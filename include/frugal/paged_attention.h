@@ -61,7 +61,7 @@ struct PagedChoice {
   int splits = 1;                          // KV slices per row item (flash-decoding), fixed by the plan
   int64_t tokens_per_split = 0;
   // Where `tiles` is tiles_f16: the fewest query tokens of a sequence it serves; a sequence with
-  // fewer (speculative steps) becomes row items.
+  // fewer (speculative steps) becomes row items of `rows`.
   int tile_min_queries = 2;
   bool operator==(const PagedChoice&) const = default;
 };

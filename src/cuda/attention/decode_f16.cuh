@@ -483,12 +483,15 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   auto accumulate_pv = [&](auto masked_tag, const float(&sc)[S::NSUB][4], const float(&vsc)[S::NSUB][2],
                            const uint32_t(&vw)[S::NSUB][4][S::VCB / 4], float inv_u) {
     constexpr bool kMasked = decltype(masked_tag)::value;
+    // A paged column may have seen no token yet (its row's range ends before the chunk): its
+    // weights are then exp2(−∞ − 0) = 0, not exp2(−∞ + ∞).
+    const float mu0 = kPaged && m0 == kNegInf ? 0.0f : m0, mu1 = kPaged && m1 == kNegInf ? 0.0f : m1;
 #pragma unroll
     for (int j = 0; j < S::NSUB; ++j) {
       float pt[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const float pe = ex2<kWide>(sc[j][e] - ((e & 1) ? m1 : m0));
+        const float pe = ex2<kWide>(sc[j][e] - ((e & 1) ? mu1 : mu0));
         if (e & 1)
           l1 += pe;
         else

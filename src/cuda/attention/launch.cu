@@ -101,13 +101,10 @@ uint8_t* attach_workspace(decode::Params& p, uint8_t* ws, const attention::backe
   return ws;
 }
 
-// The grid of (slice, K/V head × head tile, sequence), and the f32 kernel's combine. Paged items
-// run fastest instead, (item, K/V head × head tile, slice): the items of one sequence's query tokens
-// sit side by side in it and read each slice while it is in L2.
+// The grid of (slice, K/V head × head tile, sequence or item), and the f32 kernel's combine.
 void launch_choice(const decode::Params& p, const Launch& launch, int rows, bool f16, cudaStream_t st) {
-  const unsigned heads = static_cast<unsigned>(p.kv_heads * p.head_tiles);
-  const dim3 grid = p.items ? dim3(static_cast<unsigned>(rows), heads, static_cast<unsigned>(p.splits))
-                            : dim3(static_cast<unsigned>(p.splits), heads, static_cast<unsigned>(rows));
+  const dim3 grid(static_cast<unsigned>(p.splits), static_cast<unsigned>(p.kv_heads * p.head_tiles),
+                  static_cast<unsigned>(rows));
   launch.fn<<<grid, launch.threads, launch.smem, st>>>(p);
   FRUGAL_CUDA_CHECK_LAUNCH();
   // The f32 kernel's slices are merged by a second kernel (the f16 kernel merges them in its last

@@ -109,14 +109,13 @@ constexpr int64_t kPagedAlign = attention::backend::kTileTokens;
 template <bool kPaged>
 __device__ __forceinline__ BlockWork block_work(const Params& p) {
   BlockWork w;
-  // Paged items run fastest in the grid (see launch_choice), sequences' slices otherwise.
-  w.b = kPaged ? blockIdx.x : blockIdx.z;
+  w.b = blockIdx.z;
   w.hk = blockIdx.y / p.head_tiles;
   const int tile = blockIdx.y % p.head_tiles;
   w.hq0 = w.hk * p.group + tile * kHeadsPerBlock;
   w.heads = min(kHeadsPerBlock, p.group - tile * kHeadsPerBlock);
   w.row_heads = w.heads;
-  w.split = kPaged ? blockIdx.z : blockIdx.x;
+  w.split = blockIdx.x;
   int64_t beg, end;
   if constexpr (kPaged) {
     const attention::backend::RowItem it = p.items[w.b];
