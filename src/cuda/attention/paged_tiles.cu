@@ -47,7 +47,10 @@ using decode::max_nan;
 using decode::pack_half2;
 using decode::smem_addr;
 
-constexpr int kWarps = 4;
+#ifndef FRUGAL_TILES_WARPS
+#define FRUGAL_TILES_WARPS 4
+#endif
+constexpr int kWarps = FRUGAL_TILES_WARPS;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16 * kWarps;  // M rows of a block
 constexpr float kNegInf = -__builtin_huge_valf();
@@ -60,7 +63,7 @@ constexpr int kMinSplitTiles = 4;
 constexpr int kBlocksPerSm = 2;
 
 // Resident blocks a multiprocessor each head dim's kernel is compiled for (its register budget).
-constexpr int min_blocks(int dim) { return dim <= 64 ? 3 : 2; }
+constexpr int min_blocks(int dim) { return kWarps >= 8 ? 1 : (dim <= 64 ? 3 : 2); }
 
 template <int D>
 struct Shape {
@@ -71,7 +74,14 @@ struct Shape {
   static constexpr int DT = D / 8;              // n-tiles of O
   static constexpr int LD = D + 8;              // halves a decoded row (16 bytes of pad: ldmatrix without conflicts)
   static constexpr bool kQInRegs = D <= 128;
-  static constexpr int kDecBytes = 2 * N * LD * 2;  // decoded K and V tiles
+#ifndef FRUGAL_TILES_DB
+#define FRUGAL_TILES_DB 0
+#endif
+  // Decoded tiles: K and V rows as fp16, then the tile's K and V scales (f32), once or twice over
+  // (double-buffered: the next tile is decoded while this one is used, one barrier a tile).
+  static constexpr int kDecBufs = FRUGAL_TILES_DB ? 2 : 1;
+  static constexpr int kBufBytes = 2 * N * LD * 2 + (FRUGAL_TILES_DB ? 8 * N : 0);
+  static constexpr int kDecBytes = kDecBufs * kBufBytes;
   static constexpr int kLutBytes = 2 * 256 * 2;     // K's and V's codebooks as fp16
   static constexpr int kQfBytes = kQInRegs ? 0 : kWarps * KS * 32 * 16;
   static constexpr int kFixedBytes = kDecBytes + kLutBytes + kQfBytes;
@@ -82,7 +92,7 @@ struct Shape {
   __host__ __device__ static constexpr int smem_bytes(int kbits, int vbits) {
     return kFixedBytes + 2 * stage_bytes(kbits, vbits);
   }
-  static_assert(kFixedBytes % 16 == 0 && stage_bytes(3, 3) % 16 == 0, "16-byte aligned regions");
+  static_assert(kFixedBytes % 16 == 0 && kBufBytes % 16 == 0 && stage_bytes(3, 3) % 16 == 0, "16-byte aligned regions");
 };
 
 struct Params {
@@ -317,6 +327,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(co
   };
   if (my_begin < my_end) issue(my_begin, 0);
   cp_async_commit();
+  if constexpr (S::kDecBufs == 2) {
+    if (my_begin + 1 < my_end) issue(my_begin + 1, 1);
+    cp_async_commit();
+  }
 
   // Rotated queries as fp16 A fragments: lane element (row g + 8r, dim 16ks + 8h + 2t4 + e) at
   // x[ks][h][e]; register (h, r) of k-step ks is A's a[2h + r] (PTX's m16n8k16 A layout).
@@ -423,22 +437,49 @@ __global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(co
   float m_run[2] = {kNegInf, kNegInf}, l_run[2] = {0.0f, 0.0f};
   float u = 1e-30f;
 
+  // Double-buffered: stage i % 2's codes go to buffer i % 2 with the scales; tile 0 before the loop.
+  auto decode_into = [&](int stage, int buf) {
+    const uint8_t* st = stages + stage * p.stage_bytes;
+    uint8_t* b = smem + buf * S::kBufBytes;
+    __half* kd = reinterpret_cast<__half*>(b);
+    decode_tile<D>(st + 8 * N, p.kbits, lutk, kd);
+    decode_tile<D>(st + 8 * N + N * p.krow, p.vbits, lutv, kd + N * S::LD);
+    if constexpr (S::kDecBufs == 2)
+      if (threadIdx.x < 2 * N)
+        reinterpret_cast<float*>(b + 2 * N * S::LD * 2)[threadIdx.x] = reinterpret_cast<const float*>(st)[threadIdx.x];
+  };
+  if constexpr (S::kDecBufs == 2) {
+    cp_async_wait<1>();
+    __syncthreads();  // tile 0's stage has landed; the codebooks are in place
+    if (my_begin < my_end) decode_into(0, 0);
+  }
+
   for (int tile = my_begin; tile < my_end; ++tile) {
     const int stage = (tile - my_begin) & 1;
-    cp_async_wait<0>();
-    __syncthreads();  // this tile's stage has landed; every warp is done with the previous decoded tile
-    if (tile + 1 < my_end) issue(tile + 1, stage ^ 1);
-    cp_async_commit();
-    const uint8_t* st = stages + stage * p.stage_bytes;
-    decode_tile<D>(st + 8 * N, p.kbits, lutk, kdec);
-    decode_tile<D>(st + 8 * N + N * p.krow, p.vbits, lutv, vdec);
-    __syncthreads();
+    const float* ksc;
+    uint32_t buf_off = 0;
+    if constexpr (S::kDecBufs == 2) {
+      cp_async_wait<0>();
+      __syncthreads();  // this tile is decoded, the next one's stage has landed, the last compute is done
+      if (tile + 2 < my_end) issue(tile + 2, stage);
+      cp_async_commit();
+      if (tile + 1 < my_end) decode_into(stage ^ 1, stage ^ 1);
+      buf_off = stage * S::kBufBytes;
+      ksc = reinterpret_cast<const float*>(smem + buf_off + 2 * N * S::LD * 2);
+    } else {
+      cp_async_wait<0>();
+      __syncthreads();  // this tile's stage has landed; every warp is done with the previous decoded tile
+      if (tile + 1 < my_end) issue(tile + 1, stage ^ 1);
+      cp_async_commit();
+      decode_into(stage, 0);
+      __syncthreads();
+      ksc = reinterpret_cast<const float*>(stages + stage * p.stage_bytes);
+    }
 
     const int t0 = tile * N;
     const bool needed = warp_active && (!p.causal || t0 <= wpos_hi) && (p.window < 0 || t0 + N - 1 >= wpos_lo - p.window);
     if (!needed) continue;
     const bool full = t0 + N <= kv_len && (!p.causal || t0 + N - 1 <= wpos_lo) && (p.window < 0 || t0 >= wpos_hi - p.window);
-    const float* ksc = reinterpret_cast<const float*>(st);
     const float* vsc = ksc + N;
 
     // S = Q·Kᵀ: s[n][e] = row g + 8(e / 2), token t0 + 8n + 2t4 + e % 2.
@@ -461,7 +502,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(co
 #pragma unroll
       for (int np = 0; np < S::NT / 2; ++np) {
         uint32_t b[4];
-        ldsm_x4(b, k_lane + (np * 16 * S::LD + ks * 16) * 2);
+        ldsm_x4(b, k_lane + buf_off + (np * 16 * S::LD + ks * 16) * 2);
         mma16816<__half>(s[2 * np], a, b[0], b[1]);
         mma16816<__half>(s[2 * np + 1], a, b[2], b[3]);
       }
@@ -537,7 +578,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(co
 #pragma unroll
       for (int dp = 0; dp < S::DT / 2; ++dp) {
         uint32_t b[4];
-        ldsm_x4_trans(b, v_lane + (kk * 16 * S::LD + dp * 16) * 2);
+        ldsm_x4_trans(b, v_lane + buf_off + (kk * 16 * S::LD + dp * 16) * 2);
         mma16816<__half>(acc[2 * dp], pa[kk], b[0], b[1]);
         mma16816<__half>(acc[2 * dp + 1], pa[kk], b[2], b[3]);
       }
