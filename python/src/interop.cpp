@@ -118,4 +118,28 @@ OutArray to_array(const TensorView& v, nb::handle owner) { return make_array<Out
 
 ReadOnlyArray to_readonly_array(const TensorView& v, nb::handle owner) { return make_array<ReadOnlyArray>(v, owner); }
 
+attention::Math parse_math(const std::string& name, const char* op) {
+  if (name == "auto" || name == "automatic") return attention::Math::automatic;
+  if (name == "f32") return attention::Math::f32;
+  if (name == "f16") return attention::Math::f16;
+  FRUGAL_FAIL(invalid_argument, op, "math must be 'auto', 'f32' or 'f16', got '" << name << "'");
+}
+
+int bits_of_levels(int64_t levels) {
+  int bits = 0;
+  while (bits < 16 && (int64_t{1} << bits) < levels) ++bits;
+  return bits;
+}
+
+PackedShape packed_shape(int64_t row_bytes, int64_t levels, const char* op, const char* packed,
+                         const char* centroids) {
+  PackedShape s;
+  s.bits = bits_of_levels(levels);
+  FRUGAL_CHECK(s.bits > 0 && row_bytes * 8 % s.bits == 0, invalid_argument, op,
+               packed << " rows of " << row_bytes << " bytes do not hold whole " << s.bits << "-bit vectors ("
+                      << centroids << " has " << levels << " entries)");
+  s.head_dim = static_cast<int>(row_bytes * 8 / s.bits);
+  return s;
+}
+
 }  // namespace frugal::python
