@@ -1,6 +1,7 @@
 // DLPack <-> frugal conversions.
 #include "interop.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace frugal::python {
@@ -51,9 +52,20 @@ TensorView view_of(const Array& a, const char* op, const char* name) {
   FRUGAL_CHECK(a.ndim() <= static_cast<size_t>(kMaxRank), invalid_argument, op,
                name << " has rank " << a.ndim() << ", more than frugal's " << kMaxRank);
   std::vector<int64_t> shape(a.ndim()), strides(a.ndim());
+  bool empty = false;
   for (size_t i = 0; i < a.ndim(); ++i) {
     shape[i] = static_cast<int64_t>(a.shape(i));
     strides[i] = a.stride(i);
+    empty = empty || shape[i] == 0;
+  }
+  // An empty array's strides say nothing (exporters may give zeros): take it as contiguous, so a
+  // zero-token call passes the layout checks meant for real rows.
+  if (empty) {
+    int64_t step = 1;
+    for (size_t i = a.ndim(); i-- > 0;) {
+      strides[i] = step;
+      step *= std::max<int64_t>(shape[i], 1);
+    }
   }
   return TensorView(const_cast<void*>(static_cast<const void*>(a.data())), to_dtype(a.dtype(), op, name), shape,
                     strides, device);
