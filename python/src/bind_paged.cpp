@@ -56,9 +56,9 @@ nb::tuple dequantize(const PagedCache& c, const kv::PageTable& table, int seq, i
                "sequence " << seq << " does not exist; the page table holds " << table.batch());
   const int64_t e = end.value_or(lengths[seq]);
   FRUGAL_CHECK(begin >= 0 && begin <= e, invalid_argument, op, "bad token range [" << begin << ", " << e << ")");
-  FRUGAL_CHECK(e <= lengths[seq], out_of_range, op,
-               "token range [" << begin << ", " << e << ") passes the " << lengths[seq] << " tokens of sequence "
-                               << seq);
+  FRUGAL_CHECK(
+      e <= lengths[seq], out_of_range, op,
+      "token range [" << begin << ", " << e << ") passes the " << lengths[seq] << " tokens of sequence " << seq);
   const PagedConfig& k = c.config();
   const DType t = parse_dtype(dtype);
   Tensor ko = Tensor::empty({e - begin, k.num_kv_heads, k.head_dim}, t, c.device());
@@ -80,11 +80,10 @@ nb::tuple paged_storage(nb::handle self) {
 
 // A cache over these arrays; the config is read off their shapes (heads and slots from k_packed, the
 // widths from the codebooks, head_dim from the K rows), and kv::PagedCache::wrap checks the rest.
-PagedCache wrap_storage(nb::ndarray<> k_packed, nb::ndarray<> k_scales, nb::ndarray<> v_packed,
-                        nb::ndarray<> v_scales, std::optional<nb::ndarray<>> k_signs,
-                        std::optional<nb::ndarray<>> v_signs, nb::ndarray<> k_centroids, nb::ndarray<> k_boundaries,
-                        nb::ndarray<> v_centroids, nb::ndarray<> v_boundaries, int page_size,
-                        kv::ScaleRule scale_rule) {
+PagedCache wrap_storage(nb::ndarray<> k_packed, nb::ndarray<> k_scales, nb::ndarray<> v_packed, nb::ndarray<> v_scales,
+                        std::optional<nb::ndarray<>> k_signs, std::optional<nb::ndarray<>> v_signs,
+                        nb::ndarray<> k_centroids, nb::ndarray<> k_boundaries, nb::ndarray<> v_centroids,
+                        nb::ndarray<> v_boundaries, int page_size, kv::ScaleRule scale_rule) {
   constexpr const char* op = "kv::PagedCache::wrap";
   FRUGAL_CHECK(k_packed.ndim() == 3, invalid_argument, op,
                "k_packed must be [heads, slots, row bytes], got rank " << k_packed.ndim());
@@ -94,9 +93,8 @@ PagedCache wrap_storage(nb::ndarray<> k_packed, nb::ndarray<> k_scales, nb::ndar
   const int64_t slots = static_cast<int64_t>(k_packed.shape(1));
   FRUGAL_CHECK(page_size > 0 && slots % page_size == 0, invalid_argument, op,
                "k_packed holds " << slots << " slots, which are not whole pages of page_size " << page_size);
-  const PackedShape ks =
-      packed_shape(static_cast<int64_t>(k_packed.shape(2)), static_cast<int64_t>(k_centroids.shape(0)), op,
-                   "k_packed", "k_centroids");
+  const PackedShape ks = packed_shape(static_cast<int64_t>(k_packed.shape(2)),
+                                      static_cast<int64_t>(k_centroids.shape(0)), op, "k_packed", "k_centroids");
   PagedConfig c;
   c.num_kv_heads = static_cast<int>(k_packed.shape(0));
   c.head_dim = ks.head_dim;
@@ -129,8 +127,8 @@ PagedCache wrap_storage(nb::ndarray<> k_packed, nb::ndarray<> k_scales, nb::ndar
 // with return_lse, lse [total_q, Hq] f32 where no array is given; returns (out, lse), each None
 // where the caller gave it (or, for lse, did not ask for it).
 template <typename Call>
-nb::tuple attend(const InArray& q, std::optional<nb::ndarray<>> out, std::optional<nb::ndarray<>> lse,
-                 bool return_lse, const char* op, Call&& call) {
+nb::tuple attend(const InArray& q, std::optional<nb::ndarray<>> out, std::optional<nb::ndarray<>> lse, bool return_lse,
+                 const char* op, Call&& call) {
   const TensorView qv = to_view(q, op, "q");
   FRUGAL_CHECK(qv.rank == 3, invalid_argument, op, "q must be [total_q, Hq, D], got " << qv.describe());
   Tensor new_out, new_lse;
@@ -166,7 +164,7 @@ void bind_paged(nb::module_& m) {
           [](PagedConfig* self, int num_kv_heads, int head_dim, int64_t num_pages, int page_size, int k_bits,
              int v_bits, kv::ScaleRule scale_rule, std::optional<uint64_t> k_sign_seed,
              std::optional<uint64_t> v_sign_seed) {
-            new (self) PagedConfig{num_kv_heads, head_dim,   page_size,  num_pages,  k_bits,
+            new (self) PagedConfig{num_kv_heads, head_dim,   page_size,   num_pages,  k_bits,
                                    v_bits,       scale_rule, k_sign_seed, v_sign_seed};
           },
           nb::kw_only(), "num_kv_heads"_a, "head_dim"_a, "num_pages"_a, "page_size"_a = 16, "k_bits"_a = 4,
@@ -184,9 +182,11 @@ void bind_paged(nb::module_& m) {
       .def("_asdict", &config_dict);
   m.attr("PAGED_FORMAT_VERSION") = kv::kPagedFormatVersion;
 
-  nb::class_<PagedCache>(m, "PagedCache",
-                         "One layer's quantized K and V in a pool of pages (frugal/paged_cache.h).\n"
-                         "k_packed [Hkv, slots, D*k_bits/8] u8, k_scales [Hkv, slots] f32 (v_ alike); slot = page*page_size + offset.")
+  nb::class_<PagedCache> cache(
+      m, "PagedCache",
+      "One layer's quantized K and V in a pool of pages (frugal/paged_cache.h).\n"
+      "k_packed [Hkv, slots, D*k_bits/8] u8, k_scales [Hkv, slots] f32 (v_ alike); slot = page*page_size + offset.");
+  cache
       .def(
           "__init__",
           [](PagedCache* self, const PagedConfig& config, const std::string& device, std::optional<uintptr_t> stream) {
@@ -218,15 +218,6 @@ void bind_paged(nb::module_& m) {
       .def_prop_ro("config", [](const PagedCache& c) { return c.config(); })
       .def_prop_ro("device", [](const PagedCache& c) { return to_string(c.device()); })
       .def_prop_ro("slots", &PagedCache::slots)
-      // Read-only views by default, as kv.Cache's; _storage gives the same memory writable.
-      .def_prop_ro("k_packed",
-                   [](nb::handle self) { return to_readonly_array(nb::cast<PagedCache&>(self).k_packed().view(), self); })
-      .def_prop_ro("k_scales",
-                   [](nb::handle self) { return to_readonly_array(nb::cast<PagedCache&>(self).k_scales().view(), self); })
-      .def_prop_ro("v_packed",
-                   [](nb::handle self) { return to_readonly_array(nb::cast<PagedCache&>(self).v_packed().view(), self); })
-      .def_prop_ro("v_scales",
-                   [](nb::handle self) { return to_readonly_array(nb::cast<PagedCache&>(self).v_scales().view(), self); })
       .def_prop_ro("_storage", &paged_storage,
                    "(k_packed, k_scales, v_packed, v_scales, k_signs or None, v_signs or None, k_centroids,\n"
                    "k_boundaries, v_centroids, v_boundaries) as writable views of the cache's memory.")
@@ -234,6 +225,15 @@ void bind_paged(nb::module_& m) {
                   "v_signs"_a.none(), "k_centroids"_a, "k_boundaries"_a, "v_centroids"_a, "v_boundaries"_a,
                   "page_size"_a, "scale_rule"_a,
                   "A cache over these arrays (no copy; kept alive by it), in the order of _storage.");
+  // The pools as read-only views by default, as kv.Cache's; _storage gives the same memory writable.
+  using Pool = const Tensor& (PagedCache::*)() const;
+  for (auto [name, pool] : {std::pair<const char*, Pool>{"k_packed", &PagedCache::k_packed},
+                            {"k_scales", &PagedCache::k_scales},
+                            {"v_packed", &PagedCache::v_packed},
+                            {"v_scales", &PagedCache::v_scales}})
+    cache.def_prop_ro(name, [pool](nb::handle self) {
+      return to_readonly_array((nb::cast<PagedCache&>(self).*pool)().view(), self);
+    });
 
   nb::enum_<attention::PagedVariant>(m, "PagedVariant", "The kernels of paged attention.")
       .value("cpu", attention::PagedVariant::cpu, "the CPU loop (f32)")
@@ -256,8 +256,8 @@ void bind_paged(nb::module_& m) {
           [](PagedOptions* self, std::optional<float> softmax_scale, bool causal, int64_t window_left,
              const std::string& math, int num_splits, std::optional<attention::PagedVariant> rows,
              std::optional<attention::PagedVariant> tiles, int64_t max_kv_len) {
-            new (self) PagedOptions{softmax_scale, causal,       window_left, parse_math(math, "attention::PagedOptions"),
-                                    num_splits,    rows,         tiles,       max_kv_len};
+            new (self) PagedOptions{softmax_scale, causal, window_left, parse_math(math, "attention::PagedOptions"),
+                                    num_splits,    rows,   tiles,       max_kv_len};
           },
           nb::kw_only(), "softmax_scale"_a = nb::none(), "causal"_a = true, "window_left"_a = -1, "math"_a = "auto",
           "num_splits"_a = 0, "rows"_a = nb::none(), "tiles"_a = nb::none(), "max_kv_len"_a = 0)
@@ -267,9 +267,10 @@ void bind_paged(nb::module_& m) {
       .def_ro("num_splits", &PagedOptions::num_splits)
       .def_ro("max_kv_len", &PagedOptions::max_kv_len);
 
-  nb::class_<PagedPlan>(m, "PagedPlan",
-                        "Paged attention planned once for a batch description (frugal/paged_attention.h):\n"
-                        "run() does no host synchronization and no allocation; update() takes a new batch of the same shape class.")
+  nb::class_<PagedPlan>(
+      m, "PagedPlan",
+      "Paged attention planned once for a batch description (frugal/paged_attention.h):\n"
+      "run() does no host synchronization and no allocation; update() takes a new batch of the same shape class.")
       .def(
           "__init__",
           [](PagedPlan* self, const PagedCache& cache, int q_heads, const std::string& q_dtype, InArray qo_indptr,
@@ -316,9 +317,10 @@ void bind_paged(nb::module_& m) {
         constexpr const char* op = "attention::paged_attention";
         const kv::PageTable table = to_table(indptr, indices, last_page_len, op);
         const attention::PagedBatch batch = to_batch(qo_indptr, table, op);
-        return attend(q, out, lse, return_lse, op, [&](const TensorView& qv, const TensorView& ov, const TensorView& lv) {
-          attention::paged_attention(qv, cache, batch, ov, lv, options, to_stream(stream));
-        });
+        return attend(q, out, lse, return_lse, op,
+                      [&](const TensorView& qv, const TensorView& ov, const TensorView& lv) {
+                        attention::paged_attention(qv, cache, batch, ov, lv, options, to_stream(stream));
+                      });
       },
       "q"_a, "cache"_a, "qo_indptr"_a, "indptr"_a, "indices"_a, "last_page_len"_a, "out"_a = nb::none(),
       "lse"_a = nb::none(), "return_lse"_a = false, "options"_a = PagedOptions{}, "stream"_a = nb::none(),

@@ -143,8 +143,7 @@ int bits_of_levels(int64_t levels) {
   return bits;
 }
 
-PackedShape packed_shape(int64_t row_bytes, int64_t levels, const char* op, const char* packed,
-                         const char* centroids) {
+PackedShape packed_shape(int64_t row_bytes, int64_t levels, const char* op, const char* packed, const char* centroids) {
   PackedShape s;
   s.bits = bits_of_levels(levels);
   FRUGAL_CHECK(s.bits > 0 && row_bytes * 8 % s.bits == 0, invalid_argument, op,

@@ -58,7 +58,6 @@ struct PackedShape {
   int bits = 0;
   int head_dim = 0;
 };
-PackedShape packed_shape(int64_t row_bytes, int64_t levels, const char* op, const char* packed,
-                         const char* centroids);
+PackedShape packed_shape(int64_t row_bytes, int64_t levels, const char* op, const char* packed, const char* centroids);
 
 }  // namespace frugal::python

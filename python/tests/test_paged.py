@@ -409,17 +409,6 @@ def test_the_paged_ops_pass_opcheck(rng, device):
     torch.library.opcheck(ft.paged_attention_op, base + (0.3, False, 9, "f32", 0, True))
 
 
-class CountingBackend:
-    """A torch.compile backend that counts the graphs it is given (a recompile is a second graph)."""
-
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
-
-
 def decode_step(q, k, v, new_indptr, qo, table, cache):
     import frugal.torch as ft
     ft.paged_append(cache, k, v, new_indptr, table)
@@ -430,9 +419,9 @@ def decode_step(q, k, v, new_indptr, qo, table, cache):
 @needs_torch
 @pytest.mark.parametrize("device", torch_devices)
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "counting", "inductor"])
-def test_a_compiled_paged_decode_step_has_no_graph_break_and_matches_eager(rng, device, backend):
+def test_a_compiled_paged_decode_step_has_no_graph_break_and_matches_eager(rng, device, backend, counting_backend):
     torch._dynamo.reset()
-    counting = CountingBackend()
+    counting = counting_backend
     seed = int(rng.integers(2**32))
     lens = [14, 30, 3]
     a, b = torch_pool(seed, device, lens=lens, ns=[14, 1, 1]), torch_pool(seed, device, lens=lens, ns=[14, 1, 1])
@@ -510,3 +499,32 @@ def test_cuda_kernels_match_the_oracle_and_the_cpu(rng, k_bits, v_bits, dtype):
         assert rel_error(out, ref) <= bound, what
         assert rel_error(out, on_cpu.astype(np.float64)) <= bound, what + " vs the CPU"
         assert lse_error(lse, ref_lse) <= bound, what + " LSE"
+
+
+@needs_cuda
+def test_a_cuda_graph_of_a_plans_run_replays_decode_steps_after_updates(rng):
+    seed = int(rng.integers(2**32))
+    lens = [30, 15, 47]
+    s = torch_pool(seed, "cuda", lens=lens, ns=[1, 1, 1], d=128)
+    plan = kv.PagedPlan(s.cache, 8, "f16", s.qo, s.table, max_kv_len=64)
+    q = torch.zeros(3, 8, 128, dtype=torch.float16, device="cuda")
+    out = torch.empty_like(q)
+    lse = torch.empty(3, 8, dtype=torch.float32, device="cuda")
+    plan.run(q, s.cache, out=out, lse=lse)  # warm up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(q, s.cache, out=out, lse=lse)
+    steps = np.random.default_rng(seed + 4)
+    for step in range(4):  # sequence 1 crosses into a new page
+        lens = [n + 1 for n in lens]
+        table = kv.PageTable.from_pages(s.pages, lens, 16)
+        x = torch.from_numpy(steps.standard_normal((2, 3, 2, 128)).astype(np.float32)).cuda()
+        s.cache.append(x[0], x[1], s.qo, table)
+        plan.update(s.qo, table)
+        q.copy_(torch.from_numpy(queries(seed + step, 3, 8, 128)).half())
+        graph.replay()
+        want, want_lse = kv.paged_attention(q, s.cache, s.qo, table, return_lse=True)
+        torch.cuda.synchronize()
+        assert torch.equal(out, want) and torch.equal(lse, want_lse), step
+        ref, ref_lse = oracle(q.float(), s.cache, table, s.qo)
+        assert rel_error(out, ref) <= 2e-3 and lse_error(lse, ref_lse) <= 2e-3, step
