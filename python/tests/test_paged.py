@@ -13,8 +13,10 @@ from frugal import kv
 
 try:
     import torch
+
+    import frugal.torch as ft
 except ImportError:
-    torch = None
+    torch = ft = None
 
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 have_cuda = torch is not None and torch.cuda.is_available() and frugal.cuda_available()
@@ -29,7 +31,9 @@ MIXED_NS = [50, 37, 5, 1, 1, 2, 0, 0, 1]
 
 
 def to_np(a):
-    return a.detach().cpu().numpy() if torch is not None and isinstance(a, torch.Tensor) else np.asarray(a)
+    if torch is not None and isinstance(a, torch.Tensor):  # numpy has no bfloat16: torch widens first
+        return a.detach().cpu().float().numpy() if a.dtype == torch.bfloat16 else a.detach().cpu().numpy()
+    return np.asarray(a)
 
 
 class Pool(NamedTuple):
@@ -348,7 +352,6 @@ def torch_tables(s, device="cpu"):
 @needs_torch
 @pytest.mark.parametrize("device", torch_devices)
 def test_the_custom_ops_give_the_plain_apis_bytes_and_numbers(rng, device):
-    import frugal.torch as ft
     seed = int(rng.integers(2**32))
     plain = torch_pool(seed, device)
     ops = kv.PagedCache(**plain.cache.config, device=device)
@@ -373,7 +376,6 @@ def test_the_custom_ops_give_the_plain_apis_bytes_and_numbers(rng, device):
 
 @needs_torch
 def test_a_pool_torch_owns_is_wrapped_without_a_copy(rng):
-    import frugal.torch as ft
     seed = int(rng.integers(2**32))
     own = make_pool(seed, make_cache=lambda **c: ft.paged_cache(**c), to=torch.from_numpy)
     ref = make_pool(seed)
@@ -390,7 +392,6 @@ def test_a_pool_torch_owns_is_wrapped_without_a_copy(rng):
 @needs_torch
 @pytest.mark.parametrize("device", torch_devices)
 def test_the_paged_ops_pass_opcheck(rng, device):
-    import frugal.torch as ft
     seed = int(rng.integers(2**32))
     s = torch_pool(seed, device, lens=[20, 33, 5], ns=[20, 3, 1])
     t = ft.paged_cache_tensors(s.cache)
@@ -410,7 +411,6 @@ def test_the_paged_ops_pass_opcheck(rng, device):
 
 
 def decode_step(q, k, v, new_indptr, qo, table, cache):
-    import frugal.torch as ft
     ft.paged_append(cache, k, v, new_indptr, table)
     out, lse = ft.paged_attention(q, cache, qo, table, return_lse=True)
     return out * 2, lse
@@ -420,6 +420,8 @@ def decode_step(q, k, v, new_indptr, qo, table, cache):
 @pytest.mark.parametrize("device", torch_devices)
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "counting", "inductor"])
 def test_a_compiled_paged_decode_step_has_no_graph_break_and_matches_eager(rng, device, backend, counting_backend):
+    if backend == "inductor" and device == "cuda":
+        pytest.importorskip("triton")  # inductor's CUDA code for the elementwise op around the custom ones
     torch._dynamo.reset()
     counting = counting_backend
     seed = int(rng.integers(2**32))
@@ -437,7 +439,6 @@ def test_a_compiled_paged_decode_step_has_no_graph_break_and_matches_eager(rng, 
         got = compiled(q, k, v, new_indptr, qo, table, a.cache)
         want = decode_step(q, k, v, new_indptr, qo, table, b.cache)
         assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), i
-    import frugal.torch as ft
     assert all(torch.equal(x, y) for x, y in zip(ft.paged_cache_tensors(a.cache).storage()[:4],
                                                  ft.paged_cache_tensors(b.cache).storage()[:4]))
     ref = oracle(q, b.cache, table, np.array([0, 1, 2, 3]))[0]
@@ -448,7 +449,6 @@ def test_a_compiled_paged_decode_step_has_no_graph_break_and_matches_eager(rng, 
 
 @needs_torch
 def test_errors_inside_the_ops_are_frugals_and_a_refused_append_writes_nothing(rng):
-    import frugal.torch as ft
     s = torch_pool(int(rng.integers(2**32)), "cpu", lens=[20, 5], ns=[1, 1])
     t = ft.paged_cache_tensors(s.cache)
     before = [a.clone() for a in t.storage()[:4]]
@@ -523,7 +523,8 @@ def test_a_cuda_graph_of_a_plans_run_replays_decode_steps_after_updates(rng):
         plan.update(s.qo, table)
         q.copy_(torch.from_numpy(queries(seed + step, 3, 8, 128)).half())
         graph.replay()
-        want, want_lse = kv.paged_attention(q, s.cache, s.qo, table, return_lse=True)
+        fresh = kv.PagedPlan(s.cache, 8, "f16", s.qo, table, max_kv_len=64)  # the same splits as the plan's
+        want, want_lse = fresh.run(q, s.cache, return_lse=True)
         torch.cuda.synchronize()
         assert torch.equal(out, want) and torch.equal(lse, want_lse), step
         ref, ref_lse = oracle(q.float(), s.cache, table, s.qo)
