@@ -379,7 +379,9 @@ class PagedPlan:
                                        options=options, stream=int_arg(op, "stream", stream, "uint64"))
 
     def update(self, qo_indptr: Any, table: Union[PageTable, Sequence[Any]], *, stream: Optional[int] = None) -> None:
-        """A new batch into the plan's buffers; refused, changing nothing, when it outgrows the plan."""
+        """A new batch into the plan's buffers; refused, changing nothing, when it outgrows the plan.
+        On a GPU the copies go to `stream` (default: the legacy default stream, torch's unless you
+        switched): the stream of the runs that follow."""
         op = "attention::PagedPlan::update"
         self._impl.update(_host_i32(op, "qo_indptr", qo_indptr), *_table_args(op, table),
                           stream=int_arg(op, "stream", stream, "uint64"))
