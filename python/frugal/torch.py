@@ -190,5 +190,6 @@ from ._autograd import register_autograd as _register_autograd, submanifold_conv
 _register_autograd(submanifold_conv_op)
 
 # ---- the KV cache and attention (python/frugal/_torch_kv.py): custom ops over the caches' storage ----
-from ._torch_kv import (CacheTensors, cache_append, cache_append_op, cache_tensors,  # noqa: E402,F401
-                        decode_attention, decode_attention_op)
+from ._torch_kv import (CacheTensors, PagedCacheTensors, cache_append, cache_append_op,  # noqa: E402,F401
+                        cache_tensors, decode_attention, decode_attention_op, paged_append, paged_append_op,
+                        paged_attention, paged_attention_op, paged_cache, paged_cache_tensors)

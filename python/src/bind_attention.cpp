@@ -12,17 +12,6 @@ using namespace nb::literals;
 
 namespace frugal::python {
 
-namespace {
-
-attention::Math parse_math(const std::string& m) {
-  if (m == "auto" || m == "automatic") return attention::Math::automatic;
-  if (m == "f32") return attention::Math::f32;
-  if (m == "f16") return attention::Math::f16;
-  FRUGAL_FAIL(invalid_argument, "attention::decode_attention", "math must be 'auto', 'f32' or 'f16', got '" << m << "'");
-}
-
-}  // namespace
-
 void bind_attention(nb::module_& m) {
   m.def(
       "decode_attention",
@@ -38,7 +27,7 @@ void bind_attention(nb::module_& m) {
                      "lengths must hold one entry per sequence (" << k.config().batch
                                                                   << "), got 0; pass None for every held token");
         if (lengths) o.lengths = *lengths;
-        o.math = parse_math(math);
+        o.math = parse_math(math, op);
         o.num_splits = num_splits;
         const TensorView qv = to_view(q, op, "q");
         if (out) {

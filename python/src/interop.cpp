@@ -1,6 +1,7 @@
 // DLPack <-> frugal conversions.
 #include "interop.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace frugal::python {
@@ -51,9 +52,20 @@ TensorView view_of(const Array& a, const char* op, const char* name) {
   FRUGAL_CHECK(a.ndim() <= static_cast<size_t>(kMaxRank), invalid_argument, op,
                name << " has rank " << a.ndim() << ", more than frugal's " << kMaxRank);
   std::vector<int64_t> shape(a.ndim()), strides(a.ndim());
+  bool empty = false;
   for (size_t i = 0; i < a.ndim(); ++i) {
     shape[i] = static_cast<int64_t>(a.shape(i));
     strides[i] = a.stride(i);
+    empty = empty || shape[i] == 0;
+  }
+  // An empty array's strides say nothing (exporters may give zeros): take it as contiguous, so a
+  // zero-token call passes the layout checks meant for real rows.
+  if (empty) {
+    int64_t step = 1;
+    for (size_t i = a.ndim(); i-- > 0;) {
+      strides[i] = step;
+      step *= std::max<int64_t>(shape[i], 1);
+    }
   }
   return TensorView(const_cast<void*>(static_cast<const void*>(a.data())), to_dtype(a.dtype(), op, name), shape,
                     strides, device);
@@ -117,5 +129,28 @@ OutArray to_array(const Tensor& t) {
 OutArray to_array(const TensorView& v, nb::handle owner) { return make_array<OutArray>(v, owner); }
 
 ReadOnlyArray to_readonly_array(const TensorView& v, nb::handle owner) { return make_array<ReadOnlyArray>(v, owner); }
+
+attention::Math parse_math(const std::string& name, const char* op) {
+  if (name == "auto" || name == "automatic") return attention::Math::automatic;
+  if (name == "f32") return attention::Math::f32;
+  if (name == "f16") return attention::Math::f16;
+  FRUGAL_FAIL(invalid_argument, op, "math must be 'auto', 'f32' or 'f16', got '" << name << "'");
+}
+
+int bits_of_levels(int64_t levels) {
+  int bits = 0;
+  while (bits < 16 && (int64_t{1} << bits) < levels) ++bits;
+  return bits;
+}
+
+PackedShape packed_shape(int64_t row_bytes, int64_t levels, const char* op, const char* packed, const char* centroids) {
+  PackedShape s;
+  s.bits = bits_of_levels(levels);
+  FRUGAL_CHECK(s.bits > 0 && row_bytes * 8 % s.bits == 0, invalid_argument, op,
+               packed << " rows of " << row_bytes << " bytes do not hold whole " << s.bits << "-bit vectors ("
+                      << centroids << " has " << levels << " entries)");
+  s.head_dim = static_cast<int>(row_bytes * 8 / s.bits);
+  return s;
+}
 
 }  // namespace frugal::python

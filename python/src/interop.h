@@ -1,6 +1,7 @@
-// DLPack <-> frugal conversions for the Python module: any array that speaks DLPack (numpy,
-// torch, cupy, jax) becomes a TensorView without a copy; a frugal Tensor goes back out as an
-// Array-API object (__dlpack__) that keeps the Tensor's storage alive.
+// Python arguments -> frugal for the Python module: any array that speaks DLPack (numpy, torch,
+// cupy, jax) becomes a TensorView without a copy; a frugal Tensor goes back out as an Array-API
+// object (__dlpack__) that keeps the Tensor's storage alive; and the small argument conversions the
+// bindings share (math names, a codebook's bits).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -9,7 +10,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 
+#include "frugal/attention.h"
 #include "frugal/frugal.h"
 
 namespace frugal::python {
@@ -40,5 +43,21 @@ OutArray to_array(const TensorView& v, nb::handle owner);
 ReadOnlyArray to_readonly_array(const TensorView& v, nb::handle owner);
 
 inline Stream to_stream(std::optional<uintptr_t> s) { return s ? reinterpret_cast<Stream>(*s) : nullptr; }
+
+// 'auto' (or 'automatic'), 'f32' or 'f16'; anything else is a frugal::Error naming `op`.
+attention::Math parse_math(const std::string& name, const char* op);
+
+// The bits of a codebook of `levels` centroids (2, 3, 4 or 8 bits; anything else is left to the
+// config check, which names the field).
+int bits_of_levels(int64_t levels);
+
+// The bits and head_dim of wrapped storage whose packed rows hold `row_bytes` bytes and whose
+// codebook has `levels` centroids; a frugal::Error naming `op`, `packed` and `centroids` when the rows
+// do not hold whole vectors (a bad bit width is left to the config check, which names the field).
+struct PackedShape {
+  int bits = 0;
+  int head_dim = 0;
+};
+PackedShape packed_shape(int64_t row_bytes, int64_t levels, const char* op, const char* packed, const char* centroids);
 
 }  // namespace frugal::python

@@ -17,6 +17,7 @@ namespace frugal::python {
 
 void bind_spconv(nb::module_& m);
 void bind_attention(nb::module_& m);
+void bind_paged(nb::module_& m);
 
 namespace {
 
@@ -26,14 +27,6 @@ int checked_seq(const kv::Cache& c, int seq, const char* op) {
   FRUGAL_CHECK(seq >= 0 && seq < c.config().batch, out_of_range, op,
                "sequence " << seq << " does not exist; the cache holds " << c.config().batch);
   return seq;
-}
-
-// The bits of a codebook of `levels` centroids (2, 3, 4 or 8 bits; anything else is left to the
-// config check, which names the field).
-int bits_of_levels(int64_t levels) {
-  int bits = 0;
-  while (bits < 16 && (int64_t{1} << bits) < levels) ++bits;
-  return bits;
 }
 
 }  // namespace
@@ -169,11 +162,10 @@ void bind_kv(nb::module_& m) {
             c.batch = static_cast<int>(packed.shape(0));
             c.num_kv_heads = static_cast<int>(packed.shape(1));
             c.capacity = static_cast<int64_t>(packed.shape(2));
-            c.bits = bits_of_levels(static_cast<int64_t>(centroids.shape(0)));
-            FRUGAL_CHECK(c.bits > 0 && static_cast<int64_t>(packed.shape(3)) * 8 % c.bits == 0, invalid_argument, op,
-                         "packed rows of " << packed.shape(3) << " bytes do not hold whole " << c.bits
-                                           << "-bit vectors (centroids has " << centroids.shape(0) << " entries)");
-            c.head_dim = static_cast<int>(packed.shape(3) * 8 / c.bits);
+            const PackedShape s = packed_shape(static_cast<int64_t>(packed.shape(3)),
+                                               static_cast<int64_t>(centroids.shape(0)), op, "packed", "centroids");
+            c.bits = s.bits;
+            c.head_dim = s.head_dim;
             c.sliding = sliding;
             c.scale_rule = scale_rule;
             kv::CacheStorage st;
@@ -221,4 +213,5 @@ NB_MODULE(_frugal, m) {
   frugal::python::bind_kv(m);
   frugal::python::bind_spconv(m);
   frugal::python::bind_attention(m);
+  frugal::python::bind_paged(m);
 }

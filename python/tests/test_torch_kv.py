@@ -94,22 +94,11 @@ def test_custom_ops_pass_opcheck(device):
     torch.library.opcheck(ft.decode_attention_op, (q,) + storage + (torch.tensor([2, 5]), 0.5, "f32", 0))
 
 
-class CountingBackend:
-    """A torch.compile backend that counts the graphs it is given (a recompile is a second graph)."""
-
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
-
-
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "counting"])
 @pytest.mark.parametrize("sliding", [False, True])
-def test_a_compiled_decode_step_has_no_graph_break_and_matches_eager(backend, sliding, rng):
+def test_a_compiled_decode_step_has_no_graph_break_and_matches_eager(backend, sliding, rng, counting_backend):
     torch._dynamo.reset()
-    counting = CountingBackend()
+    counting = counting_backend
     k1, v1 = caches("cpu", capacity=16, sliding=sliding)
     k2, v2 = caches("cpu", capacity=16, sliding=sliding)
 
