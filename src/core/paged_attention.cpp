@@ -254,11 +254,9 @@ PagedPlan::PagedPlan(const kv::PagedCache& cache, int q_heads, DType q_dtype, co
   p.v_bits = c.v_bits;
   p.q_dtype = q_dtype;
   p.math = options.math;
-  // The slices must cover any row of any batch update() accepts: a causal window bounds a row's range,
-  // which the row kernels start on a 16-token tile (up to 15 masked tokens before it).
-  p.max_len = options.causal && options.window_left >= 0
-                  ? std::min(s.max_kv_len, options.window_left + 1 + backend::kTileTokens - 1)
-                  : s.max_kv_len;
+  // The slices must cover any row of any batch update() accepts: a causal window bounds a row's range.
+  p.max_len = options.causal && options.window_left >= 0 ? std::min(s.max_kv_len, options.window_left + 1)
+                                                         : s.max_kv_len;
   p.max_kv_len = s.max_kv_len;
   p.rows = options.rows;
   p.tiles = options.tiles;

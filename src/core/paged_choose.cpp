@@ -75,7 +75,9 @@ DecodeProblem row_items_problem(const PagedProblem& p, PagedVariant rows) {
   d.k_bits = p.k_bits;
   d.v_bits = p.v_bits;
   d.capacity = std::max<int64_t>(1, p.max_kv_len);
-  d.max_len = p.max_len;
+  // The row kernels start a range on a 16-token tile, the tokens before it masked: a range of
+  // max_len tokens spans up to kTileTokens − 1 more.
+  d.max_len = std::min(d.capacity, p.max_len + backend::kTileTokens - 1);
   d.q_dtype = p.q_dtype;
   d.math = rows == PagedVariant::rows_f16 ? Math::f16 : Math::f32;
   d.variant = decode_variant_of(rows);

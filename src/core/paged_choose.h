@@ -29,7 +29,7 @@ struct PagedProblem {
   DType q_dtype = DType::f32;
   Math math = Math::automatic;
   int64_t row_items = 0;   // work items of single rows the plan holds (at most its query rows)
-  int64_t max_len = 0;     // the most tokens a row item may see (the slices must cover it)
+  int64_t max_len = 0;     // the most tokens a row item may see (its slices cover it and the row kernels' alignment)
   int64_t max_kv_len = 0;  // the longest sequence the plan serves
   std::optional<PagedVariant> rows, tiles;  // PagedOptions::rows / tiles (forced), or empty
   int num_splits = 0;                       // PagedOptions::num_splits (forced, validated), or 0
