@@ -132,7 +132,8 @@ def rel_err(a, ref):
     return float((a.double() - ref.double()).abs().max()) / scale
 
 
-# ---- one library's conv layer: build_map(feats, train), forward(feats), step(feats, grad_out), grads(feats) ----
+# ---- one library's conv layer: build_map(feats, train), forward(feats), map_and_forward(feats) (a first call
+# on new coordinates), step(feats, grad_out), grads(feats) ----
 # The weight is given as spconv's / FlexGEMM's [Co, 3, 3, 3, Ci] (w5); gradients come back in frugal's
 # layout (grad_feats [N, Ci], grad_weight [27, Ci, Co], grad_bias [Co]).
 
@@ -161,6 +162,10 @@ class FrugalLayer:
     def forward(self, feats):
         with torch.no_grad():
             return self.conv(feats, self.km)
+
+    def map_and_forward(self, feats):
+        with torch.no_grad():
+            return self.conv(feats, self.ft.build_kernel_map(self.coords))
 
     def params(self):
         return [p for p in (self.conv.weight, self.conv.bias) if p is not None]

@@ -39,8 +39,10 @@ import torch
 import conv_peers as cp
 from flushed_timing import alternating_medians_ms, flushed_median_ms
 
-TRAIN_ROWS = ("1024:64,512:128,256:256,196:128:1024,92:256:2048,20:1024,43:512,92:256,196:128,426:64,"
-              "256:64,256:128,512:64,512:256,1024:128,1024:256")
+# in the order they run (a budget cuts the tail): issue 41's main shells, the C -> 8C convs and the
+# TRELLIS.2 decoder levels (shells of the levels' sizes, as in spconv_peer.py), then the rest of the grid
+TRAIN_ROWS = ("1024:64,512:128,256:256,196:128:1024,92:256:2048,426:64,196:128,92:256,43:512,20:1024,"
+              "512:64,256:64,256:128,1024:128,512:256,1024:256")
 FORWARD_ROWS = "1024:64,512:128,256:256,128:512,64:1024,512:128:1024,256:256:2048"
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
 LIBS = ("frugal", "flexgemm", "spconv")
@@ -63,14 +65,21 @@ def parse_args(argv=None):
     p.add_argument("--budget", type=float, default=0, help="seconds; 0: no limit")
     p.add_argument("--device", default="cuda", help="cuda; cpu runs frugal alone (a smoke test of the script)")
     p.add_argument("--out", help="JSON lines (default $OUT/spconv_train_peer.jsonl or spconv_forward_peer.jsonl)")
+    p.add_argument("--precompile", metavar="I/P", help="compile FlexGEMM's Triton kernels for these rows, share I of P "
+                   "(P processes at once), and exit")
     p.add_argument("--summary", nargs="+", metavar="FILE", help="print the tables of these JSON-lines files and exit")
     p.add_argument("--short", action="store_true", help="--summary's short tables (the main figures only)")
     a = p.parse_args(argv)
     a.rows = a.rows or (FORWARD_ROWS if a.forward else TRAIN_ROWS)
-    a.row_list = [tuple(int(v) for v in s.split(":")) for s in a.rows.split(",") if s]
-    for r in a.row_list:
-        if len(r) not in (2, 3) or min(r) < 1:
-            p.error(f"--rows: {r} is not R:Ci[:Co]")
+    a.row_list = []
+    for spec in a.rows.split(","):
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not all(v.isdigit() and int(v) > 0 for v in parts):
+            p.error(f"--rows: {spec!r} is not R:Ci[:Co] (positive integers)")
+        a.row_list.append(tuple(int(v) for v in parts))
+    if a.precompile and (len(a.precompile.split("/")) != 2 or not all(v.isdigit() for v in a.precompile.split("/"))
+                         or int(a.precompile.split("/")[0]) >= int(a.precompile.split("/")[1])):
+        p.error(f"--precompile: {a.precompile!r} is not I/P with 0 <= I < P")
     a.dtype_list = a.dtypes.split(",")
     a.lib_list = a.libs.split(",")
     a.order_list = a.orders.split(",")
@@ -278,12 +287,7 @@ def forward_row(args, peers, dev, coords, set_name, res_, ci, co, dname, order):
     convs = {k: (lambda l=l: l.forward(f)) for k, l in layers.items()}
     for k, v in alternating_medians_ms(convs, args.rounds, args.reps).items():
         row[f"{k}_ms"] = v
-    both = {}
-    for k, l in layers.items():
-        if k == "frugal":
-            both[k] = lambda l=l: l.conv(f, l.ft.build_kernel_map(c))
-        else:
-            both[k] = lambda l=l: l.map_and_forward(f)
+    both = {k: (lambda l=l: l.map_and_forward(f)) for k, l in layers.items()}
     for k, v in alternating_medians_ms(both, 1, args.reps).items():
         row[f"{k}_map_conv_ms"] = v
     fr = layers.get("frugal")
@@ -335,44 +339,108 @@ class Runner:
             print(f"not run within the budget of {self.args.budget:g} s: {', '.join(self.skipped)}", flush=True)
 
 
-def run_train(args, peers, dev, runner):
+def train_items(args):
+    """(R, Ci, Co, dtype) of the training rows, in the order they run."""
     for spec in args.row_list:
-        res_, ci = spec[0], spec[1]
-        co = spec[2] if len(spec) > 2 else ci
         for dname in args.dtype_list:
-            if not runner.room(f"{res_}:{ci}:{co} {dname}"):
-                continue
-            t = time.time()
-            runner.done(train_row(args, peers, dev, res_, ci, co, dname), t)
-            torch.cuda.empty_cache() if dev.type == "cuda" else None
+            yield spec[0], spec[1], spec[-1], dname
 
 
-def run_forward(args, peers, dev, runner):
+def forward_items(args):
+    """(dtype, voxel set, R, Ci, Co) of the forward rows (each then in every order), in the order they run."""
     for dname in args.dtype_list:
         for set_name in args.set_list:
             for spec in args.row_list:
-                res_, ci = spec[0], spec[1]
-                co = spec[2] if len(spec) > 2 else ci
-                coords, first = None, None
-                for order in args.order_list:
-                    label = f"{set_name} {res_}:{ci}:{co} {order} {dname}"
-                    if not runner.room(label):
-                        continue
-                    t = time.time()
-                    if coords is None:
-                        coords = cp.flexgemm_shell_coords(res_, dev) if set_name == "flexgemm" else cp.shell_coords(res_, dev)
-                        if coords is None:
-                            runner.done(dict(set=set_name, R=res_, error="FlexGEMM's tests/utils.py not found"), t)
-                            break
-                    row, canon = forward_row(args, peers, dev, coords, set_name, res_, ci, co, dname, order)
-                    if canon is not None:
-                        if first is None:
-                            first = (order, canon)
-                        row["frugal_same_bits_as"] = first[0]
-                        row["frugal_same_bits"] = bool(torch.equal(canon, first[1]))
-                    runner.done(row, t)
-                    del canon
-                    torch.cuda.empty_cache() if dev.type == "cuda" else None
+                yield dname, set_name, spec[0], spec[1], spec[-1]
+
+
+def voxel_set(set_name, res_, dev):
+    return cp.flexgemm_shell_coords(res_, dev) if set_name == "flexgemm" else cp.shell_coords(res_, dev)
+
+
+def run_train(args, peers, dev, runner):
+    for res_, ci, co, dname in train_items(args):
+        if not runner.room(f"{res_}:{ci}:{co} {dname}"):
+            continue
+        t = time.time()
+        runner.done(train_row(args, peers, dev, res_, ci, co, dname), t)
+        torch.cuda.empty_cache() if dev.type == "cuda" else None
+
+
+def run_forward(args, peers, dev, runner):
+    for dname, set_name, res_, ci, co in forward_items(args):
+        coords, first = None, None
+        for order in args.order_list:
+            if not runner.room(f"{set_name} {res_}:{ci}:{co} {order} {dname}"):
+                continue
+            t = time.time()
+            coords = voxel_set(set_name, res_, dev) if coords is None else coords
+            if coords is None:
+                runner.done(dict(set=set_name, R=res_, error="FlexGEMM's tests/utils.py not found"), t)
+                break
+            row, canon = forward_row(args, peers, dev, coords, set_name, res_, ci, co, dname, order)
+            if canon is not None:
+                if first is None:
+                    first = (order, canon)
+                row["frugal_same_bits_as"] = first[0]
+                row["frugal_same_bits"] = bool(torch.equal(canon, first[1]))
+            runner.done(row, t)
+            del canon
+            torch.cuda.empty_cache() if dev.type == "cuda" else None
+
+
+def share_flexgemm_configs(part, parts):
+    """Keeps this process's share of every FlexGEMM Triton autotuner's configs (every parts-th from
+    part), so that parts such processes compile all of them at once; an autotuner left one config runs
+    it without benchmarking. Returns how many autotuners it cut."""
+    from flex_gemm.utils.autotuner import TritonPersistentCacheAutotuner
+    seen = set()
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("flex_gemm") or mod is None:
+            continue
+        for tuner in vars(mod).values():
+            if isinstance(tuner, TritonPersistentCacheAutotuner) and id(tuner) not in seen:
+                seen.add(id(tuner))
+                tuner.configs = tuner.configs[part::parts] or tuner.configs[:1]
+    return len(seen)
+
+
+def run_precompile(args, dev):
+    """Fills Triton's disk cache with FlexGEMM's kernels for the rows the same arguments would run: its
+    first calls on them, this process's share of the autotuners' configs, nothing timed or kept (its
+    autotune cache is neither read nor written). The measuring run then tunes FlexGEMM itself, as
+    before, without waiting for the compiles."""
+    part, parts = (int(v) for v in args.precompile.split("/"))
+    os.environ["FLEX_GEMM_AUTOSAVE_AUTOTUNE_CACHE"] = "0"  # read at flex_gemm's import
+    os.environ["FLEX_GEMM_USE_AUTOTUNE_CACHE"] = "0"
+    flex, why = cp.load_flexgemm()
+    if flex is None:
+        sys.exit(f"precompile: FlexGEMM does not import: {why}")
+    tuners, t0 = share_flexgemm_configs(part, parts), time.time()
+    if args.forward:
+        items = [(s, r, ci, co, d) for d, s, r, ci, co in forward_items(args)]
+    else:
+        items = [("frugal", r, ci, co, d) for r, ci, co, d in train_items(args)]
+    for set_name, res_, ci, co, dname in items:
+        if args.budget and time.time() - t0 > args.budget:
+            break
+        t, label = time.time(), f"{set_name} {res_}:{ci}:{co} {dname}"
+        try:
+            coords = voxel_set(set_name, res_, dev)
+            w5, bias = layer_weights(ci, co, DTYPES[dname], dev, not args.forward)
+            layer = cp.FlexGemmLayer(coords, w5, bias, res_)
+            feats = (torch.randn(coords.shape[0], ci, device=dev) * 0.5).to(DTYPES[dname])
+            if args.forward:
+                layer.build_map(feats, train=False)
+                layer.forward(feats)
+            else:
+                layer.build_map(feats, train=True)
+                layer.step(feats.requires_grad_(), torch.randn(coords.shape[0], co, device=dev).to(feats.dtype))
+            sync()
+            print(f"precompile {part}/{parts} ({tuners} tuners) {label}: {time.time() - t:.1f} s", flush=True)
+        except Exception as e:  # noqa: BLE001 (a config the GPU refuses fails in the measuring run's tuning too)
+            print(f"precompile {part}/{parts} {label}: {type(e).__name__}: {str(e).strip()[-200:]}", flush=True)
+        torch.cuda.empty_cache()
 
 
 # ---- tables ----
@@ -488,13 +556,16 @@ def main(argv=None):
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device (--device cpu runs frugal alone)")
+    if args.precompile:
+        run_precompile(args, dev)
+        return
     out_dir = os.environ.get("OUT", "/tmp")
     args.out = args.out or os.path.join(out_dir, "spconv_forward_peer.jsonl" if args.forward else "spconv_train_peer.jsonl")
     peers = Peers(args, dev)
     runner = Runner(args, meta(args, peers))
     (run_forward if args.forward else run_train)(args, peers, dev, runner)
     runner.finish()
-    summary([args.out])
+    summary([args.out], args.short)
 
 
 if __name__ == "__main__":
