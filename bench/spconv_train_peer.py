@@ -358,12 +358,21 @@ def voxel_set(set_name, res_, dev):
     return cp.flexgemm_shell_coords(res_, dev) if set_name == "flexgemm" else cp.shell_coords(res_, dev)
 
 
+def failed(e, **row):
+    """The row of a run that raised past the per-library guards (a step that failed after its first)."""
+    return dict(row, error=f"{type(e).__name__}: {str(e).strip()[-300:]}")
+
+
 def run_train(args, peers, dev, runner):
     for res_, ci, co, dname in train_items(args):
         if not runner.room(f"{res_}:{ci}:{co} {dname}"):
             continue
         t = time.time()
-        runner.done(train_row(args, peers, dev, res_, ci, co, dname), t)
+        try:
+            row = train_row(args, peers, dev, res_, ci, co, dname)
+        except Exception as e:  # noqa: BLE001 (the next rows still run)
+            row = failed(e, R=res_, ci=ci, co=co, dtype=dname)
+        runner.done(row, t)
         torch.cuda.empty_cache() if dev.type == "cuda" else None
 
 
@@ -378,7 +387,10 @@ def run_forward(args, peers, dev, runner):
             if coords is None:
                 runner.done(dict(set=set_name, R=res_, error="FlexGEMM's tests/utils.py not found"), t)
                 break
-            row, canon = forward_row(args, peers, dev, coords, set_name, res_, ci, co, dname, order)
+            try:
+                row, canon = forward_row(args, peers, dev, coords, set_name, res_, ci, co, dname, order)
+            except Exception as e:  # noqa: BLE001
+                row, canon = failed(e, set=set_name, R=res_, ci=ci, co=co, dtype=dname, order=order), None
             if canon is not None:
                 if first is None:
                     first = (order, canon)
@@ -424,7 +436,7 @@ def run_precompile(args, dev):
     for set_name, res_, ci, co, dname in items:
         if args.budget and time.time() - t0 > args.budget:
             break
-        t, label = time.time(), f"{set_name} {res_}:{ci}:{co} {dname}"
+        t, label = time.time(), f"{'forward ' + set_name if args.forward else 'train'} {res_}:{ci}:{co} {dname}"
         try:
             coords = voxel_set(set_name, res_, dev)
             w5, bias = layer_weights(ci, co, DTYPES[dname], dev, not args.forward)
@@ -463,6 +475,9 @@ def train_table(rows):
            "| grad_weight err fr / Fx / sp | out err fr / Fx / sp | bitwise fr / Fx / sp |",
            "|" + "---|" * 16]
     for r in rows:
+        if "error" in r:
+            out.append(f"| {r.get('R')} | {r.get('ci')}→{r.get('co')} | | {r.get('dtype')} | {r['error'][:120]} |")
+            continue
         errs = "; ".join(f"{LABEL[n]}: {r[n + '_error'][:80]}" for n in LIBS if n + "_error" in r)
         bits = " / ".join({True: "yes", False: "NO", None: "–"}[r.get(f"{n}_bitwise")] for n in LIBS)
         out.append(f"| {r['R']} | {r['ci']}→{r['co']} | {r['N']} | {r['dtype']} | {_f(r.get('frugal_ms'))} "
@@ -480,7 +495,8 @@ def forward_table(rows):
            "|" + "---|" * 13]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r.get('set')} | {r.get('R')} | | | | | {r['error']} |")
+            out.append(f"| {r.get('set')} | {r.get('R')} | {r.get('ci')}→{r.get('co')} | | {r.get('order')} "
+                       f"| {r.get('dtype')} | {r['error'][:120]} |")
             continue
         errs = "; ".join(f"{LABEL[n]}: {r[n + '_error'][:80]}" for n in LIBS if n + "_error" in r)
         same = {True: "yes", False: "NO", None: "–"}[r.get("frugal_same_bits")]
@@ -496,6 +512,9 @@ def train_short(rows):
     out = ["| R | Ci→Co | dtype | step ms fr / Fx / sp | FlexGEMM ÷ frugal | spconv ÷ frugal | frugal TFLOP/s "
            "| peak MB fr / Fx / sp | frugal err gf / gw | frugal bitwise |", "|" + "---|" * 10]
     for r in rows:
+        if "error" in r:
+            out.append(f"| {r.get('R')} | {r.get('ci')}→{r.get('co')} | {r.get('dtype')} | {r['error'][:120]} |")
+            continue
         bits = {True: "yes", False: "NO", None: "–"}[r.get("frugal_bitwise")]
         out.append(f"| {r['R']} | {r['ci']}→{r['co']} | {r['dtype']} | {_per_lib(r, 'ms', '{:.3f}')} "
                    f"| {_ratio(r, 'frugal_ms', 'flexgemm_ms')} | {_ratio(r, 'frugal_ms', 'spconv_ms')} "

@@ -50,7 +50,7 @@ wait $gpid; rc=$?; say "FlexGEMM build (+ precompile) rc=$rc t=$(el)s: $(grep -E
 [ -f "$OUT/precompile.log" ] && say "precompile: $(grep -c ': [0-9.]* s$' "$OUT/precompile.log") rows done, $(grep -vc ': [0-9.]* s$' "$OUT/precompile.log") other lines"
 
 left=$((TOTAL - $(el) - 20))
-train=$((left * ${TRAIN_SHARE:-55} / 100))
+train=$((left * ${TRAIN_SHARE:-55} / 100)); [ $train -lt 10 ] && train=10
 timeout $((train + 60)) python3 bench/spconv_train_peer.py --budget $train --out "$OUT/spconv_train_peer.jsonl" \
   ${TRAIN_ARGS:-} > "$OUT/train.log" 2>&1
 say "training rows rc=$? t=$(el)s (budget ${train}s)"
