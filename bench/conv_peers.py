@@ -103,7 +103,6 @@ def conv_flop(nbr, ci, co):
 
 def reference_conv(feats, nbr, w, rows):
     """fp64, the plain way, on the sampled output rows: out[n] = sum_k feats[nbr[k, n]] @ w[k]."""
-    n = feats.shape[0]
     f = torch.cat([feats.double(), feats.new_zeros(1, feats.shape[1], dtype=torch.float64)])
     idx = nbr[:, rows].long()  # [K, S]; sentinel N -> the zero row
     return torch.einsum("ksc,kco->so", f[idx], w.double())

@@ -93,8 +93,8 @@ def parse_args(argv=None):
 
 
 def ft():
-    import frugal.torch
-    return frugal.torch
+    import frugal.torch as module
+    return module
 
 
 def sync():
@@ -109,11 +109,10 @@ class Peers:
         self.why = {}
         self.spc = None
         want = set(args.lib_list)
-        if True:  # frugal is always needed (the oracle's map)
-            try:
-                import frugal.torch  # noqa: F401
-            except Exception as e:  # noqa: BLE001
-                sys.exit(f"frugal's Python module does not import: {type(e).__name__}: {e}")
+        try:  # frugal is needed even where it is not timed: the oracle reads its map
+            ft()
+        except Exception as e:  # noqa: BLE001
+            sys.exit(f"frugal's Python module does not import: {type(e).__name__}: {e}")
         for name, load in (("flexgemm", cp.load_flexgemm), ("spconv", cp.load_spconv)):
             if name not in want:
                 continue
