@@ -19,7 +19,7 @@ Needs spconv (cu126 wheels) and frugal's Python module on PYTHONPATH. Writes spc
 import argparse, json, os, sys
 import torch
 
-from shells import sphere_shell
+from conv_peers import load_spconv, reference_conv as reference, shell_coords
 
 p = argparse.ArgumentParser()
 p.add_argument("--rows", default="256:64,512:64,512:128,1024:64,1024:128,1024:256,"
@@ -40,7 +40,9 @@ p.add_argument("--back-to-back", type=int, default=0, metavar="N",
                     "alternating: the GPU's time without the host's gap before each single timed call")
 args = p.parse_args()
 
-import spconv.pytorch as spc
+spc, why = load_spconv()
+if spc is None:
+    sys.exit(f"spconv_peer.py needs spconv: {why}")
 import frugal.torch as ft
 
 dev = torch.device("cuda")
@@ -96,22 +98,14 @@ def paired_ratios(fa, fb, seconds, calls):
     return dict(pairs=len(ratios), median=q(0.5), q1=q(0.25), q3=q(0.75))
 
 
-def reference(feats, nbr, w, rows):  # fp64, the plain way: out[n] = sum_k feats[nbr[k, n]] @ w[k]
-    N = feats.shape[0]
-    f = torch.cat([feats.double(), torch.zeros(1, feats.shape[1], dtype=torch.float64, device=dev)])
-    idx = nbr[:, rows].long()  # [K, S]; sentinel N -> the zero row
-    return torch.einsum("ksc,kco->so", f[idx], w.double())
-
-
 results = []
 for spec in args.rows.split(","):
     parts = [int(v) for v in spec.split(":")]
     R, ci = parts[0], parts[1]
     co = parts[2] if len(parts) > 2 else ci
     torch.manual_seed(R * 7919 + ci)
-    xyz = sphere_shell(R, dev)
-    N = xyz.shape[0]
-    coords = torch.cat([torch.zeros(N, 1, dtype=torch.int32, device=dev), xyz], 1).contiguous()
+    coords = shell_coords(R, dev)
+    N = coords.shape[0]
     feats = (torch.randn(N, ci, device=dev) * 0.5).to(dt)
 
     conv = spc.SubMConv3d(ci, co, 3, bias=False, indice_key="subm").to(dev).to(dt).eval()
