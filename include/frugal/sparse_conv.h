@@ -93,9 +93,8 @@ struct MapStats {
 
 // Builds nbr [K, N] i32 on the device of coords. kernel_size odd in [1, 7]; dilation ≥ 1.
 // Throws frugal::Error naming the row and the value for a coordinate outside the packable range,
-// and the coordinate and both rows for a duplicate. On CUDA it waits for the stream once, to read
-// those two checks back (and the map's statistics) before the entries are written: it returns with
-// the entries' kernels in flight, done in stream order. N = 0 gives an empty [K, 0] map.
+// and the coordinate and both rows for a duplicate. On CUDA it waits for the stream once (to read
+// those two checks back, and the map's statistics). N = 0 gives an empty [K, 0] map.
 // The result is a plain tensor, "a user map": a conv checks it on every call and knows nothing
 // about it. KernelMap::build keeps what the build learned.
 Tensor build_kernel_map(const TensorView& coords, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
@@ -119,9 +118,11 @@ MapStats check_kernel_map(const TensorView& nbr, Stream stream = nullptr);
 // place on a space-filling curve, a function of the coordinate set, not of the rows' order — and
 // stores the map in that order: table[k, i] = nbr[k, order[i]] (the entries still rows of coords), so
 // that a conv's tiles of consecutive columns are compact in space and read their map slice
-// contiguously; each output row is still written to its own place, out[order[i]]. The build then
-// waits for the stream a second time (the statistics are measured in that order). A map on the CPU,
-// a user map, and rows whose own order suits the kernels keep the rows' order (order() undefined).
+// contiguously; each output row is still written to its own place, out[order[i]]. On CUDA the build
+// waits for the stream once before it writes the map (the checks, and the fit that decides its order:
+// a map in the rows' order is then written in stream order), and where it sorts, once more (the
+// statistics are measured in that order). A map on the CPU, a user map, and rows whose own order suits
+// the kernels keep the rows' order (order() undefined).
 class KernelMap {
  public:
   KernelMap() = default;

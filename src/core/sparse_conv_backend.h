@@ -185,9 +185,9 @@ int64_t spconv_conv(const spconv::backend::ConvArgs& a);
 }  // namespace frugal::cpu
 
 namespace frugal::cuda {
-// Waits for the stream once, to read the status (and the map's halo fit) back, before the map's entries
-// are written (in stream order); where it stores the map in its locality order, a second time, for the
-// halo fit in that order.
+// Waits for the stream once, to read the status (and the map's halo fit) back: after the map is written
+// where a.order is null; else before (the fit decides the order; the map in the rows' order follows in
+// stream order), and where it stores the map in its locality order a second time, for the fit in that order.
 spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs& a, Stream stream);
 // nbr [k, n] in the rows' own order from a map stored in a locality order: nbr[kk, order[i]] =
 // table[kk, i]. Stream-ordered, never waits.

@@ -2,15 +2,16 @@
 // the set's extent), insert the rows into an open-addressing table of int32 row indices (2^p ≥ 2N
 // slots, linear probing, atomicCAS on the empty slot; an equal key already there is a duplicate), and
 // measure the map's fit to the halo kernel in the rows' own order on a sample of rows looked up in that
-// table; then read the checks and the fit back (one wait). The map itself is written after that, in
-// stream order: probe only offsets k < K/2 and write both nbr[k, n] = m and, by the submanifold
-// symmetry, nbr[K-1-k, m] = n. Every map entry is written by exactly one thread, so the map is the
-// same as the CPU's, bit for bit.
-// Where KernelMap::build may order the rows and the rule orders_rows takes the locality order, the
-// rows are sorted by their Morton key (cub::DeviceRadixSort on the bits the set's extent needs) and
-// the same probes write the map with its columns in that order (positions: column i holds row
-// order[i]), every access but the hash table's local in space; then the fit in that order is measured
-// and read back (a second wait). Also the check of a map the caller assembled, and the map's copy back
+// table. Then probe only offsets k < K/2 and write both nbr[k, n] = m and, by the submanifold symmetry,
+// nbr[K-1-k, m] = n, and read the checks and the fit back (one wait). Every map entry is written by
+// exactly one thread, so the map is the same as the CPU's, bit for bit.
+// Where the build may store the map in its locality order (KernelMap::build), the checks and the fit
+// are read back first (the rule orders_rows decides from the fit), and the map is written after that, in
+// stream order; where the rule takes the locality order, the rows are sorted by their Morton key
+// (cub::DeviceRadixSort on the bits the set's extent needs, the extent read back with the checks) and the
+// same probes write the map with its columns in that order (positions: column i holds row order[i]),
+// every access but the hash table's local in space; then the fit in that order is measured and read
+// back (a second wait). Also the check of a map the caller assembled, and the map's copy back
 // to the rows' own order. Floor: N·(16 + 4K) bytes written, N·K/2 hash probes.
 #include <algorithm>
 #include <bit>
@@ -297,11 +298,16 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
   // The fit in the rows' own order, from lookups (an unpackable row's key is masked, a duplicate's is
   // some row's: what they find does not matter, the build raises).
   sk::launch_halo_probes(t, n, a.kernel_size, a.dilation, &st->halo_fits[0][0], s);
-  read_back(st, &host, s);
+  if (!a.order) {  // the rows' own order in any case: the map with the checks, one wait at the end
+    build_in_own_order(a, t, s);
+    read_back(st, &host, s);
+    return to_status(host, spconv::halo_samples(n));
+  }
+  read_back(st, &host, s);  // the checks, and the fit that decides the order
   sb::MapStatus out = to_status(host, spconv::halo_samples(n));
   if (out.bad_row >= 0 || out.dup_row_a >= 0) return out;  // no map: the build raises
-  if (!a.order || !spconv::orders_rows(own_order_stats(out, n, kv))) {
-    build_in_own_order(a, t, s);
+  if (!spconv::orders_rows(own_order_stats(out, n, kv))) {
+    build_in_own_order(a, t, s);  // in flight when the build returns: the map is done in stream order
     return out;
   }
   build_in_locality_order(a, t, host, s);
