@@ -19,13 +19,12 @@
 //     a variant that cannot run the shape is left out),
 //   * the share of useful products of the mma kernel (its row order replicated on the host),
 // and writes PREFIX.nbr (nbr[:, samples] int32) and PREFIX.out (out[samples, :] fp16) for the
-// sampled rows r_i = i·(N−1)/(S−1) of the rows in --order, and one JSON line on stdout (with --burst N, first a line of the
-// per-call times of N unchecked calls back to back after a rest: how the time moves as the board
-// reaches its power limit).
+// sampled rows r_i = i·(N−1)/(S−1) of the rows in --order, and one JSON line on stdout (with --burst N, first a line of
+// the per-call times of N unchecked calls back to back after a rest: how the time moves as the board reaches its power
+// limit).
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-
-#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <bit>
@@ -202,7 +201,8 @@ void reorder_rows(Tensor& coords, const std::string& order, uint64_t seed) {
     int32_t hi[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
     for (int a = 0; a < 3; ++a) f.lo[a] = INT32_MAX;
     for (int64_t i = 0; i < n; ++i)
-      for (int a = 0; a < 3; ++a) f.lo[a] = std::min(f.lo[a], c[4 * i + 1 + a]), hi[a] = std::max(hi[a], c[4 * i + 1 + a]);
+      for (int a = 0; a < 3; ++a)
+        f.lo[a] = std::min(f.lo[a], c[4 * i + 1 + a]), hi[a] = std::max(hi[a], c[4 * i + 1 + a]);
     int64_t extent = 0;
     for (int a = 0; a < 3; ++a) extent = std::max<int64_t>(extent, int64_t{hi[a]} - f.lo[a]);
     f.bits = std::bit_width(static_cast<uint64_t>(extent));
@@ -257,7 +257,9 @@ int main(int argc, char** argv) {
       over_map_forced = std::stoi(v) != 0;
   }
   if (coords_path.empty() || out_prefix.empty()) {
-    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1] [--only NAME,NAME] [--burst N] [--order generated|lex|morton|random] [--seed S] [--over-map 1]\n",
+    std::fprintf(stderr,
+                 "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1] "
+                 "[--only NAME,NAME] [--burst N] [--order generated|lex|morton|random] [--seed S] [--over-map 1]\n",
                  argv[0]);
     return 2;
   }
@@ -307,7 +309,8 @@ int main(int argc, char** argv) {
     // Variants forced through the options (same output buffer; the default output is re-made below).
     using V = spconv::ConvVariant;
     const DeviceCaps caps = cuda::device_caps(0);
-    spconv::backend::ConvArgs args = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
+    spconv::backend::ConvArgs args =
+        spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
     if (over_map_forced && map.order().defined()) args.order = map.order().data_as<const int32_t>();
     // A forced choice: 0 and an unset order take the rules of the variant.
     auto choice = [](V v, int tile = 0, std::optional<bool> sorted = std::nullopt, int splits = 0, int rows = 0) {
@@ -441,15 +444,16 @@ int main(int argc, char** argv) {
     // Bytes one conv holds: feats + weight (inputs), out, the map, and what the call allocates.
     const double inputs = static_cast<double>(n) * c * 2 + 27.0 * c * co * 2;
     std::printf(
-        "{\"n\": %lld, \"c\": %lld, \"co\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, \"map_pooled_ms\": "
+        "{\"n\": %lld, \"c\": %lld, \"co\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, "
+        "\"map_pooled_ms\": "
         "%.4f, \"kmap_ms\": %.4f, "
         "\"map_workspace_bytes\": %zu, \"conv_ms\": %.4f, \"conv_unchecked_ms\": %.4f, \"conv_checked_ms\": %.4f, "
         "\"conv_workspace_bytes\": %zu, \"conv_alloc_bytes\": %zu, \"conv_checked_alloc_bytes\": %zu, "
         "\"inputs_bytes\": %.0f, \"out_bytes\": %.0f, \"map_bytes\": %.0f, %s, %s, \"device\": \"%s\"}\n",
-        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(co), static_cast<long long>(pairs), map_ms, map_alloc_ms,
-        map_pooled_ms, kmap_ms, map_workspace, conv_ms, conv_unchecked_ms, conv_checked_ms, conv_workspace, conv_alloc,
-        conv_checked_alloc, inputs,
-        static_cast<double>(n) * co * 2, 27.0 * n * 4, variants.c_str(), share, device_name(gpu).c_str());
+        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(co), static_cast<long long>(pairs),
+        map_ms, map_alloc_ms, map_pooled_ms, kmap_ms, map_workspace, conv_ms, conv_unchecked_ms, conv_checked_ms,
+        conv_workspace, conv_alloc, conv_checked_alloc, inputs, static_cast<double>(n) * co * 2, 27.0 * n * 4,
+        variants.c_str(), share, device_name(gpu).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spconv bench: %s\n", e.what());
     return 1;

@@ -374,7 +374,8 @@ TEST(ChooseSpconv, ChoicesOverAMapInItsLocalityOrder) {
   a.order = order_storage;
   const MapStats m = stats_for(a.n, Stats::misfits);
   const ConvChoice c = choose(a, h200, &m);
-  EXPECT_EQ(to_string(c), "wgmma_ws2(tile_co 64, tile_rows 128, map order, locality order, splits 1, chunk_rows 4643936)");
+  EXPECT_EQ(to_string(c),
+            "wgmma_ws2(tile_co 64, tile_rows 128, map order, locality order, splits 1, chunk_rows 4643936)");
   EXPECT_TRUE(can_implement(a, h200, c));
   EXPECT_EQ(complete(a, h200, c), c);
   for (V v : {V::simt, V::wmma, V::mma, V::wgmma, V::wgmma_ws, V::halo_pipe})

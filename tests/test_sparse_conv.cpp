@@ -291,7 +291,8 @@ spconv::backend::MortonFrame oracle_frame(const std::vector<int32_t>& c) {
   int32_t hi[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
   for (int a = 0; a < 3; ++a) f.lo[a] = INT32_MAX;
   for (size_t i = 0; i < c.size() / 4; ++i)
-    for (int a = 0; a < 3; ++a) f.lo[a] = std::min(f.lo[a], c[4 * i + 1 + a]), hi[a] = std::max(hi[a], c[4 * i + 1 + a]);
+    for (int a = 0; a < 3; ++a)
+      f.lo[a] = std::min(f.lo[a], c[4 * i + 1 + a]), hi[a] = std::max(hi[a], c[4 * i + 1 + a]);
   int64_t extent = 0;
   for (int a = 0; a < 3; ++a) extent = std::max<int64_t>(extent, int64_t{hi[a]} - f.lo[a]);
   f.bits = 0;
@@ -337,7 +338,8 @@ TEST(SpconvLocalityOrder, MortonKeyInterleavesTheCoordinatesBitByBit) {
       const int64_t x = f.lo[0] + (i < 2 ? span * i : off(rng)), y = f.lo[1] + (i < 2 ? span * i : off(rng)),
                     z = f.lo[2] + (i < 2 ? span * i : off(rng));
       const uint64_t key = sb::morton_key(f, b, x, y, z);
-      ASSERT_EQ(key, oracle_morton(f, b, x, y, z)) << "bits " << bits << " (" << b << ", " << x << ", " << y << ", " << z << ")";
+      ASSERT_EQ(key, oracle_morton(f, b, x, y, z))
+          << "bits " << bits << " (" << b << ", " << x << ", " << y << ", " << z << ")";
       EXPECT_EQ(sb::packed_from_morton(f, key), sb::pack_key(b, x, y, z)) << "the key's voxel";
       EXPECT_LT(key, uint64_t{1} << 63);
     }
@@ -1465,7 +1467,8 @@ TEST(SpconvCudaOrder, PermutedRowsGiveThePermutedOutputBitForBit) {
         const ConvChoice served_b = submanifold_conv(fb, map_b, wd, &bd.view(), out_b, o);
         EXPECT_TRUE(served_a.locality_order) << spconv::to_string(served_a);
         EXPECT_EQ(spconv::to_string(served_a), spconv::to_string(served_b));
-        EXPECT_EQ(spconv::to_string(served_a), spconv::to_string(spconv::choose_conv(fa, map_a, wd, &bd.view(), out_a, o)));
+        EXPECT_EQ(spconv::to_string(served_a),
+                  spconv::to_string(spconv::choose_conv(fa, map_a, wd, &bd.view(), out_a, o)));
         if (choice) EXPECT_EQ(served_a.variant, choice->variant);
         const auto bytes_a = read_bytes(out_a), bytes_b = read_bytes(out_b);
         int64_t differ = 0;

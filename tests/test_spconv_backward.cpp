@@ -906,7 +906,8 @@ TEST(SpconvBackwardCuda, PermutedRowsGiveThePermutedGradientsBitForBit) {
   };
   const std::optional<WgradChoice> wgrads[] = {std::nullopt, WgradChoice{.variant = WgradVariant::simt},
                                                WgradChoice{.variant = WgradVariant::wmma, .chunk_rows = 32}};
-  const std::optional<ConvChoice> dgrads[] = {std::nullopt, ConvChoice{.variant = CV::simt},
+  const std::optional<ConvChoice> dgrads[] = {std::nullopt,
+                                              ConvChoice{.variant = CV::simt},
                                               ConvChoice{.variant = CV::wmma},
                                               ConvChoice{.variant = CV::mma},
                                               ConvChoice{.variant = CV::wgmma},

@@ -326,7 +326,8 @@ std::string to_string(const ConvChoice& c) {
      << (!c.sort_rows   ? "order by rule"
          : *c.sort_rows ? "sorted"
                         : "map order")
-     << (c.locality_order ? ", locality order" : "") << ", splits " << c.splits << ", chunk_rows " << c.chunk_rows << ")";
+     << (c.locality_order ? ", locality order" : "") << ", splits " << c.splits << ", chunk_rows " << c.chunk_rows
+     << ")";
   return os.str();
 }
 

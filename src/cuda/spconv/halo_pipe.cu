@@ -931,8 +931,7 @@ void launch_halo_probes(const int32_t* nbr, int64_t n, int k, unsigned* fits, cu
   run_halo_probe(TableEntries{nbr, n}, n, k, fits, s);
 }
 
-void launch_halo_probes(const VoxelTable& t, int64_t n, int kernel_size, int dilation, unsigned* fits,
-                        cudaStream_t s) {
+void launch_halo_probes(const VoxelTable& t, int64_t n, int kernel_size, int dilation, unsigned* fits, cudaStream_t s) {
   run_halo_probe(LookedUpEntries{t, kernel_size, dilation}, n, kernel_size * kernel_size * kernel_size, fits, s);
 }
 

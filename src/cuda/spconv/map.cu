@@ -228,8 +228,7 @@ sb::MortonFrame morton_frame(const DeviceStatus& host, int* end_bit) {
 
 // The map in the locality order into a.nbr, and the order into *a.order: the rows sorted by their
 // Morton keys, then the probes over positions. Stream-ordered; the scratch is freed in stream order.
-void build_in_locality_order(const sb::MapArgs& a, const sk::VoxelTable& t, const DeviceStatus& host,
-                             cudaStream_t s) {
+void build_in_locality_order(const sb::MapArgs& a, const sk::VoxelTable& t, const DeviceStatus& host, cudaStream_t s) {
   const int64_t n = a.n;
   const int ks = a.kernel_size, kv = ks * ks * ks, half = kv / 2;
   int end_bit = 0;
@@ -239,12 +238,13 @@ void build_in_locality_order(const sb::MapArgs& a, const sk::VoxelTable& t, cons
   Scratch keys_in(n * sizeof(uint64_t), s), keys_out(n * sizeof(uint64_t), s), rows(n * sizeof(int32_t), s),
       inv(n * sizeof(int32_t), s);
   kernel_morton_keys<<<grid_for(n, kPackBlocks), kThreads, 0, s>>>(t.keys, n, f, keys_in.as<uint64_t>(),
-                                                                     rows.as<int32_t>());
+                                                                   rows.as<int32_t>());
   FRUGAL_CUDA_CHECK_LAUNCH();
   size_t temp_bytes = 0;
   const int items = static_cast<int>(n);  // n < INT32_MAX (checked by the API)
-  FRUGAL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.as<uint64_t>(), keys_out.as<uint64_t>(),
-                                                    rows.as<int32_t>(), order, items, 0, end_bit, s));
+  FRUGAL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.as<uint64_t>(),
+                                                    keys_out.as<uint64_t>(), rows.as<int32_t>(), order, items, 0,
+                                                    end_bit, s));
   {
     Scratch temp(std::max<size_t>(temp_bytes, 16), s);
     FRUGAL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.as<void>(), temp_bytes, keys_in.as<uint64_t>(),
@@ -257,8 +257,8 @@ void build_in_locality_order(const sb::MapArgs& a, const sk::VoxelTable& t, cons
   kernel_fill_upper<<<grid_for(upper), kThreads, 0, s>>>(a.nbr + half * n, n, upper, order);
   FRUGAL_CUDA_CHECK_LAUNCH();
   if (half > 0) {
-    kernel_query<<<dim3(grid_for(n, INT32_MAX), half), kThreads, 0, s>>>(
-        t, n, ks, a.dilation, order, inv.as<int32_t>(), keys_out.as<uint64_t>(), f, a.nbr);
+    kernel_query<<<dim3(grid_for(n, INT32_MAX), half), kThreads, 0, s>>>(t, n, ks, a.dilation, order, inv.as<int32_t>(),
+                                                                         keys_out.as<uint64_t>(), f, a.nbr);
     FRUGAL_CUDA_CHECK_LAUNCH();
   }
 }
@@ -272,7 +272,7 @@ void build_in_own_order(const sb::MapArgs& a, const sk::VoxelTable& t, cudaStrea
   FRUGAL_CUDA_CHECK_LAUNCH();
   if (half > 0) {
     kernel_query<<<dim3(grid_for(n, INT32_MAX), half), kThreads, 0, s>>>(t, n, ks, a.dilation, nullptr, nullptr,
-                                                                        nullptr, sb::MortonFrame{}, a.nbr);
+                                                                         nullptr, sb::MortonFrame{}, a.nbr);
     FRUGAL_CUDA_CHECK_LAUNCH();
   }
 }

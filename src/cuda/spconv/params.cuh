@@ -98,7 +98,6 @@ ConvVariant launch_halo_pipe(const Params& p, DType dtype, int tile_co, cudaStre
 void launch_halo_probes(const int32_t* nbr, int64_t n, int k, unsigned* fits, cudaStream_t s);
 // The same for the map of the build's rows in their own order before it is written: each sampled row's
 // neighbours looked up in the build's table.
-void launch_halo_probes(const VoxelTable& t, int64_t n, int kernel_size, int dilation, unsigned* fits,
-                        cudaStream_t s);
+void launch_halo_probes(const VoxelTable& t, int64_t n, int kernel_size, int dilation, unsigned* fits, cudaStream_t s);
 
 }  // namespace frugal::cuda::spconv_kernels

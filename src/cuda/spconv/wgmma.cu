@@ -129,8 +129,8 @@ struct WgTile {
 // tile in shared memory (the stages, which the caller has made free with a barrier; stage_acc), then
 // one 16-byte store per 8 channels of a row.
 template <typename T, int BM, int BN, int THREADS, int MB = 1>
-__device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[MB * BN / 2], bool has_acc, int64_t t0,
-                                              int co0, const int32_t* row_s, unsigned char* smem) {
+__device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[MB * BN / 2], bool has_acc,
+                                              int64_t t0, int co0, const int32_t* row_s, unsigned char* smem) {
   constexpr int R = BN / 2, LDC = BN + 8;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int first = MB * (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // block 0's first row

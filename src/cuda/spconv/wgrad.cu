@@ -82,9 +82,9 @@ __device__ __forceinline__ WgradBlock wgrad_block(const WgradParams& p) {
 constexpr int kWindowRows = 1024;
 
 // The columns of [w0, w1) with a neighbor at offset k (an entry in [0, n)), in column order, as (row,
-// neighbor) pairs (the column's row: order[i], or i); returns how many (every thread gets the count). Each thread takes kWindowRows / THREADS
-// consecutive rows; the warps' counts meet in warp_count. Begins and ends with all threads between the
-// barriers the caller and this function place: `pairs` of the previous window must no longer be read.
+// neighbor) pairs (the column's row: order[i], or i); returns how many (every thread gets the count). Each thread takes
+// kWindowRows / THREADS consecutive rows; the warps' counts meet in warp_count. Begins and ends with all threads
+// between the barriers the caller and this function place: `pairs` of the previous window must no longer be read.
 template <int THREADS>
 __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1, int2* pairs, int* warp_count) {
   constexpr int PER = kWindowRows / THREADS, WARPS = THREADS / 32;
@@ -443,9 +443,9 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
     }
     if (a.grad_bias) {
       const dim3 grid(static_cast<unsigned>(ceil_div(a.co, kBiasCols)), static_cast<unsigned>(c.splits));
-      kernel_bias_grad<T><<<grid, kBiasCols * kBiasLanes, 0, s>>>(
-          static_cast<const T*>(a.grad_out), a.order, a.n, a.co, c.chunk_rows, bias_partial,
-          static_cast<T*>(a.grad_bias));
+      kernel_bias_grad<T><<<grid, kBiasCols * kBiasLanes, 0, s>>>(static_cast<const T*>(a.grad_out), a.order, a.n, a.co,
+                                                                  c.chunk_rows, bias_partial,
+                                                                  static_cast<T*>(a.grad_bias));
       FRUGAL_CUDA_CHECK_LAUNCH();
       if (bias_partial) reduce_partials<T>(bias_partial, c.splits, a.co, a.grad_bias, s);
     }
