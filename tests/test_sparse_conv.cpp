@@ -1387,11 +1387,16 @@ TEST(SpconvCudaOrder, ShuffledRowsAreStoredInTheirMortonOrder) {
 // they come (in that order, if any, the identity).
 TEST(SpconvCudaOrder, RowsInALocalOrderKeepIt) {
   FRUGAL_SKIP_WITHOUT_GPU();
-  const std::vector<int32_t> shell = sphere_shell(96);
+  const std::vector<int32_t> shell = sphere_shell(128);
   const spconv::KernelMap map = spconv::KernelMap::build(coords_tensor(shell, kGpu), 3, 1);
   EXPECT_FALSE(map.stats().ordered);
   EXPECT_FALSE(map.order().defined());
   EXPECT_EQ(read_i32(map.table()), read_i32(build_kernel_map(coords_tensor(shell), 3, 1)));
+  // Its statistics (measured on rows looked up before the map was written) are those of the map itself.
+  const spconv::MapStats probe = spconv::check_kernel_map(map.table());
+  EXPECT_EQ(map.stats().halo_samples, probe.halo_samples);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) EXPECT_EQ(map.stats().halo_fits[i][j], probe.halo_fits[i][j]);
   const std::vector<int32_t> z = permuted_rows(shell, oracle_locality_order(shell));
   const spconv::KernelMap z_map = spconv::KernelMap::build(coords_tensor(z, kGpu), 3, 1);
   if (z_map.order().defined()) {

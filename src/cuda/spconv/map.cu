@@ -1,12 +1,13 @@
 // The kernel map on CUDA. Pack every coordinate into a 64-bit key (checking its range, and measuring
 // the set's extent), insert the rows into an open-addressing table of int32 row indices (2^p ≥ 2N
-// slots, linear probing, atomicCAS on the empty slot; an equal key already there is a duplicate), and
-// measure the map's fit to the halo kernel in the rows' own order on a sample of rows looked up in that
-// table. Then probe only offsets k < K/2 and write both nbr[k, n] = m and, by the submanifold symmetry,
-// nbr[K-1-k, m] = n, and read the checks and the fit back (one wait). Every map entry is written by
-// exactly one thread, so the map is the same as the CPU's, bit for bit.
-// Where the build may store the map in its locality order (KernelMap::build), the checks and the fit
-// are read back first (the rule orders_rows decides from the fit), and the map is written after that, in
+// slots, linear probing, atomicCAS on the empty slot; an equal key already there is a duplicate).
+// Then probe only offsets k < K/2 and write both nbr[k, n] = m and, by the submanifold symmetry,
+// nbr[K-1-k, m] = n, measure the map's fit to the halo kernel, and read the checks and the fit back (one
+// wait). Every map entry is written by exactly one thread, so the map is the same as the CPU's, bit for
+// bit.
+// Where the build may store the map in its locality order (KernelMap::build), the fit in the rows' own
+// order is measured before the map is written, on a sample of rows looked up in the hash table, and
+// read back with the checks (the rule orders_rows decides from it); the map is written after that, in
 // stream order; where the rule takes the locality order, the rows are sorted by their Morton key
 // (cub::DeviceRadixSort on the bits the set's extent needs, the extent read back with the checks) and the
 // same probes write the map with its columns in that order (positions: column i holds row order[i]),
@@ -295,14 +296,15 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
   kernel_insert<<<grid_for(n, INT32_MAX), kThreads, 0, s>>>(keys.as<uint64_t>(), n, table.as<int32_t>(), cap - 1, st);
   FRUGAL_CUDA_CHECK_LAUNCH();
   const sk::VoxelTable t{keys.as<uint64_t>(), table.as<int32_t>(), cap - 1};
-  // The fit in the rows' own order, from lookups (an unpackable row's key is masked, a duplicate's is
-  // some row's: what they find does not matter, the build raises).
-  sk::launch_halo_probes(t, n, a.kernel_size, a.dilation, &st->halo_fits[0][0], s);
-  if (!a.order) {  // the rows' own order in any case: the map with the checks, one wait at the end
+  if (!a.order) {  // the rows' own order in any case: the map, its fit and the checks, one wait at the end
     build_in_own_order(a, t, s);
+    sk::launch_halo_probes(a.nbr, n, kv, &st->halo_fits[0][0], s);
     read_back(st, &host, s);
     return to_status(host, spconv::halo_samples(n));
   }
+  // The fit in the rows' own order, from lookups before the map is written (an unpackable row's key is
+  // masked, a duplicate's is some row's: what they find does not matter, the build raises).
+  sk::launch_halo_probes(t, n, a.kernel_size, a.dilation, &st->halo_fits[0][0], s);
   read_back(st, &host, s);  // the checks, and the fit that decides the order
   sb::MapStatus out = to_status(host, spconv::halo_samples(n));
   if (out.bad_row >= 0 || out.dup_row_a >= 0) return out;  // no map: the build raises
