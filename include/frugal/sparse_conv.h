@@ -35,11 +35,11 @@
 // 4 bytes a row (≤ 16 MiB); a wgmma conv on a grid too small to fill the GPU sums fixed offset
 // ranges into f32 partials (≤ 64 MiB); the pipelined halo kernel lists the tiles it hands on (4 bytes
 // a tile of 128 rows). Nothing else is allocated.
-// Row order: results do not depend on the order of the rows up to their permutation. Over a
-// KernelMap built on CUDA from rows whose own order keeps neighbours apart (shuffled rows), the conv
-// runs its tiles in the map's locality order (KernelMap::order: the rows sorted by the Morton key of
-// their coordinates, a function of the coordinate set alone), so a permutation of the coordinates gives
-// the permuted output bit for bit, whatever kernel serves it.
+// Row order: over a KernelMap built on CUDA from rows whose own order keeps neighbours apart (shuffled
+// rows), the conv runs its tiles in the map's locality order (KernelMap::order: the rows sorted by the
+// Morton key of their coordinates, a function of the coordinate set alone), so a permutation of such
+// rows gives the permuted output bit for bit, whatever kernel serves it (and the backward the permuted
+// grad_feats and the same grad_weight and grad_bias).
 // Which kernel runs is a ConvChoice (below), picked by the rules of src/core/spconv_choose.cpp from
 // the shapes, the dtype, the device's capabilities and what the map carries (KernelMap). f32 runs on
 // CUDA cores; f16/bf16 on tensor cores (f32 accumulation): through wgmma where the GPU runs sm_90a
@@ -269,7 +269,9 @@ Tensor weight_from_krsc(const TensorView& weight_krsc);
 // consecutive rows: a number fixed by the shape alone (N, K, Ci, Co and the variant's tile), not by the
 // device's occupancy. Each chunk's f32 partial [K, Ci, Co] goes to a workspace, and a second kernel adds
 // the partials in chunk order: no float atomics, results bitwise identical run to run (and across GPUs
-// that run the same choice). grad_bias uses the same chunks. CUDA workspace: splits·(K·Ci·Co + Co) f32
+// that run the same choice). grad_bias uses the same chunks. Over a KernelMap stored in its locality order
+// the chunks are chunks of its columns: the same for every order of the rows, and other sums (bits) than
+// over the same map in the rows' order. CUDA workspace: splits·(K·Ci·Co + Co) f32
 // for the requested gradients where splits > 1 (the rules keep it ≤ 64 MiB), none for one chunk. The CPU
 // gives each (k, block of 16 input channels) to one thread, summing rows in a fixed order, and sums
 // grad_bias over blocks of 256 rows added in order: 16·Co accumulators a thread, (N / 256)·Co floats.

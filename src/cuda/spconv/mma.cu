@@ -38,7 +38,7 @@ namespace {
 constexpr int kSortThreads = 512, kSortItems = kWindow / kSortThreads;
 static_assert(kSortThreads * kSortItems == kWindow);
 
-// perm[i] for i in [0, rows): the position (absolute map column) at sorted index row_begin + i.
+// perm[i] for i in [0, rows): the position (absolute map column) at the launch's sorted index i.
 __global__ void __launch_bounds__(kSortThreads)
     kernel_sort_rows(const int32_t* __restrict__ nbr, int64_t n, int k, int64_t row_begin, int64_t rows,
                      int32_t* __restrict__ perm) {

@@ -89,7 +89,7 @@ ConvVariant launch_wgmma(const Params& p, DType dtype, ConvVariant v, int tile_c
                          cudaStream_t s);
 void finish_split(const Params& p, DType dtype, int splits, cudaStream_t s);
 // halo_pipe.cu: the pipelined halo kernel over one launch's rows (tile_co 64 or 128, holding all of
-// Co; p.handoff set), then the warp-specialized kernel over the tiles it hands on. Returns the variant
+// Co; p.handoff_count set), then the warp-specialized kernel over the tiles it hands on. Returns the variant
 // that ran (as launch_wgmma: without tensor maps, the kernel it hands its tiles to, over all of them).
 ConvVariant launch_halo_pipe(const Params& p, DType dtype, int tile_co, cudaStream_t s);
 // The halo kernel's probe of a whole map nbr [k, n] in the map's column order: of halo_samples(n) tiles
