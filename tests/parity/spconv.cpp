@@ -127,7 +127,7 @@ ParityOutcome run_case(const Spec& s) {
 }
 
 std::string shape_of(const Spec& s) {
-  const char* rows = s.rows == Rows::random ? "random 2x12^3 at 0.35"
+  const char* rows = s.rows == Rows::random  ? "random 2x12^3 at 0.35"
                      : s.rows == Rows::shell ? "shell R=40"
                                              : "shuffled shell R=40";
   return std::string(rows) + " K=27 Ci=" + std::to_string(s.ci) + " Co=" + std::to_string(s.co);
@@ -150,8 +150,8 @@ FRUGAL_PARITY_CASES(cases) {
     specs.push_back({R, 128, 256, dt, true, V::wgmma, true});
     specs.push_back({R, 128, 128, dt, true, V::wgmma_ws, true});
     specs.push_back({R, 64, 64, dt, true, V::wgmma_ws2, true});
-    specs.push_back({R, 64, 64, dt, true, V::halo_pipe, true});  // every tile handed on
-    specs.push_back({S, 64, 64, dt, true, V::halo_pipe, true});  // tiles kept: one pass
+    specs.push_back({R, 64, 64, dt, true, V::halo_pipe, true});    // every tile handed on
+    specs.push_back({S, 64, 64, dt, true, V::halo_pipe, true});    // tiles kept: one pass
     specs.push_back({S, 128, 128, dt, true, V::halo_pipe, true});  // two passes
     specs.push_back({S, 64, 64, dt, true, V::wgmma_ws, true});
     // The same shell in random order: the map in the rows' Morton order.
