@@ -74,6 +74,7 @@ bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice
   auto no = [why](const auto&... parts) { return choose::refuse(why, parts...); };
   if (c.variant == V::cpu) {
     if (caps.is_gpu()) return no("runs CPU calls only, got a call on ", to_string(caps));
+    if (a.order) return no("takes maps in the rows' own order, got one in its locality order");
     if (c.splits != 1 || c.chunk_rows != a.n) return no("runs N in one chunk, got ", to_string(c));
     return true;
   }

@@ -54,6 +54,13 @@ constexpr int halo_samples(int64_t rows) {
 // The hand-off list's header: 16 bytes of counts (the list stays 16-byte aligned behind it).
 constexpr size_t kHandoffHeader = 16;
 
+// ---- the map's order ------------------------------------------------------------------------------
+// Whether KernelMap::build stores a map in its locality order (the Morton order of its coordinates),
+// from the statistics of the map in the rows' own order (own: measured by the build before it writes
+// the map): where that order suits the halo kernel in none of its configurations and the map has more
+// than one tile.
+bool orders_rows(const MapStats& own);
+
 // ---- the choice ----------------------------------------------------------------------------------
 // The rules' choice for these arguments on this device; stats: what frugal knows of the map (nullptr:
 // a user map). Throws frugal::Error(unsupported) where no variant runs on the device.
