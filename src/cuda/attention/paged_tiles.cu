@@ -48,7 +48,7 @@ using decode::pack_half2;
 using decode::smem_addr;
 
 #ifndef FRUGAL_TILES_WARPS
-#define FRUGAL_TILES_WARPS 4
+#define FRUGAL_TILES_WARPS 8
 #endif
 constexpr int kWarps = FRUGAL_TILES_WARPS;
 constexpr int kThreads = kWarps * 32;
@@ -75,7 +75,7 @@ struct Shape {
   static constexpr int LD = D + 8;              // halves a decoded row (16 bytes of pad: ldmatrix without conflicts)
   static constexpr bool kQInRegs = D <= 128;
 #ifndef FRUGAL_TILES_DB
-#define FRUGAL_TILES_DB 0
+#define FRUGAL_TILES_DB 1
 #endif
   // Decoded tiles: K and V rows as fp16, then the tile's K and V scales (f32), once or twice over
   // (double-buffered: the next tile is decoded while this one is used, one barrier a tile).
