@@ -250,10 +250,9 @@ TEST(ChooseSpconv, NeverAnSm90aVariantWithoutSm90aCode) {
 
 // What each variant's code needs, as the kernels are written: the wgmma family is sm_90a code.
 TEST(ChooseSpconv, EachVariantStatesTheArchitecturesItRunsOn) {
-  const std::pair<V, Arch> table[] = {{V::cpu, Arch::cpu},         {V::simt, Arch::simt},
-                                      {V::wmma, Arch::sm80},       {V::mma, Arch::sm80},
-                                      {V::wgmma, Arch::sm90a},     {V::wgmma_ws, Arch::sm90a},
-                                      {V::wgmma_ws2, Arch::sm90a}, {V::halo_pipe, Arch::sm90a}};
+  const std::pair<V, Arch> table[] = {
+      {V::cpu, Arch::cpu},     {V::simt, Arch::simt},      {V::wmma, Arch::sm80},       {V::mma, Arch::sm80},
+      {V::wgmma, Arch::sm90a}, {V::wgmma_ws, Arch::sm90a}, {V::wgmma_ws2, Arch::sm90a}, {V::halo_pipe, Arch::sm90a}};
   for (auto [v, arch] : table) EXPECT_EQ(arch_of(v), arch) << to_string(v);
   for (auto [v, arch] : table) EXPECT_EQ(is_wgmma(v), arch == Arch::sm90a) << to_string(v);
   // Where each class runs: sm_90a code on 9.0 with it built only, the sm_80 class from 8.0 on.
@@ -278,10 +277,12 @@ TEST(ChooseSpconv, MmaTilesFitTheSharedMemoryOfTheDevice) {
     EXPECT_FALSE(can_implement(a, caps, complete(a, caps, ConvChoice{.variant = V::mma, .tile_co = 256}), &why));
     EXPECT_NE(why.find("bytes of shared memory"), std::string::npos) << why;
   }
-  for (const DeviceCaps& caps : {b200, h100_no90a}) EXPECT_EQ(pick(a, caps, Stats::user).tile_co, 256) << to_string(caps);
+  for (const DeviceCaps& caps : {b200, h100_no90a})
+    EXPECT_EQ(pick(a, caps, Stats::user).tile_co, 256) << to_string(caps);
   for (int tile_co : {64, 128})
     for (const DeviceCaps& caps : {a100, a6000, l40, rtx50, b200})
-      EXPECT_LE(mma_smem_bytes(tile_co), static_cast<size_t>(caps.smem_per_block)) << tile_co << " on " << to_string(caps);
+      EXPECT_LE(mma_smem_bytes(tile_co), static_cast<size_t>(caps.smem_per_block))
+          << tile_co << " on " << to_string(caps);
 }
 
 TEST(ChooseSpconv, DtypesAndShapesOutsideTheMaskedKernels) {

@@ -56,7 +56,7 @@ void print_choices(int device) {
   fmt::print("  capabilities      : {}, {} KB of shared memory a block\n", to_string(caps), caps.smem_per_block / 1024);
   fmt::print("  this build runs   : {}\n", or_error([&] {
                cuda::require_device("frugal info", device);
-               return std::string(caps.sm90a          ? "yes: sm_90a, sm_80-class and SIMT kernels"
+               return std::string(caps.sm90a        ? "yes: sm_90a, sm_80-class and SIMT kernels"
                                   : caps.has_sm80() ? "yes: sm_80-class and SIMT kernels"
                                                     : "yes: SIMT kernels only");
              }));
@@ -126,8 +126,9 @@ void add_info_command(CLI::App& app) {
   cmd->callback([] {
     fmt::print("frugal {}\n", version());
     const std::string ptx = built_cuda_ptx().empty() ? "no PTX" : "PTX compute_" + built_cuda_ptx();
-    fmt::print("CUDA backend : {}\n", built_with_cuda() ? "compiled in (machine code " + built_cuda_archs() + ", " + ptx + ")"
-                                                       : "not compiled in");
+    fmt::print("CUDA backend : {}\n", built_with_cuda()
+                                          ? "compiled in (machine code " + built_cuda_archs() + ", " + ptx + ")"
+                                          : "not compiled in");
     fmt::print("cpu          : {}\n", device_name(Device::cpu()));
     const int n = cuda_device_count();
     for (int i = 0; i < n; ++i) {

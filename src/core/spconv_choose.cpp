@@ -230,8 +230,8 @@ bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& 
     return no("takes chunk_rows a multiple of ", kTileRows, " up to N = ", a.n, " (or N), got ", c.chunk_rows);
   if (v == V::mma) {
     if (!mma_fits(c.tile_co, caps))
-      return no("needs ", mma_smem_bytes(c.tile_co), " bytes of shared memory a block at tile_co ", c.tile_co,
-                ", got ", caps.smem_per_block, " on ", to_string(caps));
+      return no("needs ", mma_smem_bytes(c.tile_co), " bytes of shared memory a block at tile_co ", c.tile_co, ", got ",
+                caps.smem_per_block, " on ", to_string(caps));
     if (c.tile_rows != kTileRows) return no("has ", kTileRows, "-row tiles, got tile_rows ", c.tile_rows);
     if (c.splits != 1) return no("runs unsplit, got splits ", c.splits);
     return true;

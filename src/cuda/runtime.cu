@@ -129,9 +129,9 @@ void allow_dynamic_smem(const void* fn, int bytes, int carveout_blocks) {
     // so clearly should one ever not.
     int most = 0;
     FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    FRUGAL_CHECK(bytes <= most, unsupported, "cuda",
-                 "a kernel needs " << bytes << " bytes of dynamic shared memory a block, cuda:" << device
-                                   << " allows " << most);
+    FRUGAL_CHECK(
+        bytes <= most, unsupported, "cuda",
+        "a kernel needs " << bytes << " bytes of dynamic shared memory a block, cuda:" << device << " allows " << most);
     FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     have.bytes = bytes;
   }
@@ -224,10 +224,10 @@ void require_device(const char* op, int device) {
     cudaGetLastError();
     const std::string ptx = FRUGAL_CUDA_PTX_ARCH;
     FRUGAL_FAIL(unsupported, op,
-                "cuda:" << device << " (" << prop.name << ") has compute capability " << prop.major << "."
-                        << prop.minor << ", and this build of frugal carries no code it can run: machine code for "
-                        << FRUGAL_CUDA_ARCH_LIST << ", PTX for " << (ptx.empty() ? "none" : "compute_" + ptx)
-                        << " (" << cudaGetErrorString(err) << "); rebuild with \"" << prop.major << prop.minor
+                "cuda:" << device << " (" << prop.name << ") has compute capability " << prop.major << "." << prop.minor
+                        << ", and this build of frugal carries no code it can run: machine code for "
+                        << FRUGAL_CUDA_ARCH_LIST << ", PTX for " << (ptx.empty() ? "none" : "compute_" + ptx) << " ("
+                        << cudaGetErrorString(err) << "); rebuild with \"" << prop.major << prop.minor
                         << "\" among -DFRUGAL_CUDA_ARCHS");
   }
   if (device >= static_cast<int>(checked.size())) checked.resize(device + 1, 0);

@@ -37,8 +37,8 @@ TEST_P(Parity, MatchesTheCpuReference) {
   const bool cuda = c.backend == "cuda";
   if (cuda && !cuda_available()) GTEST_SKIP() << "no CUDA device (or a build without CUDA)";
   if (!cuda && cuda::sm90a_code_hidden()) GTEST_SKIP() << "the --sm80-class mode runs the CUDA cases";
-  const std::string& want = cuda && without_sm90a() && !c.variant_without_sm90a.empty() ? c.variant_without_sm90a
-                                                                                         : c.variant;
+  const std::string& want =
+      cuda && without_sm90a() && !c.variant_without_sm90a.empty() ? c.variant_without_sm90a : c.variant;
   FRUGAL_TRACE_SEED();
   SCOPED_TRACE(c.op + " " + c.shape + " " + c.dtype + " on " + c.backend + " via " + want);
   const ParityOutcome o = c.run();

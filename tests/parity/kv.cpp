@@ -183,8 +183,8 @@ ParityOutcome run_cuda_dequantize(const DequantizeCase& c) {
   }
   const Cache gpu = cpu.to(Device::cuda(0));
   const int64_t begin = cpu.first_held(), end = cpu.write_pos();
-  return {testing::to_double(gpu.dequantize(0, begin, end, c.out)), testing::to_double(cpu.dequantize(0, begin, end, c.out)),
-          "single", kDequantizeArch};
+  return {testing::to_double(gpu.dequantize(0, begin, end, c.out)),
+          testing::to_double(cpu.dequantize(0, begin, end, c.out)), "single", kDequantizeArch};
 }
 
 ParityOutcome run_cuda_hadamard(int dim) {
