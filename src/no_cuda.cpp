@@ -9,6 +9,7 @@ namespace frugal {
 
 bool built_with_cuda() { return false; }
 std::string built_cuda_archs() { return ""; }
+std::string built_cuda_ptx() { return ""; }
 
 }  // namespace frugal
 

@@ -90,6 +90,7 @@ TEST(ChooseDecodeAttention, VariantOfEveryShapeMathAndGpu) {
                 else
                   EXPECT_EQ(c.variant, DecodeVariant::f32) << what;
                 EXPECT_EQ(c.dims_per_lane, c.variant == DecodeVariant::f32 ? dim / 32 : 0) << what;
+                EXPECT_TRUE(runs_on(arch_of(c.variant), g.caps)) << what;
                 expect_valid_slices(c, p, what);
               }
 }
@@ -211,7 +212,7 @@ TEST(ChooseDecodeAttention, ForcedVariantsThatCannotServeAreClearErrors) {
   expect_error([&] { choose(forced(problem(1, 4096, 128, 4, 4, Math::f16), DecodeVariant::f32), h200, 2); },
                ErrorCode::unsupported, {"forced variant f32", "math is f16"});
   expect_error([&] { choose(forced(problem(1, 4096, 128, 4, 4), DecodeVariant::f32), DeviceCaps{}, 0); },
-               ErrorCode::unsupported, {"forced variant f32", "GPU kernel", "on the CPU"});
+               ErrorCode::unsupported, {"forced variant f32", "needs a CUDA device", "on the CPU"});
   expect_error([&] { choose(forced(problem(1, 4096, 128, 4, 4), DecodeVariant::cpu), h200, 2); },
                ErrorCode::unsupported, {"forced variant cpu", "on a GPU (sm_90a, 132 SMs)"});
   // A forced variant that serves is the choice, whatever the rule would pick.

@@ -144,7 +144,8 @@ TEST(ChooseKvAppend, ForcedVariantsAreRefusedWhereTheyCannotServe) {
   refused(call(32, 4, DType::f16, 1, true), h200, AppendVariant::fast, {"forced fast", "64..512", "D = 32"});
   refused(call(1024, 8, DType::f16, 1, true), h200, AppendVariant::fast, {"forced fast", "D = 1024"});
   refused(call(128, 3, DType::f16, 1, true), h200, AppendVariant::fast, {"forced fast", "3 bits"});
-  refused(call(128, 4, DType::f16, 1, true), DeviceCaps{}, AppendVariant::generic, {"forced generic", "cpu"});
+  refused(call(128, 4, DType::f16, 1, true), DeviceCaps{}, AppendVariant::generic,
+          {"forced generic", "needs a CUDA device"});
   expect_error([&] { choose_append(call(128, 4, DType::f16, 1, true), DeviceCaps{}); }, ErrorCode::internal,
                {"[kv::append]", "cpu"});
 }

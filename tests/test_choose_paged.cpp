@@ -80,6 +80,7 @@ TEST(ChoosePaged, VariantsOfEveryShapeMathAndGpu) {
             const PagedVariant rows = rows_f16 ? PagedVariant::rows_f16 : PagedVariant::rows_f32;
             EXPECT_EQ(c.rows, rows) << what;
             EXPECT_EQ(c.tiles, tiles_f16 ? PagedVariant::tiles_f16 : rows) << what;
+            EXPECT_TRUE(runs_on(arch_of(c.rows), g.caps) && runs_on(arch_of(c.tiles), g.caps)) << what;
           }
 }
 

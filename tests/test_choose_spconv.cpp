@@ -20,6 +20,7 @@ const DeviceCaps a100 = DeviceCaps::gpu(8, 0, 108);
 const DeviceCaps a6000 = DeviceCaps::gpu(8, 6, 84);
 const DeviceCaps l40 = DeviceCaps::gpu(8, 9, 128);
 const DeviceCaps rtx50 = DeviceCaps::gpu(12, 0, 170);
+const DeviceCaps b200 = DeviceCaps::gpu(10, 0, 148);
 const DeviceCaps h100_no90a = DeviceCaps::gpu(9, 0, 132, false);  // a build without sm_90a code
 const DeviceCaps cpu{};
 
@@ -61,7 +62,8 @@ struct Row {
 };
 
 // R = 1024, 512, 256: the sphere shells of the benchmarks (bench/shells.py); Tnnn: the TRELLIS.2
-// decoder's levels (shells of that resolution) and their C → 4C upsampling convs.
+// decoder's levels (shells of that resolution) and their C → 4C upsampling convs. mma's 256-wide
+// tiles need the shared memory of 9.0 or 10.x: 8.0, 8.6, 8.9 and 12.0 take 128-wide ones.
 const Row kTable[] = {
     {"R1024 C64", 4643936, 64, 64, h200, Stats::fits, {V::halo_pipe, 64, 128, false, 1, 4643936}},
     {"R1024 C64", 4643936, 64, 64, h200, Stats::misfits, {V::wgmma_ws2, 64, 128, false, 1, 4643936}},
@@ -82,10 +84,10 @@ const Row kTable[] = {
     {"R1024 C256", 4643936, 256, 256, h200, Stats::fits, {V::wgmma_ws, 256, 128, true, 1, 4194304}},
     {"R1024 C256", 4643936, 256, 256, h200, Stats::misfits, {V::wgmma_ws, 256, 128, true, 1, 4194304}},
     {"R1024 C256", 4643936, 256, 256, h200, Stats::user, {V::wgmma_ws, 256, 128, true, 1, 4194304}},
-    {"R1024 C256", 4643936, 256, 256, a100, Stats::fits, {V::mma, 256, 128, true, 1, 4194304}},
-    {"R1024 C256", 4643936, 256, 256, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 4194304}},
-    {"R1024 C256", 4643936, 256, 256, l40, Stats::fits, {V::mma, 256, 128, true, 1, 4194304}},
-    {"R1024 C256", 4643936, 256, 256, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 4194304}},
+    {"R1024 C256", 4643936, 256, 256, a100, Stats::fits, {V::mma, 128, 128, true, 1, 4194304}},
+    {"R1024 C256", 4643936, 256, 256, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 4194304}},
+    {"R1024 C256", 4643936, 256, 256, l40, Stats::fits, {V::mma, 128, 128, true, 1, 4194304}},
+    {"R1024 C256", 4643936, 256, 256, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 4194304}},
     {"R1024 C256", 4643936, 256, 256, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 4194304}},
     {"R512 C64", 1159784, 64, 64, h200, Stats::fits, {V::halo_pipe, 64, 128, false, 1, 1159784}},
     {"R512 C64", 1159784, 64, 64, h200, Stats::misfits, {V::wgmma_ws2, 64, 128, false, 1, 1159784}},
@@ -106,10 +108,10 @@ const Row kTable[] = {
     {"R512 C256", 1159784, 256, 256, h200, Stats::fits, {V::wgmma_ws, 256, 128, true, 1, 1159784}},
     {"R512 C256", 1159784, 256, 256, h200, Stats::misfits, {V::wgmma_ws, 256, 128, true, 1, 1159784}},
     {"R512 C256", 1159784, 256, 256, h200, Stats::user, {V::wgmma_ws, 256, 128, true, 1, 1159784}},
-    {"R512 C256", 1159784, 256, 256, a100, Stats::fits, {V::mma, 256, 128, true, 1, 1159784}},
-    {"R512 C256", 1159784, 256, 256, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 1159784}},
-    {"R512 C256", 1159784, 256, 256, l40, Stats::fits, {V::mma, 256, 128, true, 1, 1159784}},
-    {"R512 C256", 1159784, 256, 256, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 1159784}},
+    {"R512 C256", 1159784, 256, 256, a100, Stats::fits, {V::mma, 128, 128, true, 1, 1159784}},
+    {"R512 C256", 1159784, 256, 256, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 1159784}},
+    {"R512 C256", 1159784, 256, 256, l40, Stats::fits, {V::mma, 128, 128, true, 1, 1159784}},
+    {"R512 C256", 1159784, 256, 256, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 1159784}},
     {"R512 C256", 1159784, 256, 256, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 1159784}},
     {"R256 C64", 289772, 64, 64, h200, Stats::fits, {V::halo_pipe, 64, 128, false, 1, 289772}},
     {"R256 C64", 289772, 64, 64, h200, Stats::misfits, {V::wgmma_ws2, 64, 128, false, 1, 289772}},
@@ -130,58 +132,58 @@ const Row kTable[] = {
     {"R256 C256", 289772, 256, 256, h200, Stats::fits, {V::wgmma_ws, 256, 128, true, 1, 289772}},
     {"R256 C256", 289772, 256, 256, h200, Stats::misfits, {V::wgmma_ws, 256, 128, true, 1, 289772}},
     {"R256 C256", 289772, 256, 256, h200, Stats::user, {V::wgmma_ws, 256, 128, true, 1, 289772}},
-    {"R256 C256", 289772, 256, 256, a100, Stats::fits, {V::mma, 256, 128, true, 1, 289772}},
-    {"R256 C256", 289772, 256, 256, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 289772}},
-    {"R256 C256", 289772, 256, 256, l40, Stats::fits, {V::mma, 256, 128, true, 1, 289772}},
-    {"R256 C256", 289772, 256, 256, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 289772}},
+    {"R256 C256", 289772, 256, 256, a100, Stats::fits, {V::mma, 128, 128, true, 1, 289772}},
+    {"R256 C256", 289772, 256, 256, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 289772}},
+    {"R256 C256", 289772, 256, 256, l40, Stats::fits, {V::mma, 128, 128, true, 1, 289772}},
+    {"R256 C256", 289772, 256, 256, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 289772}},
     {"R256 C256", 289772, 256, 256, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 289772}},
     {"T20 1024-1024", 1658, 1024, 1024, h200, Stats::fits, {V::wgmma_ws, 256, 128, false, 3, 1658}},
     {"T20 1024-1024", 1658, 1024, 1024, h200, Stats::misfits, {V::wgmma_ws, 256, 128, false, 3, 1658}},
     {"T20 1024-1024", 1658, 1024, 1024, h200, Stats::user, {V::wgmma_ws, 256, 128, false, 3, 1658}},
     {"T20 1024-1024", 1658, 1024, 1024, a100, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
-    {"T20 1024-1024", 1658, 1024, 1024, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 1658}},
+    {"T20 1024-1024", 1658, 1024, 1024, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
     {"T20 1024-1024", 1658, 1024, 1024, l40, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
     {"T20 1024-1024", 1658, 1024, 1024, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
     {"T20 1024-1024", 1658, 1024, 1024, h100_no90a, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
     {"T20 1024-4096", 1658, 1024, 4096, h200, Stats::fits, {V::wgmma_ws, 256, 128, false, 1, 1658}},
     {"T20 1024-4096", 1658, 1024, 4096, h200, Stats::misfits, {V::wgmma_ws, 256, 128, false, 1, 1658}},
     {"T20 1024-4096", 1658, 1024, 4096, h200, Stats::user, {V::wgmma_ws, 256, 128, false, 1, 1658}},
-    {"T20 1024-4096", 1658, 1024, 4096, a100, Stats::fits, {V::mma, 256, 128, true, 1, 1658}},
-    {"T20 1024-4096", 1658, 1024, 4096, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 1658}},
-    {"T20 1024-4096", 1658, 1024, 4096, l40, Stats::fits, {V::mma, 256, 128, true, 1, 1658}},
-    {"T20 1024-4096", 1658, 1024, 4096, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 1658}},
+    {"T20 1024-4096", 1658, 1024, 4096, a100, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
+    {"T20 1024-4096", 1658, 1024, 4096, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
+    {"T20 1024-4096", 1658, 1024, 4096, l40, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
+    {"T20 1024-4096", 1658, 1024, 4096, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 1658}},
     {"T20 1024-4096", 1658, 1024, 4096, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 1658}},
     {"T43 512-512", 8432, 512, 512, h200, Stats::fits, {V::wgmma_ws, 256, 128, false, 1, 8432}},
     {"T43 512-512", 8432, 512, 512, h200, Stats::misfits, {V::wgmma_ws, 256, 128, false, 1, 8432}},
     {"T43 512-512", 8432, 512, 512, h200, Stats::user, {V::wgmma_ws, 256, 128, false, 1, 8432}},
-    {"T43 512-512", 8432, 512, 512, a100, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
-    {"T43 512-512", 8432, 512, 512, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
-    {"T43 512-512", 8432, 512, 512, l40, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
-    {"T43 512-512", 8432, 512, 512, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
+    {"T43 512-512", 8432, 512, 512, a100, Stats::fits, {V::mma, 128, 128, true, 1, 8432}},
+    {"T43 512-512", 8432, 512, 512, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 8432}},
+    {"T43 512-512", 8432, 512, 512, l40, Stats::fits, {V::mma, 128, 128, true, 1, 8432}},
+    {"T43 512-512", 8432, 512, 512, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 8432}},
     {"T43 512-512", 8432, 512, 512, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
     {"T43 512-2048", 8432, 512, 2048, h200, Stats::fits, {V::wgmma_ws, 256, 128, false, 1, 8432}},
     {"T43 512-2048", 8432, 512, 2048, h200, Stats::misfits, {V::wgmma_ws, 256, 128, false, 1, 8432}},
     {"T43 512-2048", 8432, 512, 2048, h200, Stats::user, {V::wgmma_ws, 256, 128, false, 1, 8432}},
-    {"T43 512-2048", 8432, 512, 2048, a100, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
-    {"T43 512-2048", 8432, 512, 2048, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
-    {"T43 512-2048", 8432, 512, 2048, l40, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
-    {"T43 512-2048", 8432, 512, 2048, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
+    {"T43 512-2048", 8432, 512, 2048, a100, Stats::fits, {V::mma, 128, 128, true, 1, 8432}},
+    {"T43 512-2048", 8432, 512, 2048, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 8432}},
+    {"T43 512-2048", 8432, 512, 2048, l40, Stats::fits, {V::mma, 128, 128, true, 1, 8432}},
+    {"T43 512-2048", 8432, 512, 2048, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 8432}},
     {"T43 512-2048", 8432, 512, 2048, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 8432}},
     {"T92 256-256", 37544, 256, 256, h200, Stats::fits, {V::wgmma_ws, 256, 128, false, 1, 37544}},
     {"T92 256-256", 37544, 256, 256, h200, Stats::misfits, {V::wgmma_ws, 256, 128, false, 1, 37544}},
     {"T92 256-256", 37544, 256, 256, h200, Stats::user, {V::wgmma_ws, 256, 128, false, 1, 37544}},
-    {"T92 256-256", 37544, 256, 256, a100, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
-    {"T92 256-256", 37544, 256, 256, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
-    {"T92 256-256", 37544, 256, 256, l40, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
-    {"T92 256-256", 37544, 256, 256, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
+    {"T92 256-256", 37544, 256, 256, a100, Stats::fits, {V::mma, 128, 128, true, 1, 37544}},
+    {"T92 256-256", 37544, 256, 256, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 37544}},
+    {"T92 256-256", 37544, 256, 256, l40, Stats::fits, {V::mma, 128, 128, true, 1, 37544}},
+    {"T92 256-256", 37544, 256, 256, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 37544}},
     {"T92 256-256", 37544, 256, 256, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
     {"T92 256-1024", 37544, 256, 1024, h200, Stats::fits, {V::wgmma_ws, 256, 128, false, 1, 37544}},
     {"T92 256-1024", 37544, 256, 1024, h200, Stats::misfits, {V::wgmma_ws, 256, 128, false, 1, 37544}},
     {"T92 256-1024", 37544, 256, 1024, h200, Stats::user, {V::wgmma_ws, 256, 128, false, 1, 37544}},
-    {"T92 256-1024", 37544, 256, 1024, a100, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
-    {"T92 256-1024", 37544, 256, 1024, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
-    {"T92 256-1024", 37544, 256, 1024, l40, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
-    {"T92 256-1024", 37544, 256, 1024, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
+    {"T92 256-1024", 37544, 256, 1024, a100, Stats::fits, {V::mma, 128, 128, true, 1, 37544}},
+    {"T92 256-1024", 37544, 256, 1024, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 37544}},
+    {"T92 256-1024", 37544, 256, 1024, l40, Stats::fits, {V::mma, 128, 128, true, 1, 37544}},
+    {"T92 256-1024", 37544, 256, 1024, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 37544}},
     {"T92 256-1024", 37544, 256, 1024, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 37544}},
     {"T196 128-128", 168968, 128, 128, h200, Stats::fits, {V::halo_pipe, 128, 128, false, 1, 168968}},
     {"T196 128-128", 168968, 128, 128, h200, Stats::misfits, {V::wgmma_ws, 128, 256, false, 1, 168968}},
@@ -194,10 +196,10 @@ const Row kTable[] = {
     {"T196 128-512", 168968, 128, 512, h200, Stats::fits, {V::wgmma_ws, 256, 128, true, 1, 168968}},
     {"T196 128-512", 168968, 128, 512, h200, Stats::misfits, {V::wgmma_ws, 256, 128, true, 1, 168968}},
     {"T196 128-512", 168968, 128, 512, h200, Stats::user, {V::wgmma_ws, 256, 128, true, 1, 168968}},
-    {"T196 128-512", 168968, 128, 512, a100, Stats::fits, {V::mma, 256, 128, true, 1, 168968}},
-    {"T196 128-512", 168968, 128, 512, a6000, Stats::fits, {V::mma, 256, 128, true, 1, 168968}},
-    {"T196 128-512", 168968, 128, 512, l40, Stats::fits, {V::mma, 256, 128, true, 1, 168968}},
-    {"T196 128-512", 168968, 128, 512, rtx50, Stats::fits, {V::mma, 256, 128, true, 1, 168968}},
+    {"T196 128-512", 168968, 128, 512, a100, Stats::fits, {V::mma, 128, 128, true, 1, 168968}},
+    {"T196 128-512", 168968, 128, 512, a6000, Stats::fits, {V::mma, 128, 128, true, 1, 168968}},
+    {"T196 128-512", 168968, 128, 512, l40, Stats::fits, {V::mma, 128, 128, true, 1, 168968}},
+    {"T196 128-512", 168968, 128, 512, rtx50, Stats::fits, {V::mma, 128, 128, true, 1, 168968}},
     {"T196 128-512", 168968, 128, 512, h100_no90a, Stats::fits, {V::mma, 256, 128, true, 1, 168968}},
     {"T426 64-64", 803204, 64, 64, h200, Stats::fits, {V::halo_pipe, 64, 128, false, 1, 803204}},
     {"T426 64-64", 803204, 64, 64, h200, Stats::misfits, {V::wgmma_ws2, 64, 128, false, 1, 803204}},
@@ -239,10 +241,48 @@ TEST(ChooseSpconv, TableOfShapesAndDevices) {
 
 TEST(ChooseSpconv, NeverAnSm90aVariantWithoutSm90aCode) {
   for (const Row& r : kTable)
-    for (const DeviceCaps& caps : {a100, a6000, l40, rtx50, h100_no90a}) {
+    for (const DeviceCaps& caps : {a100, a6000, l40, rtx50, b200, h100_no90a}) {
       const ConvChoice c = pick(args(r.n, r.ci, r.co), caps, Stats::fits);
-      EXPECT_FALSE(is_wgmma(c.variant)) << r.shape << " on " << to_string(caps) << ": " << to_string(c);
+      EXPECT_NE(arch_of(c.variant), Arch::sm90a) << r.shape << " on " << to_string(caps) << ": " << to_string(c);
+      EXPECT_TRUE(runs_on(arch_of(c.variant), caps)) << to_string(c);
     }
+}
+
+// What each variant's code needs, as the kernels are written: the wgmma family is sm_90a code.
+TEST(ChooseSpconv, EachVariantStatesTheArchitecturesItRunsOn) {
+  const std::pair<V, Arch> table[] = {
+      {V::cpu, Arch::cpu},     {V::simt, Arch::simt},      {V::wmma, Arch::sm80},       {V::mma, Arch::sm80},
+      {V::wgmma, Arch::sm90a}, {V::wgmma_ws, Arch::sm90a}, {V::wgmma_ws2, Arch::sm90a}, {V::halo_pipe, Arch::sm90a}};
+  for (auto [v, arch] : table) EXPECT_EQ(arch_of(v), arch) << to_string(v);
+  for (auto [v, arch] : table) EXPECT_EQ(is_wgmma(v), arch == Arch::sm90a) << to_string(v);
+  // Where each class runs: sm_90a code on 9.0 with it built only, the sm_80 class from 8.0 on.
+  EXPECT_TRUE(runs_on(Arch::sm90a, h200));
+  for (const DeviceCaps& caps : {a100, a6000, l40, rtx50, b200, h100_no90a}) {
+    EXPECT_FALSE(runs_on(Arch::sm90a, caps)) << to_string(caps);
+    EXPECT_TRUE(runs_on(Arch::sm80, caps)) << to_string(caps);
+  }
+  EXPECT_FALSE(runs_on(Arch::sm80, DeviceCaps::gpu(7, 5, 40)));
+  EXPECT_TRUE(runs_on(Arch::simt, DeviceCaps::gpu(7, 5, 40)));
+  EXPECT_FALSE(runs_on(Arch::simt, cpu));
+  EXPECT_FALSE(runs_on(Arch::cpu, h200));
+}
+
+// The 256-wide mma tile holds 220 KB of shared memory: the 227 KB of 9.0 and 10.x, not the 163 KB of
+// 8.0 or the 99 KB of 8.6, 8.9 and 12.0, which take 128-wide tiles instead.
+TEST(ChooseSpconv, MmaTilesFitTheSharedMemoryOfTheDevice) {
+  const backend::ConvArgs a = args(4643936, 256, 256);
+  for (const DeviceCaps& caps : {a100, a6000, l40, rtx50}) {
+    EXPECT_EQ(pick(a, caps, Stats::user).tile_co, 128) << to_string(caps);
+    std::string why;
+    EXPECT_FALSE(can_implement(a, caps, complete(a, caps, ConvChoice{.variant = V::mma, .tile_co = 256}), &why));
+    EXPECT_NE(why.find("bytes of shared memory"), std::string::npos) << why;
+  }
+  for (const DeviceCaps& caps : {b200, h100_no90a})
+    EXPECT_EQ(pick(a, caps, Stats::user).tile_co, 256) << to_string(caps);
+  for (int tile_co : {64, 128})
+    for (const DeviceCaps& caps : {a100, a6000, l40, rtx50, b200})
+      EXPECT_LE(mma_smem_bytes(tile_co), static_cast<size_t>(caps.smem_per_block))
+          << tile_co << " on " << to_string(caps);
 }
 
 TEST(ChooseSpconv, DtypesAndShapesOutsideTheMaskedKernels) {
@@ -340,9 +380,11 @@ void expect_refused(const backend::ConvArgs& a, const DeviceCaps& caps, ConvChoi
 
 TEST(ChooseSpconv, ForcedChoicesRefusedWhereTheyCannotRun) {
   const backend::ConvArgs a = args(289772, 64, 64);
-  for (V v : {V::wgmma, V::wgmma_ws, V::wgmma_ws2, V::halo_pipe})
-    for (const DeviceCaps& caps : {a100, a6000, l40, rtx50, h100_no90a})
+  for (V v : {V::cpu, V::simt, V::wmma, V::mma, V::wgmma, V::wgmma_ws, V::wgmma_ws2, V::halo_pipe}) {
+    if (arch_of(v) != Arch::sm90a) continue;
+    for (const DeviceCaps& caps : {a100, a6000, l40, rtx50, b200, h100_no90a})
       expect_refused(a, caps, ConvChoice{.variant = v}, {"sm_90a", to_string(caps)});
+  }
   expect_refused(a, h200, ConvChoice{.variant = V::cpu}, {"CPU calls only"});
   expect_refused(a, cpu, ConvChoice{.variant = V::simt}, {"needs a CUDA device"});
   expect_refused(args(1000, 8, 8, DType::f16, 125), h200, ConvChoice{.variant = V::mma}, {"K <= 32", "K = 125"});

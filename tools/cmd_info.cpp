@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "core/attention_backend.h"
 #include "core/attention_choose.h"
+#include "core/backend.h"
 #include "core/device_caps.h"
 #include "core/kv_choose.h"
 #include "core/spconv_choose.h"
@@ -52,7 +53,13 @@ std::string or_error(F&& f) {
 
 void print_choices(int device) {
   const DeviceCaps caps = cuda::device_caps(device);
-  fmt::print("  capabilities      : {}\n", to_string(caps));
+  fmt::print("  capabilities      : {}, {} KB of shared memory a block\n", to_string(caps), caps.smem_per_block / 1024);
+  fmt::print("  this build runs   : {}\n", or_error([&] {
+               cuda::require_device("frugal info", device);
+               return std::string(caps.sm90a        ? "yes: sm_90a, sm_80-class and SIMT kernels"
+                                  : caps.has_sm80() ? "yes: sm_80-class and SIMT kernels"
+                                                    : "yes: SIMT kernels only");
+             }));
   struct Decode {
     int b, d;
     int64_t len;
@@ -118,7 +125,10 @@ void add_info_command(CLI::App& app) {
       "info", "show the build (CUDA, architectures), the devices found and which kernel each op would use");
   cmd->callback([] {
     fmt::print("frugal {}\n", version());
-    fmt::print("CUDA backend : {}\n", built_with_cuda() ? "compiled in (archs " + built_cuda_archs() + ")" : "not compiled in");
+    const std::string ptx = built_cuda_ptx().empty() ? "no PTX" : "PTX compute_" + built_cuda_ptx();
+    fmt::print("CUDA backend : {}\n", built_with_cuda()
+                                          ? "compiled in (machine code " + built_cuda_archs() + ", " + ptx + ")"
+                                          : "not compiled in");
     fmt::print("cpu          : {}\n", device_name(Device::cpu()));
     const int n = cuda_device_count();
     for (int i = 0; i < n; ++i) {

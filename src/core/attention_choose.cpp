@@ -28,9 +28,8 @@ std::string cat(const A&... parts) {
   return os.str();
 }
 
-// What every GPU kernel needs: a GPU, and a grid the device can launch.
-bool gpu_can_run(const char* name, const DecodeProblem& p, const DeviceCaps& caps, std::string* why) {
-  if (!caps.is_gpu()) return refuse(why, cat("the ", name, " variant is a GPU kernel and the call is on the CPU"));
+// What every GPU kernel needs of the call: a grid the device can launch.
+bool grid_fits(const DecodeProblem& p, std::string* why) {
   if (p.batch > kMaxGridYZ)
     return refuse(why, cat("the GPU kernels serve up to ", kMaxGridYZ, " sequences a call, got ", p.batch));
   const int64_t rows = static_cast<int64_t>(p.kv_heads) * backend::head_tiles(p.q_heads / p.kv_heads);
@@ -93,13 +92,13 @@ std::string to_string(const DecodeChoice& c) {
 }
 
 bool can_implement(DecodeVariant variant, const DecodeProblem& p, const DeviceCaps& caps, std::string* why) {
+  if (const std::string arch = arch_refusal(arch_of(variant), caps); !arch.empty())
+    return refuse(why, cat("the ", to_string(variant), " variant ", arch));
   switch (variant) {
     case DecodeVariant::cpu:
-      if (caps.is_gpu())
-        return refuse(why, cat("the cpu variant runs on the CPU and the call is on a GPU (", to_string(caps), ")"));
       return true;
     case DecodeVariant::f32:
-      if (!gpu_can_run("f32", p, caps, why)) return false;
+      if (!grid_fits(p, why)) return false;
       if (p.math == Math::f16) return refuse(why, "the f32 variant computes in f32 and math is f16");
       if (p.dim > backend::kMaxGpuDim)
         return refuse(why, cat("the GPU kernels serve head_dim up to ", backend::kMaxGpuDim, ", got ", p.dim,
@@ -108,14 +107,9 @@ bool can_implement(DecodeVariant variant, const DecodeProblem& p, const DeviceCa
     case DecodeVariant::f16_registers:
     case DecodeVariant::f16_wide: {
       const bool wide = variant == DecodeVariant::f16_wide;
-      if (!gpu_can_run(wide ? "f16_wide" : "f16_registers", p, caps, why)) return false;
+      if (!grid_fits(p, why)) return false;
       if (p.math == Math::f32)
         return refuse(why, "the f16 variants compute with fp16 tensor-core operands and math is f32");
-      // mma.sync m16n8k16 with fp16 operands is sm_80-class code.
-      if (!caps.has_sm80())
-        return refuse(why, cat("the f16 tensor-core path needs compute capability 8.0 or newer (mma.sync "
-                               "m16n8k16), got ",
-                               to_string(caps)));
       const bool bits_ok = (p.k_bits == 4 || p.k_bits == 8) && (p.v_bits == 4 || p.v_bits == 8);
       if (p.dim < 64 || p.dim > backend::kMaxGpuDim || !bits_ok)
         return refuse(why, cat("the f16 tensor-core path needs head_dim 64..", backend::kMaxGpuDim,

@@ -29,6 +29,20 @@ struct DecodeProblem {
 // sums stay well inside the 1e-5 budget (sequential f32 error grows ~√n · 2^-24).
 constexpr int64_t kCpuSliceTokens = 1024;
 
+// The architectures each variant's code runs on (what can_implement checks first).
+constexpr Arch arch_of(DecodeVariant v) {
+  switch (v) {
+    case DecodeVariant::cpu:
+      return Arch::cpu;
+    case DecodeVariant::f32:
+      return Arch::simt;
+    case DecodeVariant::f16_registers:  // mma.sync m16n8k16 on fp16 operands, cp.async
+    case DecodeVariant::f16_wide:
+      return Arch::sm80;
+  }
+  return Arch::sm80;
+}
+
 // Whether `variant` can serve the call on a device of `caps`: its shapes, bit widths, math and
 // architecture. Where not, and `why` is given, *why says so in one clause.
 bool can_implement(DecodeVariant variant, const DecodeProblem& p, const DeviceCaps& caps, std::string* why = nullptr);

@@ -1,6 +1,8 @@
-// Printing device capabilities (for error messages and `frugal info`).
+// Printing device capabilities (for error messages and `frugal info`), the architectures a
+// variant needs, and the switch that hides sm_90a code from device_caps.
 #include "core/device_caps.h"
 
+#include <atomic>
 #include <sstream>
 
 namespace frugal {
@@ -11,5 +13,43 @@ std::string to_string(const DeviceCaps& caps) {
   os << "sm_" << caps.capability() << (caps.sm90a ? "a" : "") << ", " << caps.multiprocessors << " SMs";
   return os.str();
 }
+
+const char* to_string(Arch arch) {
+  switch (arch) {
+    case Arch::cpu:
+      return "cpu";
+    case Arch::simt:
+      return "any GPU";
+    case Arch::sm80:
+      return "sm_80 and newer";
+    case Arch::sm90a:
+      return "sm_90a";
+  }
+  return "unknown";
+}
+
+bool runs_on(Arch arch, const DeviceCaps& caps) { return arch_refusal(arch, caps).empty(); }
+
+std::string arch_refusal(Arch arch, const DeviceCaps& caps) {
+  std::ostringstream why;
+  if (arch == Arch::cpu) {
+    if (caps.is_gpu()) why << "runs CPU calls only, got a call on a GPU (" << to_string(caps) << ")";
+    return why.str();
+  }
+  if (!caps.is_gpu()) return "needs a CUDA device, got a call on the CPU";
+  if (arch == Arch::sm80 && !caps.has_sm80())
+    why << "needs compute capability 8.0 or newer (mma.sync, cp.async), got " << to_string(caps);
+  if (arch == Arch::sm90a && !caps.sm90a)
+    why << "needs sm_90a code on a compute capability 9.0 GPU (wgmma, TMA, setmaxnreg), got " << to_string(caps);
+  return why.str();
+}
+
+namespace cuda {
+namespace {
+std::atomic<bool> sm90a_hidden{false};
+}
+void hide_sm90a_code(bool hide) { sm90a_hidden = hide; }
+bool sm90a_code_hidden() { return sm90a_hidden; }
+}  // namespace cuda
 
 }  // namespace frugal

@@ -62,20 +62,18 @@ void describe_layout(backend::AppendArgs& a) {
 }
 
 std::string append_refusal(AppendVariant variant, const backend::AppendArgs& a, const DeviceCaps& caps) {
+  if (const std::string arch = arch_refusal(arch_of(variant), caps); !arch.empty()) return "it " + arch;
   std::ostringstream why;
-  if (!caps.is_gpu()) return "it is a CUDA kernel and the device is the cpu";
-  const bool sm80 = caps.has_sm80(), wide = a.bits == 4 || a.bits == 8;
+  const bool wide = a.bits == 4 || a.bits == 8;
   switch (variant) {
     case AppendVariant::generic:
       return "";
     case AppendVariant::fast:
-      if (!sm80) why << "it needs compute capability 8.0 or newer (cp.async), got " << to_string(caps);
-      else if (!wide || a.dim < 64 || a.dim > 512)
+      if (!wide || a.dim < 64 || a.dim > 512)
         why << "it serves head dims 64..512 at 4 or 8 bits, got D = " << a.dim << " at " << a.bits << " bits";
       return why.str();
     case AppendVariant::mma:
-      if (!sm80) why << "it needs compute capability 8.0 or newer (mma.sync, cp.async), got " << to_string(caps);
-      else if (a.x_dtype != DType::f16 && a.x_dtype != DType::bf16)
+      if (a.x_dtype != DType::f16 && a.x_dtype != DType::bf16)
         why << "it needs f16 or bf16 input, got " << to_string(a.x_dtype);
       else if ((a.dim != 64 && a.dim != 128 && a.dim != 256) || !wide)
         why << "it serves D = 64, 128 or 256 at 4 or 8 bits, got D = " << a.dim << " at " << a.bits << " bits";

@@ -33,6 +33,22 @@ constexpr int lane_chunk(int dim) { return dim == 4 ? 4 : 8; }
 // kernels read).
 void describe_layout(backend::AppendArgs& a);
 
+// The architectures each variant's code runs on (what append_refusal checks first).
+constexpr Arch arch_of(AppendVariant v) {
+  switch (v) {
+    case AppendVariant::generic:
+      return Arch::simt;
+    case AppendVariant::fast:  // cp.async staged tiles
+    case AppendVariant::mma:   // mma.sync m16n8k16 on f16/bf16, cp.async
+      return Arch::sm80;
+  }
+  return Arch::sm80;
+}
+
+// Dequantize and the Hadamard transform: one kernel each, on CUDA cores.
+constexpr Arch kDequantizeArch = Arch::simt;
+constexpr Arch kHadamardArch = Arch::simt;
+
 // Why `variant` cannot serve the call on a device of `caps`, in one sentence; empty when it can.
 std::string append_refusal(AppendVariant variant, const backend::AppendArgs& a, const DeviceCaps& caps);
 inline bool can_implement(AppendVariant variant, const backend::AppendArgs& a, const DeviceCaps& caps) {

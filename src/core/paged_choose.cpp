@@ -88,11 +88,8 @@ DecodeProblem row_items_problem(const PagedProblem& p, PagedVariant rows) {
 bool can_implement(PagedVariant variant, PagedRole role, const PagedProblem& p, const DeviceCaps& caps,
                    std::string* why) {
   using choose::refuse;
-  if (variant == PagedVariant::cpu) {
-    if (caps.is_gpu()) return refuse(why, "the cpu variant runs on the CPU and the plan is on a GPU (", to_string(caps), ")");
-    return true;
-  }
-  if (!caps.is_gpu()) return refuse(why, "the ", to_string(variant), " variant is a GPU kernel and the plan is on the CPU");
+  if (const std::string arch = arch_refusal(arch_of(variant), caps); !arch.empty())
+    return refuse(why, "the ", to_string(variant), " variant ", arch);
   switch (variant) {
     case PagedVariant::rows_f32:
       if (p.dim > backend::kMaxGpuDim)
@@ -107,14 +104,11 @@ bool can_implement(PagedVariant variant, PagedRole role, const PagedProblem& p, 
       if (role == PagedRole::rows)
         return refuse(why, "tiles_f16 serves only the sequences with several query tokens, not row items");
       if (p.math == Math::f32) return refuse(why, "tiles_f16 computes with fp16 tensor-core operands and math is f32");
-      if (!caps.has_sm80())
-        return refuse(why, "tiles_f16 needs compute capability 8.0 or newer (mma.sync m16n8k16), got ",
-                      to_string(caps));
       if (p.dim != 64 && p.dim != 128 && p.dim != 256)
         return refuse(why, "tiles_f16 serves head_dim 64, 128 or 256, got ", p.dim);
       return true;
     case PagedVariant::cpu:
-      break;
+      return true;
   }
   return refuse(why, "unknown variant");
 }

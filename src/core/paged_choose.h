@@ -35,6 +35,20 @@ struct PagedProblem {
   int num_splits = 0;                       // PagedOptions::num_splits (forced, validated), or 0
 };
 
+// The architectures each variant's code runs on (what can_implement checks first).
+constexpr Arch arch_of(PagedVariant v) {
+  switch (v) {
+    case PagedVariant::cpu:
+      return Arch::cpu;
+    case PagedVariant::rows_f32:
+      return Arch::simt;
+    case PagedVariant::rows_f16:  // mma.sync m16n8k16 on fp16 operands, cp.async
+    case PagedVariant::tiles_f16:
+      return Arch::sm80;
+  }
+  return Arch::sm80;
+}
+
 // The role a variant is asked to play: serving row items, or the sequences with n_b > 1.
 enum class PagedRole : uint8_t { rows, tiles };
 

@@ -62,7 +62,7 @@ WgradChoice complete(const WgradArgs& a, const DeviceCaps&, const WgradChoice& f
 
 WgradChoice choose(const WgradArgs& a, const DeviceCaps& caps) {
   V v = V::cpu;
-  if (caps.is_gpu()) v = tensor_core_dtype(a.dtype) && caps.has_sm80() ? V::wmma : V::simt;
+  if (caps.is_gpu()) v = tensor_core_dtype(a.dtype) && runs_on(arch_of(V::wmma), caps) ? V::wmma : V::simt;
   const WgradChoice c = complete(a, caps, WgradChoice{.variant = v});
   std::string why;
   FRUGAL_CHECK(can_implement(a, caps, c, &why), unsupported, kOp,
@@ -72,18 +72,14 @@ WgradChoice choose(const WgradArgs& a, const DeviceCaps& caps) {
 
 bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice& c, std::string* why) {
   auto no = [why](const auto&... parts) { return choose::refuse(why, parts...); };
+  if (const std::string arch = arch_refusal(arch_of(c.variant), caps); !arch.empty()) return no(arch);
   if (c.variant == V::cpu) {
-    if (caps.is_gpu()) return no("runs CPU calls only, got a call on ", to_string(caps));
     if (a.order) return no("takes maps in the rows' own order, got one in its locality order");
     if (c.splits != 1 || c.chunk_rows != a.n) return no("runs N in one chunk, got ", to_string(c));
     return true;
   }
-  if (!caps.is_gpu()) return no("needs a CUDA device, got a call on the CPU");
   if (a.dtype == DType::f64) return no("takes f32, f16 or bf16 (f64 runs on the CPU only)");
-  if (c.variant == V::wmma) {
-    if (!tensor_core_dtype(a.dtype)) return no("takes f16 or bf16, got ", to_string(a.dtype));
-    if (!caps.has_sm80()) return no("needs compute capability 8.0 or newer, got ", to_string(caps));
-  }
+  if (c.variant == V::wmma && !tensor_core_dtype(a.dtype)) return no("takes f16 or bf16, got ", to_string(a.dtype));
   if (c.chunk_rows < 1 || c.splits < 1 || c.splits > kMaxWgradSplits || c.splits != cdiv(a.n, c.chunk_rows))
     return no("takes chunk_rows >= 1 and splits = ceil(N / chunk_rows) <= ", kMaxWgradSplits, ", got N = ", a.n, ", ",
               to_string(c));

@@ -24,6 +24,19 @@ constexpr int64_t kWgradTargetBlocks = 1024;
 constexpr size_t kMaxWgradBytes = size_t{64} << 20;  // the f32 partials of one call at most (by rule)
 constexpr int kMaxWgradSplits = 65535;               // the grid's second dimension
 
+// The architectures each variant's code runs on (what can_implement checks first).
+constexpr Arch arch_of(WgradVariant v) {
+  switch (v) {
+    case WgradVariant::cpu:
+      return Arch::cpu;
+    case WgradVariant::simt:
+      return Arch::simt;
+    case WgradVariant::wmma:  // WMMA on bf16
+      return Arch::sm80;
+  }
+  return Arch::sm80;
+}
+
 // ---- the choice ----------------------------------------------------------------------------------
 // The rules' choice for these arguments (a.n > 0) on this device. Throws frugal::Error(unsupported)
 // where no variant runs on the device.

@@ -27,11 +27,17 @@ constexpr const char* kOp = "spconv::submanifold_conv";
 // Co > 128: a narrower Co would multiply zero columns).
 int tile_co_for(int co) { return co <= 64 ? 64 : co <= 128 ? 128 : 256; }
 
-// mma: narrower column tiles only where the grid would cover fewer than half the multiprocessors.
+// Whether an mma block of this column tile fits the device's shared memory (256 does on 9.0 and 10.x).
+bool mma_fits(int tile_co, const DeviceCaps& caps) {
+  return mma_smem_bytes(tile_co) <= static_cast<size_t>(caps.smem_per_block);
+}
+
+// mma: narrower column tiles where the grid would cover fewer than half the multiprocessors, or where
+// the device's shared memory does not hold the block.
 int mma_tile_co(const ConvArgs& a, const DeviceCaps& caps) {
   int bn = tile_co_for(a.co);
   const int64_t row_tiles = cdiv(a.n, kTileRows), want = caps.multiprocessors / 2;
-  while (bn > 64 && row_tiles * cdiv(a.co, bn) < want) bn /= 2;
+  while (bn > 64 && (row_tiles * cdiv(a.co, bn) < want || !mma_fits(bn, caps))) bn /= 2;
   return bn;
 }
 
@@ -190,12 +196,12 @@ ConvChoice choose(const ConvArgs& a, const DeviceCaps& caps, const MapStats* sta
   const int tile_co = tile_co_for(a.co);
   if (!caps.is_gpu())
     v = V::cpu;
-  else if (a.dtype == DType::f32 || !caps.has_sm80())
+  else if (a.dtype == DType::f32 || !runs_on(arch_of(V::wmma), caps))
     v = V::simt;  // CUDA cores: the tensor-core kernels take f16/bf16 on sm_80 and newer
   else if (!takes_masked_rows(a))
     v = V::wmma;
-  else if (!caps.sm90a)
-    v = V::mma;
+  else if (!runs_on(arch_of(V::wgmma), caps))
+    v = V::mma;  // every GPU but Hopper with sm_90a code
   else if (tile_co == 256)
     v = V::wgmma_ws;  // 256-wide tiles run one block a multiprocessor either way: the producer's gathers win
   else if (narrow_on_a_large_grid(a, caps, tile_co))
@@ -214,13 +220,9 @@ ConvChoice choose(const ConvArgs& a, const DeviceCaps& caps, const MapStats* sta
 bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& c, std::string* why) {
   auto no = [why](const auto&... parts) { return choose::refuse(why, parts...); };
   const V v = c.variant;
-  if (v == V::cpu) {
-    if (caps.is_gpu()) return no("runs CPU calls only, got a call on ", to_string(caps));
-    if (c.tile_co != a.co || c.tile_rows != kCpuTileRows)
-      return no("has tiles of ", kCpuTileRows, " rows × Co = ", a.co, " channels, got ", c.tile_rows, " × ", c.tile_co);
-  } else if (!caps.is_gpu()) {
-    return no("needs a CUDA device, got a call on the CPU");
-  }
+  if (const std::string arch = arch_refusal(arch_of(v), caps); !arch.empty()) return no(arch);
+  if (v == V::cpu && (c.tile_co != a.co || c.tile_rows != kCpuTileRows))
+    return no("has tiles of ", kCpuTileRows, " rows × Co = ", a.co, " channels, got ", c.tile_rows, " × ", c.tile_co);
   if (c.locality_order != (a.order != nullptr))
     return no("runs its tiles in the order the map stores its table (",
               a.order ? "its locality order" : "the rows' own order", "), got a choice in ",
@@ -238,14 +240,11 @@ bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& 
 
   // The tensor-core kernels.
   if (!tensor_core_dtype(a.dtype)) return no("takes f16 or bf16, got ", to_string(a.dtype));
-  if (!caps.has_sm80()) return no("needs compute capability 8.0 or newer, got ", to_string(caps));
   if (v == V::wmma) {
     if (c.tile_co != 64 && c.tile_co != 128) return no("takes tile_co 64 or 128, got ", c.tile_co);
     if (c.tile_rows != kTileRows) return no("has ", kTileRows, "-row tiles, got tile_rows ", c.tile_rows);
     return true;
   }
-  if (is_wgmma(v) && !caps.sm90a)
-    return no("needs sm_90a code on a compute capability 9.0 device, got ", to_string(caps));
   if (!takes_masked_rows(a))
     return no("needs K <= ", kMaxMaskedOffsets,
               ", Ci and Co multiples of 8 and 16-byte aligned feats, weight and out, got K = ", a.k, ", Ci = ", a.ci,
@@ -256,6 +255,9 @@ bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& 
   if (!valid_chunk(a, c))
     return no("takes chunk_rows a multiple of ", kTileRows, " up to N = ", a.n, " (or N), got ", c.chunk_rows);
   if (v == V::mma) {
+    if (!mma_fits(c.tile_co, caps))
+      return no("needs ", mma_smem_bytes(c.tile_co), " bytes of shared memory a block at tile_co ", c.tile_co, ", got ",
+                caps.smem_per_block, " on ", to_string(caps));
     if (c.tile_rows != kTileRows) return no("has ", kTileRows, "-row tiles, got tile_rows ", c.tile_rows);
     if (c.splits != 1) return no("runs unsplit, got splits ", c.splits);
     return true;

@@ -61,6 +61,18 @@ constexpr size_t kHandoffHeader = 16;
 // than one tile.
 bool orders_rows(const MapStats& own);
 
+// Shared memory of an mma block at each column tile: its cp.async stages of A (128 rows × BK + 8) and
+// B (BK × tile_co + 8) in 16-bit elements, BK 64 in 3 stages at tile_co 64, 32 in 4 at 128, 64 in 4 at
+// 256 (src/cuda/spconv/mma.cu, MmaTile, asserts them), and the tile's neighbor rows, output rows and
+// masks (the kernel's __shared__ arrays). At tile_co 256 (220 KB) only 9.0 and 10.x hold it.
+constexpr size_t mma_stage_bytes(int tile_co) {
+  const size_t bk = tile_co == 128 ? 32 : 64, stages = tile_co == 64 ? 3 : 4;
+  return stages * 2 * (kTileRows * (bk + 8) + bk * (tile_co + 8));
+}
+constexpr size_t kMmaStaticBytes =
+    4 * (kMaxMaskedOffsets + 1) * kTileRows + 4 * (kTileRows / kGroupRows) + kMaxMaskedOffsets + 4;
+constexpr size_t mma_smem_bytes(int tile_co) { return mma_stage_bytes(tile_co) + kMmaStaticBytes; }
+
 // ---- the choice ----------------------------------------------------------------------------------
 // The rules' choice for these arguments on this device; stats: what frugal knows of the map (nullptr:
 // a user map). Throws frugal::Error(unsupported) where no variant runs on the device.
@@ -79,6 +91,25 @@ size_t handoff_bytes(const backend::ConvArgs& a, const ConvChoice& c);
 // The tensor-core kernels but wmma (mma, wgmma*): f16/bf16, K ≤ 32, Ci and Co multiples of 8, 16-byte
 // aligned feats, weight and out (16-byte cp.async copies and stores).
 bool takes_masked_rows(const backend::ConvArgs& a);
+// The architectures each variant's code runs on (what can_implement checks first, and all it checks
+// of the device's generation).
+constexpr Arch arch_of(ConvVariant v) {
+  switch (v) {
+    case ConvVariant::cpu:
+      return Arch::cpu;
+    case ConvVariant::simt:
+      return Arch::simt;
+    case ConvVariant::wmma:  // WMMA on bf16 and cp.async
+    case ConvVariant::mma:
+      return Arch::sm80;
+    case ConvVariant::wgmma:
+    case ConvVariant::wgmma_ws:
+    case ConvVariant::wgmma_ws2:
+    case ConvVariant::halo_pipe:
+      return Arch::sm90a;
+  }
+  return Arch::sm90a;
+}
 // The variants that run over the mma/wgmma row order and tiles.
 constexpr bool is_wgmma(ConvVariant v) {
   return v == ConvVariant::wgmma || v == ConvVariant::wgmma_ws || v == ConvVariant::wgmma_ws2 ||

@@ -19,6 +19,7 @@ namespace frugal {
 
 bool built_with_cuda() { return true; }
 std::string built_cuda_archs() { return FRUGAL_CUDA_ARCH_LIST; }
+std::string built_cuda_ptx() { return FRUGAL_CUDA_PTX_ARCH; }
 
 }  // namespace frugal
 
@@ -86,6 +87,7 @@ DeviceCaps device_caps(int device) {
     FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&c.cc_major, cudaDevAttrComputeCapabilityMajor, device));
     FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&c.cc_minor, cudaDevAttrComputeCapabilityMinor, device));
     FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&c.multiprocessors, cudaDevAttrMultiProcessorCount, device));
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&c.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     if (c.cc_major == 9 && c.cc_minor == 0) {
       int* flag = nullptr;
       FRUGAL_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
@@ -98,7 +100,9 @@ DeviceCaps device_caps(int device) {
     }
     known[device] = {true, c};
   }
-  return known[device].second;
+  DeviceCaps c = known[device].second;
+  if (sm90a_code_hidden()) c.sm90a = false;
+  return c;
 }
 
 namespace {
@@ -121,6 +125,13 @@ void allow_dynamic_smem(const void* fn, int bytes, int carveout_blocks) {
   std::lock_guard lock(mu);
   Raised& have = raised[{fn, device}];
   if (have.bytes < bytes) {
+    // The choice keeps every kernel within the device's budget (DeviceCaps::smem_per_block); this says
+    // so clearly should one ever not.
+    int most = 0;
+    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    FRUGAL_CHECK(
+        bytes <= most, unsupported, "cuda",
+        "a kernel needs " << bytes << " bytes of dynamic shared memory a block, cuda:" << device << " allows " << most);
     FRUGAL_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     have.bytes = bytes;
   }
@@ -203,18 +214,21 @@ void require_device(const char* op, int device) {
   FRUGAL_CHECK(device >= 0 && device < n, invalid_argument, op,
                "cuda:" << device << " does not exist; this machine has " << n << " CUDA device(s)");
   DeviceGuard guard(device);
+  // The probe loads only where this build has machine code the device runs or PTX its driver can JIT.
   cudaFuncAttributes attr{};
   const cudaError_t err = cudaFuncGetAttributes(&attr, kernel_probe);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, device);
+    cudaGetLastError();
+    const std::string ptx = FRUGAL_CUDA_PTX_ARCH;
     FRUGAL_FAIL(unsupported, op,
-                "cuda:" << device << " has compute capability " << major << "." << minor
-                        << " but this build of frugal carries code only for " << FRUGAL_CUDA_ARCH_LIST
-                        << " (" << cudaGetErrorString(err) << "); rebuild with -DFRUGAL_CUDA_ARCHS=\"" << major
-                        << minor << "\"");
+                "cuda:" << device << " (" << prop.name << ") has compute capability " << prop.major << "." << prop.minor
+                        << ", and this build of frugal carries no code it can run: machine code for "
+                        << FRUGAL_CUDA_ARCH_LIST << ", PTX for " << (ptx.empty() ? "none" : "compute_" + ptx) << " ("
+                        << cudaGetErrorString(err) << "); rebuild with \"" << prop.major << prop.minor
+                        << "\" among -DFRUGAL_CUDA_ARCHS");
   }
   if (device >= static_cast<int>(checked.size())) checked.resize(device + 1, 0);
   checked[device] = 1;

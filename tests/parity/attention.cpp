@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attention_fixtures.h"
+#include "core/attention_choose.h"
 #include "parity/harness.h"
 
 namespace frugal::attention {
@@ -53,7 +54,9 @@ testing::ParityOutcome run_case(const Case& c, bool cuda) {
   DecodeOptions opt;
   opt.variant = c.variant;
   opt.num_splits = c.splits;
-  o.variant = served_by(choose_decode(qd, kd, vd, opt));
+  const DecodeChoice served = choose_decode(qd, kd, vd, opt);
+  o.variant = served_by(served);
+  o.arch = arch_of(served.variant);
   o.got = testing::to_double(decode_attention(qd, kd, vd, opt));
   o.ref = testing::to_double(cpu_out);
   return o;

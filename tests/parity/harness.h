@@ -5,18 +5,23 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "core/device_caps.h"
+
 namespace frugal::testing {
 
 // What one run of a case produced: the backend's output and the CPU reference's, flattened to
-// doubles in the same order, and the name of the variant that served the backend's call (as the
-// op's choice reports it: to_string of its Choice value).
+// doubles in the same order, the name of the variant that served the backend's call (as the op's
+// choice reports it: to_string of its Choice value) and the architectures its code runs on (the
+// op's arch_of; every CUDA case states it).
 struct ParityOutcome {
   std::vector<double> got, ref;
   std::string variant;
+  std::optional<Arch> arch;
 };
 
 struct ParityCase {
@@ -27,9 +32,17 @@ struct ParityCase {
   std::string variant;  // the variant the case expects to serve it (the choice forced or chosen)
   double bound = 1e-5;  // ‖got − ref‖ / ‖ref‖ must not exceed it (0: bitwise equal)
   std::function<ParityOutcome()> run;
+  // The variant that serves the case on a GPU without sm_90a code (any but Hopper, or the
+  // --sm80-class mode), where `variant` is an sm_90a one: run() then runs this one on the same
+  // shape. Empty: `variant` everywhere.
+  std::string variant_without_sm90a = {};
 };
 
 std::vector<ParityCase>& parity_cases();
+
+// Whether the CUDA device the cases run on has no sm_90a code (or the --sm80-class mode hides it):
+// a case of an sm_90a variant then runs its variant_without_sm90a.
+bool without_sm90a();
 
 // How GoogleTest prints a case (instead of its bytes).
 inline void PrintTo(const ParityCase& c, std::ostream* os) {

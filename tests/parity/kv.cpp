@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "core/kv_choose.h"
 #include "frugal/kv_cache.h"
 #include "parity/harness.h"
 #include "testing.h"
@@ -85,7 +86,8 @@ ParityOutcome run_cuda_append(const AppendCase& c) {
   const AppendOptions options{.variant = c.forced};
   const std::optional<AppendChoice> choice = gpu.append_choice(x.view, options);
   gpu.append(x.view, nullptr, options);
-  return {stored(gpu), stored(cpu), choice ? to_string(choice->variant) : "none"};
+  if (!choice) return {stored(gpu), stored(cpu), "none"};
+  return {stored(gpu), stored(cpu), to_string(choice->variant), arch_of(choice->variant)};
 }
 
 ParityOutcome run_cpu_append(const AppendCase& c) {
@@ -181,8 +183,8 @@ ParityOutcome run_cuda_dequantize(const DequantizeCase& c) {
   }
   const Cache gpu = cpu.to(Device::cuda(0));
   const int64_t begin = cpu.first_held(), end = cpu.write_pos();
-  return {testing::to_double(gpu.dequantize(0, begin, end, c.out)), testing::to_double(cpu.dequantize(0, begin, end, c.out)),
-          "single"};
+  return {testing::to_double(gpu.dequantize(0, begin, end, c.out)),
+          testing::to_double(cpu.dequantize(0, begin, end, c.out)), "single", kDequantizeArch};
 }
 
 ParityOutcome run_cuda_hadamard(int dim) {
@@ -194,7 +196,7 @@ ParityOutcome run_cuda_hadamard(int dim) {
   const Tensor gx = x.to(Device::cuda(0));
   Tensor got = Tensor::empty({rows, dim}, DType::f32, Device::cuda(0));
   hadamard_transform(gx, got);
-  return {testing::to_double(got), testing::to_double(want), "single"};
+  return {testing::to_double(got), testing::to_double(want), "single", kHadamardArch};
 }
 
 FRUGAL_PARITY_CASES(cases) {

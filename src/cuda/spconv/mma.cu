@@ -116,6 +116,7 @@ struct MmaTile {
   static_assert(BM * BK / 8 % THREADS == 0 && BK * BN / 8 % THREADS == 0, "whole 16-byte copies per thread");
   static_assert(size_t(BM) * LDC * 2 <= SMEM, "the epilogue staging reuses the pipeline buffers");
   static_assert(THREADS % BM == 0 && BM % 32 == 0, "the prologue gives each thread one row");
+  static_assert(SMEM == spconv::mma_stage_bytes(BN), "the choice's budget of shared memory (spconv_choose.h)");
 };
 
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
@@ -132,6 +133,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
   constexpr int LDA = Tile::LDA, LDB = Tile::LDB, LDC = Tile::LDC, MI = Tile::MI, NI = Tile::NI;
   constexpr int WARPS_M = Tile::WARPS_M, WN = Tile::WN, GROUPS = BM / kGroupRows;
   extern __shared__ __align__(128) unsigned char smem[];
+  // These arrays are the kMmaStaticBytes of the choice's shared-memory budget (spconv_choose.h).
   __shared__ int32_t nb_s[kMaxMaskedOffsets][BM];  // neighbor row of each (offset, tile row); -1: none
   __shared__ int32_t row_s[BM];              // output row of each tile row; -1: past the end
   __shared__ uint32_t group_s[GROUPS];       // offsets present in each 16-row group

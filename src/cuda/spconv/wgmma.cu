@@ -30,8 +30,8 @@
 // Split launches (small grids): blockIdx.y = j of S sums only the offsets [K·j/S, K·(j+1)/S) and
 // writes f32 partials; kernel_finish_split adds them in split order, plus the bias.
 //
-// The sm_90 (non-"a") build compiles the kernels to a trap; the choice (DeviceCaps::sm90a) never
-// takes them where that code is the one loaded.
+// Every target but sm_90a (sm_80 … sm_120) compiles the kernels to a trap; the choice (arch_of:
+// Arch::sm90a, DeviceCaps::sm90a) never takes them where that code is the one loaded.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -42,6 +42,11 @@
 #include "cuda/mbarrier.cuh"
 #include "cuda/spconv/wgmma_tile.cuh"
 #include "cuda/wgmma.cuh"
+
+// Outside sm_90a the kernels compile to traps, which leaves their tile constants and helpers unused.
+#if defined(__CUDA_ARCH__) && !defined(FRUGAL_WGMMA)
+#pragma nv_diag_suppress 177
+#endif
 
 namespace frugal::cuda::spconv_kernels {
 
