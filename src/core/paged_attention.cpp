@@ -38,6 +38,7 @@ struct Work {
   int64_t longest = 0;   // the longest sequence, L_b
   int max_q_count = 0;   // the most query tokens of one sequence, n_b
   int max_tile_q = 0;    // the most query tokens of a sequence served by the tiled kernel
+  int max_item_rows = 1; // the most query rows of one row item
   std::vector<RowItem> items;
   std::vector<TileSeq> seqs;
   std::vector<int32_t> indptr, indices;
@@ -85,6 +86,7 @@ Work describe(const PagedBatch& batch, const kv::PagedConfig& config, const Page
       it.q_row = qo[b] + static_cast<int32_t>(j);
       it.rows = rows;
       w.items.push_back(it);
+      w.max_item_rows = std::max(w.max_item_rows, static_cast<int>(rows));
     }
   }
   w.indptr.assign(batch.pages.indptr.begin(), batch.pages.indptr.end());
@@ -156,6 +158,7 @@ struct PagedPlan::State {
     a.slots = config.num_pages * config.page_size;
     a.num_items = static_cast<int>(work.items.size());
     a.max_rows = static_cast<int>(cap_total_q);
+    a.item_rows = work.max_item_rows;
     a.num_seqs = static_cast<int>(work.seqs.size());
     a.max_q_count = work.max_tile_q;
     a.max_kv_len = max_kv_len;
@@ -265,7 +268,8 @@ PagedPlan::PagedPlan(const kv::PagedCache& cache, int q_heads, DType q_dtype, co
   // The variants do not depend on the item count; the slices do, and on the row kernel's occupancy.
   p.row_items = static_cast<int64_t>(all_rows.items.size());
   PagedChoice first = choose_paged(p, caps, 1);
-  s.item_rows = backend::rows_per_item(first.rows, q_heads / c.num_kv_heads, options.causal, options.window_left);
+  s.item_rows =
+      backend::rows_per_item(first.rows, c.head_dim, q_heads / c.num_kv_heads, options.causal, options.window_left);
   s.work = first.tiles == PagedVariant::tiles_f16 || s.item_rows > 1
                ? describe(batch, c, options, s.tiled_from(first), s.item_rows, op)
                : all_rows;

@@ -34,9 +34,10 @@ inline RowItem item_row(const RowItem& it, int32_t j) {
 }
 
 // Query rows of one sequence a row item of `variant` holds (see RowItem): several only for the
-// tensor-core row kernel under a causal mask without a window, as many as fit one block's columns.
-inline int rows_per_item(PagedVariant variant, int group, bool causal, int64_t window_left) {
-  if (variant != PagedVariant::rows_f16 || !causal || window_left >= 0 || group > kHeadsPerBlock) return 1;
+// tensor-core row kernel's wide-table loop (head_dim 64 and 128) under a causal mask without a
+// window, as many as fit one block's columns.
+inline int rows_per_item(PagedVariant variant, int dim, int group, bool causal, int64_t window_left) {
+  if (variant != PagedVariant::rows_f16 || dim > 128 || !causal || window_left >= 0 || group > kHeadsPerBlock) return 1;
   return kHeadsPerBlock / group;
 }
 
@@ -72,7 +73,8 @@ struct PagedArgs {
   // Work (device memory for CUDA, host memory for the CPU).
   const RowItem* items = nullptr;  // served by choice.rows
   int num_items = 0;
-  int max_rows = 0;  // the most query rows a batch of the plan holds: fixes the row kernels' workspace layout
+  int max_rows = 0;   // the most query rows a batch of the plan holds: fixes the row kernels' workspace layout
+  int item_rows = 1;  // the most query rows an item of this batch holds (at most rows_per_item)
   const TileSeq* seqs = nullptr;  // served by choice.tiles (empty when choice.tiles is a rows_* variant)
   int num_seqs = 0;
   int max_q_count = 0;   // the largest q_count of seqs (its grid)

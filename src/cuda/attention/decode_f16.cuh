@@ -83,15 +83,16 @@ __device__ __forceinline__ void load_vec_cg(const float* src, float (&v)[N]) {
 // a butterfly, then warp 0's + 1's + 2's + 3's; and the O of dims 4v..4v+3 was summed by
 // G = 512/D groups of threads, group i over the slices i, i + G, ... in order, then group 0's + 1's
 // + ... — here lk[k] and acc[i] are those sums, in the same order.
-// kLse: also the row's LSE (paged calls; decode has none).
+// kLse: also the row's LSE (paged calls; decode has none). prow: the row of its partials
+// (part_o[prow · splits + slice]); qrow, hq: its output row and head.
 template <int D, bool kLse>
-__device__ __forceinline__ void merge_slices(const Params& p, int64_t qrow, int hq) {
+__device__ __forceinline__ void merge_slices(const Params& p, int64_t prow, int64_t qrow, int hq) {
   constexpr int E = D / 32;        // dims a lane holds: lane + 32j
   constexpr int G = 512 / D;       // kernel_combine's slice groups (kThreads threads of float4 each)
   constexpr int NB = 2 * G;        // slices loaded together (2G·E = 32 floats of registers a lane)
   static_assert(32 % NB == 0 && kThreads * 4 == 512, "a batch stays inside a chunk of 32 slices");
   const int lane = threadIdx.x & 31, S = p.splits;
-  const int64_t row = qrow * p.q_heads + hq;
+  const int64_t row = prow;
   const float* ml = p.part_ml + row * S * 2;
   const float* po = p.part_o + row * S * D + lane * E;
 
@@ -236,8 +237,9 @@ static_assert(tile_token(0) == 0 && tile_token(1) == 4 && tile_token(6) == 3 && 
 
 // NW: warps a block; kWide: the wide table (see lut_load_wide) and the bare ex2 in the softmax;
 // kPaged: the blocks serve paged row items (Params::items): per-tile slots through the page list,
-// the tokens of a slice's first tile below the item's range masked, no L2 prefetch.
-template <int D, int KB, int VB, int NW = kWarps, bool kWide = false, bool kPaged = false>
+// the tokens of a slice's first tile below the item's range masked, no L2 prefetch. kMulti: the items
+// may hold several query rows, each its own columns with its own causal end (BlockWork).
+template <int D, int KB, int VB, int NW = kWarps, bool kWide = false, bool kPaged = false, bool kMulti = false>
 __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     kernel_decode_f16(const __grid_constant__ Params p) {
   using S = F16Shape<D, KB, VB>;
@@ -274,7 +276,20 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   };
   // The V rows of this lane's K indices 2t4 + {0, 1, 8, 9} of tile j: tokens t4 + v_tok(j, e).
   auto v_tok = [](int j, int e) { return 16 * j + 4 * (e & 1) + 8 * (e >> 1); };
-  const BlockWork w = block_work<kPaged>(p);
+  const BlockWork w = block_work<kPaged, kMulti>(p);
+  // Column r's output row and head, and the row of its partials in the workspace.
+  auto col_row = [&](int r) -> int64_t {
+    if constexpr (kMulti) return w.col_row(r);
+    return w.qrow;
+  };
+  auto col_head = [&](int r) -> int {
+    if constexpr (kMulti) return w.col_head(r);
+    return w.hq0 + r;
+  };
+  auto part_row = [&](int r) -> int64_t {
+    if constexpr (kMulti) return w.col_row(r) * p.q_heads + w.col_head(r);
+    return static_cast<int64_t>(w.b) * p.q_heads + w.hq0 + r;
+  };
 
   constexpr int KROW = D * KB / 8, VROW = D * VB / 8;
   // D = 128, 4-bit K: each full chunk asks L2 for the warp's next chunk's K lines (below).
@@ -295,7 +310,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int r = i * NW + warp;
     const int rc = min(r, w.heads - 1);
-    const int64_t base = w.col_row(rc) * p.q_stride_b + static_cast<int64_t>(w.col_head(rc)) * p.q_stride_h;
+    const int64_t base = col_row(rc) * p.q_stride_b + col_head(rc) * p.q_stride_h;
 #pragma unroll
     for (int j = 0; j < D / 32; ++j) qraw[i][j] = load_raw(p.q, p.q_dtype, base + lane + 32 * j);
   }
@@ -348,8 +363,8 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   // This lane's scores are for heads 2t4 and 2t4 + 1 (the C columns of Sᵀ).
   const float hf0 = (2 * t4 < w.heads ? sig[2 * t4] : 0.0f) * p.score_scale;
   const float hf1 = (2 * t4 + 1 < w.heads ? sig[2 * t4 + 1] : 0.0f) * p.score_scale;
-  // The ends of those two columns' ranges (a multi-row paged item's rows end one token apart).
-  const int64_t end_c0 = w.col_end(2 * t4), end_c1 = w.col_end(2 * t4 + 1);
+  // The ends of those two columns' ranges (a multi-row item's rows end one token apart).
+  const int64_t end_c0 = kMulti ? w.col_end(2 * t4) : 0, end_c1 = kMulti ? w.col_end(2 * t4 + 1) : 0;
 
   const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
   const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
@@ -438,7 +453,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       for (int n = 0; n < 2; ++n) {
         const int64_t tok = first + 16 * j + 8 * n + gt;
         const bool valid = kFull || (tok < w.t1 && above_lo(tok));  // some column sees the token
-        const bool valid0 = valid && (kFull || !kPaged || tok < end_c0), valid1 = valid && (kFull || !kPaged || tok < end_c1);
+        const bool valid0 = valid && (kFull || !kMulti || tok < end_c0), valid1 = valid && (kFull || !kMulti || tok < end_c1);
         const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
         sc[j][2 * n] = valid0 ? sc[j][2 * n] * k0 : kNegInf;
         sc[j][2 * n + 1] = valid1 ? sc[j][2 * n + 1] * k1 : kNegInf;
@@ -478,14 +493,14 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     return inv_u;
   };
   // P = exp2(S − m) (summed into l), weighted by the V scales over u, then Oᵀ += Vᵀ·Pᵀ tile by tile.
-  // kMasked: entries of masked scores are exactly zero (a token one column of a multi-row paged item
-  // sees keeps its V scale, which may be non-finite, for the others).
+  // kMasked: entries of masked scores are exactly zero (a token one column of a multi-row item sees
+  // keeps its V scale, which may be non-finite, for the others).
   auto accumulate_pv = [&](auto masked_tag, const float(&sc)[S::NSUB][4], const float(&vsc)[S::NSUB][2],
                            const uint32_t(&vw)[S::NSUB][4][S::VCB / 4], float inv_u) {
     constexpr bool kMasked = decltype(masked_tag)::value;
-    // A paged column may have seen no token yet (its row's range ends before the chunk): its
-    // weights are then exp2(−∞ − 0) = 0, not exp2(−∞ + ∞).
-    const float mu0 = kPaged && m0 == kNegInf ? 0.0f : m0, mu1 = kPaged && m1 == kNegInf ? 0.0f : m1;
+    // A multi-row item's column may have seen no token yet (its row's range ends before the
+    // chunk): its weights are then exp2(−∞ − 0) = 0, not exp2(−∞ + ∞).
+    const float mu0 = kMulti && m0 == kNegInf ? 0.0f : m0, mu1 = kMulti && m1 == kNegInf ? 0.0f : m1;
 #pragma unroll
     for (int j = 0; j < S::NSUB; ++j) {
       float pt[4];
@@ -626,7 +641,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         }
       if (more) load_k(next, next_slot);
       const float inv_u = softmax_step(std::false_type{}, start, sc, ks_c, vs_c);
-      accumulate_pv(std::bool_constant<kPaged>{}, sc, vs_c, vw, inv_u);
+      accumulate_pv(std::bool_constant<kMulti>{}, sc, vs_c, vw, inv_u);
       if (more) load_v(next, next_slot);
       start = next;
       start_slot = next_slot;
@@ -714,7 +729,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       scores(kw, sc);
       if constexpr (kVAfterScores) load_v();
       const float inv_u = softmax_step(full_tag, start, sc, ksc, vsc);
-      accumulate_pv(std::bool_constant<kPaged && !kFull>{}, sc, vsc, vw, inv_u);
+      accumulate_pv(std::bool_constant<kMulti && !kFull>{}, sc, vsc, vw, inv_u);
     };
 
     for (; start < w.t1; start += NW * S::CH) {
@@ -787,11 +802,11 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       float vsg[D / 32];
       load_vsign<D>(p, vsg);
       if constexpr (kPaged)
-        if (p.lse && lane == 0) p.lse[w.col_row(r) * p.q_heads + w.col_head(r)] = lse_of(M, L);
-      warp_store_row<D>(p, w.col_row(r), w.col_head(r), v, L, vsg);
+        if (p.lse && lane == 0) p.lse[col_row(r) * p.q_heads + col_head(r)] = lse_of(M, L);
+      warp_store_row<D>(p, col_row(r), col_head(r), v, L, vsg);
     } else {
       // This slice's partial; dims lane + 32j at lane·(D/32) + j (one vector store a lane).
-      const int64_t row = (w.col_row(r) * p.q_heads + w.col_head(r)) * p.splits + w.split;
+      const int64_t row = part_row(r) * p.splits + w.split;
       store_vec<D / 32>(p.part_o + row * D + lane * (D / 32), v);
       if (lane == 0) *reinterpret_cast<float2*>(p.part_ml + 2 * row) = make_float2(M, L);
     }
@@ -821,7 +836,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   for (int r0 = 0; r0 < kHeadsPerBlock; r0 += NW) {
     const int r = r0 + warp;
     if (r >= w.heads) break;
-    merge_slices<D, kPaged>(p, w.col_row(r), w.col_head(r));
+    merge_slices<D, kPaged>(p, part_row(r), col_row(r), col_head(r));
   }
 }
 
@@ -830,23 +845,25 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 // The register loop (kernel_decode_f16<D, KB, VB>) or, kWide, the wide-table loop
 // (kernel_decode_f16<D, KB, VB, kWideWarps, true>: 2 blocks per SM, each with the 64 KB table; ~69 KB
 // of shared memory a block at D = 128).
-template <int D, int KB, int VB, bool kWide, bool kPaged>
+template <int D, int KB, int VB, bool kWide, bool kPaged, bool kMulti = false>
 Launch f16_launch() {
   if constexpr (kWide) {
     constexpr int kBytes = F16Smem<D, KB, VB, kWideWarps, true>::kBytes;
     // The choice's automatic slices are whole rounds of this kernel's warps' chunks.
     static_assert(attention::backend::wide_round_tokens(D) == kWideWarps * F16Shape<D, KB, VB>::CH);
-    return {kernel_decode_f16<D, KB, VB, kWideWarps, true, kPaged>, kBytes, kBytes, kWideWarps * 32, kWideMinBlocks};
+    return {kernel_decode_f16<D, KB, VB, kWideWarps, true, kPaged, kMulti>, kBytes, kBytes, kWideWarps * 32,
+            kWideMinBlocks};
   } else {
     constexpr int kBytes = F16Smem<D, KB, VB, kWarps>::kBytes;
-    return {kernel_decode_f16<D, KB, VB, kWarps, false, kPaged>, kBytes, kBytes};
+    return {kernel_decode_f16<D, KB, VB, kWarps, false, kPaged, kMulti>, kBytes, kBytes};
   }
 }
 
-template <int D, bool kWide = false, bool kPaged = false>
+template <int D, bool kWide = false, bool kPaged = false, bool kMulti = false>
 Launch f16_launch_bits(int kb, int vb) {
-  if (kb == 4) return vb == 4 ? f16_launch<D, 4, 4, kWide, kPaged>() : f16_launch<D, 4, 8, kWide, kPaged>();
-  return vb == 4 ? f16_launch<D, 8, 4, kWide, kPaged>() : f16_launch<D, 8, 8, kWide, kPaged>();
+  if (kb == 4)
+    return vb == 4 ? f16_launch<D, 4, 4, kWide, kPaged, kMulti>() : f16_launch<D, 4, 8, kWide, kPaged, kMulti>();
+  return vb == 4 ? f16_launch<D, 8, 4, kWide, kPaged, kMulti>() : f16_launch<D, 8, 8, kWide, kPaged, kMulti>();
 }
 
 }  // namespace

@@ -174,10 +174,10 @@ attention::DecodeChoice row_choice(const attention::backend::PagedArgs& a) {
   return c;
 }
 
-Launch paged_kernel_of(const attention::DecodeChoice& c, int dim, int k_bits, int v_bits) {
+Launch paged_kernel_of(const attention::DecodeChoice& c, int dim, int k_bits, int v_bits, bool multi) {
   switch (c.variant) {
     case DecodeVariant::f16_wide:
-      return decode::f16_wide_paged_kernel(dim, k_bits, v_bits);
+      return decode::f16_wide_paged_kernel(dim, k_bits, v_bits, multi);
     case DecodeVariant::f16_registers:
       return decode::f16_registers_paged_kernel(dim, k_bits, v_bits);
     default:
@@ -201,7 +201,9 @@ void paged_rows(const attention::backend::PagedArgs& a, Stream stream) {
   DeviceGuard guard(a.device);
   const cudaStream_t st = to_cuda(stream);
   const attention::DecodeChoice c = row_choice(a);
-  const Launch launch = paged_kernel_of(c, a.dim, a.k.bits, a.v.bits);
+  FRUGAL_CHECK(a.item_rows == 1 || c.variant == DecodeVariant::f16_wide, internal, "attention::PagedPlan::run",
+               "items of " << a.item_rows << " query rows need the wide-table row kernel (head_dim 64 or 128)");
+  const Launch launch = paged_kernel_of(c, a.dim, a.k.bits, a.v.bits, a.item_rows > 1);
   prepared(launch);
   decode::Params p =
       common_params(a.q, a.q_dtype, a.out, a.out_dtype, a.k, a.v, a.q_heads, a.kv_heads, a.dim, c, a.softmax_scale);

@@ -4,7 +4,7 @@
 // Bytes floor: each block reads the packed rows and scales of the K/V tiles its query rows see once,
 // (row tiles) × Hkv × L·(D·(K bits + V bits)/8 + 8), plus a split call's partials.
 //
-// Block: 4 warps, 64 M rows = (query token, query head of the GQA group) pairs of one sequence and
+// Block: 8 warps, 128 M rows = (query token, query head of the GQA group) pairs of one sequence and
 // one K/V head (row m: token m / group, head m % group), so a K/V tile decoded once serves every head
 // of the group; warp w owns rows 16w .. 16w + 15. Grid: (row tile × split, K/V head, sequence); blocks
 // past a sequence's rows exit.
@@ -13,8 +13,9 @@
 // between a lane's own registers), scales each row by a power of two σ ≥ max|q_rot| (fp16 cannot
 // overflow) and packs fp16 A fragments (registers to D = 128, shared memory at D = 256).
 // Main loop over KV tiles of N tokens (64; 32 at D = 256), page-aligned since N and the page size are
-// powers of two: cp.async gathers the next tile's packed rows and scales through the page table while
-// this one is decoded (codebook values to fp16 rows in shared memory, one tile at a time) and used:
+// powers of two: cp.async gathers the tile after next's packed rows and scales through the page table
+// while the next one is decoded (codebook values to fp16 rows and its scales, into the other of two
+// shared-memory buffers) and this one is used, one barrier a tile:
 // S = Q·Kᵀ (K rows as B through ldmatrix), times σ·scale and the token's K scale, masked (length,
 // causal, window), online softmax in log2 units, P (fp16, times the V scale over the warp's running
 // maximum u of the V scales, so fp16 cannot overflow) · V (ldmatrix.trans) into O. Tiles above the
@@ -47,10 +48,9 @@ using decode::max_nan;
 using decode::pack_half2;
 using decode::smem_addr;
 
-#ifndef FRUGAL_TILES_WARPS
-#define FRUGAL_TILES_WARPS 8
-#endif
-constexpr int kWarps = FRUGAL_TILES_WARPS;
+// 8 warps (128 rows): each decoded tile serves twice the rows of 4 warps, 1.15–1.25× faster
+// (docs/performance.md, "Paged attention").
+constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kRows = 16 * kWarps;  // M rows of a block
 constexpr float kNegInf = -__builtin_huge_valf();
@@ -74,14 +74,10 @@ struct Shape {
   static constexpr int DT = D / 8;              // n-tiles of O
   static constexpr int LD = D + 8;              // halves a decoded row (16 bytes of pad: ldmatrix without conflicts)
   static constexpr bool kQInRegs = D <= 128;
-#ifndef FRUGAL_TILES_DB
-#define FRUGAL_TILES_DB 1
-#endif
-  // Decoded tiles: K and V rows as fp16, then the tile's K and V scales (f32), once or twice over
-  // (double-buffered: the next tile is decoded while this one is used, one barrier a tile).
-  static constexpr int kDecBufs = FRUGAL_TILES_DB ? 2 : 1;
-  static constexpr int kBufBytes = 2 * N * LD * 2 + (FRUGAL_TILES_DB ? 8 * N : 0);
-  static constexpr int kDecBytes = kDecBufs * kBufBytes;
+  // Decoded tiles, double-buffered (the next tile is decoded while this one is used, one barrier a
+  // tile): K and V rows as fp16, then the tile's K and V scales (f32).
+  static constexpr int kBufBytes = 2 * N * LD * 2 + 8 * N;
+  static constexpr int kDecBytes = 2 * kBufBytes;
   static constexpr int kLutBytes = 2 * 256 * 2;     // K's and V's codebooks as fp16
   static constexpr int kQfBytes = kQInRegs ? 0 : kWarps * KS * 32 * 16;
   static constexpr int kFixedBytes = kDecBytes + kLutBytes + kQfBytes;
@@ -327,10 +323,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(co
   };
   if (my_begin < my_end) issue(my_begin, 0);
   cp_async_commit();
-  if constexpr (S::kDecBufs == 2) {
-    if (my_begin + 1 < my_end) issue(my_begin + 1, 1);
-    cp_async_commit();
-  }
+  if (my_begin + 1 < my_end) issue(my_begin + 1, 1);
+  cp_async_commit();
 
   // Rotated queries as fp16 A fragments: lane element (row g + 8r, dim 16ks + 8h + 2t4 + e) at
   // x[ks][h][e]; register (h, r) of k-step ks is A's a[2h + r] (PTX's m16n8k16 A layout).
@@ -437,44 +431,29 @@ __global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(co
   float m_run[2] = {kNegInf, kNegInf}, l_run[2] = {0.0f, 0.0f};
   float u = 1e-30f;
 
-  // Double-buffered: stage i % 2's codes go to buffer i % 2 with the scales; tile 0 before the loop.
+  // Stage i % 2's codes go to buffer i % 2 with the scales; tile 0 before the loop.
   auto decode_into = [&](int stage, int buf) {
     const uint8_t* st = stages + stage * p.stage_bytes;
     uint8_t* b = smem + buf * S::kBufBytes;
     __half* kd = reinterpret_cast<__half*>(b);
     decode_tile<D>(st + 8 * N, p.kbits, lutk, kd);
     decode_tile<D>(st + 8 * N + N * p.krow, p.vbits, lutv, kd + N * S::LD);
-    if constexpr (S::kDecBufs == 2)
-      if (threadIdx.x < 2 * N)
-        reinterpret_cast<float*>(b + 2 * N * S::LD * 2)[threadIdx.x] = reinterpret_cast<const float*>(st)[threadIdx.x];
+    if (threadIdx.x < 2 * N)
+      reinterpret_cast<float*>(b + 2 * N * S::LD * 2)[threadIdx.x] = reinterpret_cast<const float*>(st)[threadIdx.x];
   };
-  if constexpr (S::kDecBufs == 2) {
-    cp_async_wait<1>();
-    __syncthreads();  // tile 0's stage has landed; the codebooks are in place
-    if (my_begin < my_end) decode_into(0, 0);
-  }
+  cp_async_wait<1>();
+  __syncthreads();  // tile 0's stage has landed; the codebooks are in place
+  if (my_begin < my_end) decode_into(0, 0);
 
   for (int tile = my_begin; tile < my_end; ++tile) {
     const int stage = (tile - my_begin) & 1;
-    const float* ksc;
-    uint32_t buf_off = 0;
-    if constexpr (S::kDecBufs == 2) {
-      cp_async_wait<0>();
-      __syncthreads();  // this tile is decoded, the next one's stage has landed, the last compute is done
-      if (tile + 2 < my_end) issue(tile + 2, stage);
-      cp_async_commit();
-      if (tile + 1 < my_end) decode_into(stage ^ 1, stage ^ 1);
-      buf_off = stage * S::kBufBytes;
-      ksc = reinterpret_cast<const float*>(smem + buf_off + 2 * N * S::LD * 2);
-    } else {
-      cp_async_wait<0>();
-      __syncthreads();  // this tile's stage has landed; every warp is done with the previous decoded tile
-      if (tile + 1 < my_end) issue(tile + 1, stage ^ 1);
-      cp_async_commit();
-      decode_into(stage, 0);
-      __syncthreads();
-      ksc = reinterpret_cast<const float*>(stages + stage * p.stage_bytes);
-    }
+    cp_async_wait<0>();
+    __syncthreads();  // this tile is decoded, the next one's stage has landed, the last compute is done
+    if (tile + 2 < my_end) issue(tile + 2, stage);
+    cp_async_commit();
+    if (tile + 1 < my_end) decode_into(stage ^ 1, stage ^ 1);
+    const uint32_t buf_off = stage * S::kBufBytes;
+    const float* ksc = reinterpret_cast<const float*>(smem + buf_off + 2 * N * S::LD * 2);
 
     const int t0 = tile * N;
     const bool needed = warp_active && (!p.causal || t0 <= wpos_hi) && (p.window < 0 || t0 + N - 1 >= wpos_lo - p.window);

@@ -76,8 +76,9 @@ Launch f32_kernel(int dim, int dims_per_lane);                 // decode_f32.cu
 Launch f16_registers_kernel(int dim, int k_bits, int v_bits);  // decode_f16.cu
 Launch f16_wide_kernel(int dim, int k_bits, int v_bits);       // decode_f16_wide.cu
 // The same two loops over paged row items (kPaged; the f32 kernel serves both layouts).
-Launch f16_registers_paged_kernel(int dim, int k_bits, int v_bits);  // paged_rows_f16.cu
-Launch f16_wide_paged_kernel(int dim, int k_bits, int v_bits);       // paged_rows_f16_wide.cu
+// multi: the items may hold several query rows (the wide loop only: head_dim 64 and 128).
+Launch f16_registers_paged_kernel(int dim, int k_bits, int v_bits);       // paged_rows_f16.cu
+Launch f16_wide_paged_kernel(int dim, int k_bits, int v_bits, bool multi);  // paged_rows_f16_wide.cu
 // The f32 kernel's second pass: merges the `splits` partial states of each of `rows` output rows
 // (combine.cu), launched as a programmatic dependent of the main kernel.
 void launch_combine(const Params& p, int dim, int rows, int splits, cudaStream_t stream);
@@ -106,7 +107,8 @@ struct BlockWork {
 constexpr int64_t kPagedAlign = attention::backend::kTileTokens;
 
 // kPaged: the block serves a paged row item (Params::items), else a sequence of the per-sequence layout.
-template <bool kPaged>
+// kMulti: the paged items may hold several query rows (RowItem::rows).
+template <bool kPaged, bool kMulti = false>
 __device__ __forceinline__ BlockWork block_work(const Params& p) {
   BlockWork w;
   w.b = blockIdx.z;
@@ -120,12 +122,12 @@ __device__ __forceinline__ BlockWork block_work(const Params& p) {
   if constexpr (kPaged) {
     const attention::backend::RowItem it = p.items[w.b];
     w.qrow = it.q_row;
-    w.heads *= it.rows;
+    if constexpr (kMulti) w.heads *= it.rows;
     w.pages = p.kv_indices + p.kv_indptr[it.seq];
     w.lo = it.begin;
     beg = it.begin / kPagedAlign * kPagedAlign;
     end = it.end > it.begin ? it.end : beg;  // no tokens: an empty slice (not the masked ones below begin)
-    w.end0 = end - (it.rows - 1);
+    w.end0 = kMulti ? end - (it.rows - 1) : end;
   } else {
     w.qrow = w.b;
     w.pages = nullptr;
@@ -136,7 +138,7 @@ __device__ __forceinline__ BlockWork block_work(const Params& p) {
   }
   w.t0 = beg + static_cast<int64_t>(w.split) * p.tokens_per_split;
   w.t1 = min(end, w.t0 + p.tokens_per_split);
-  w.t1_all = min(w.t1, w.end0);
+  w.t1_all = kMulti ? min(w.t1, w.end0) : w.t1;
   return w;
 }
 
