@@ -1,30 +1,26 @@
 // Benchmark of the sparse conv on one voxel set (driven by bench/spconv_torch.py, which measures
 // the PyTorch peers on the same inputs and compares the outputs):
 //   spconv --coords FILE.bin --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1]
-//          [--only NAME,NAME] [--burst N] [--order generated|lex|morton|random] [--seed S] [--over-map 1]
-// Reads coords [N, 4] int32 (raw), puts the rows in --order (generated: as read; lex: sorted by
-// (b, x, y, z); morton: by the Morton key of the set, the order a KernelMap gives shuffled rows; random:
-// a permutation seeded by --seed; bench/shells.py --order writes the same orders to files, for the peers),
-// generates fp16 feats [N, C] and weights [27, C, CO] (CO = C by default) with the deterministic generator
-// the python script shares (gen below), then times
-//   * build_kernel_map into a preallocated map (and the allocating form), and KernelMap::build (what a
-//     user gets: the table's allocation, and the sort where the map takes its locality order),
+//          [--only NAME,NAME] [--burst N]
+// Reads coords [N, 4] int32 (raw), generates fp16 feats [N, C] and weights [27, C, CO] (CO = C by
+// default) with the deterministic generator the python script shares (gen below), then times
+//   * build_kernel_map into a preallocated map (and the allocating form),
 //   * submanifold_conv over the KernelMap (the default a user gets: no per-call check, the kernel the
 //     map's statistics and the rules pick; conv_ms, with the choice), over the map as a plain tensor
 //     (checked: the one 8-byte readback; unchecked), and each variant forced through ConvOptions::choice
-//     (over the plain tensor, in the rows' order; with --over-map 1 over the KernelMap, in its order)
 //     (WMMA with 64/128-wide channel tiles, CUDA cores, mma.sync on sorted rows with 64/128/256-wide
 //     tiles, mma on unsorted rows, the wgmma kernel with 64/128/256 wide tiles, unsorted and unsplit,
 //     128- and 256-row tiles, the warp-specialized kernels, the halo kernel, and the default in bf16;
 //     a variant that cannot run the shape is left out),
 //   * the share of useful products of the mma kernel (its row order replicated on the host),
 // and writes PREFIX.nbr (nbr[:, samples] int32) and PREFIX.out (out[samples, :] fp16) for the
-// sampled rows r_i = i·(N−1)/(S−1) of the rows in --order, and one JSON line on stdout (with --burst N, first a line of
-// the per-call times of N unchecked calls back to back after a rest: how the time moves as the board reaches its power
-// limit).
-#include <cuda_bf16.h>
+// sampled rows r_i = i·(N−1)/(S−1), and one JSON line on stdout (with --burst N, first a line of the
+// per-call times of N unchecked calls back to back after a rest: how the time moves as the board
+// reaches its power limit).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <bit>
@@ -32,9 +28,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <numeric>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -185,49 +179,12 @@ void pool_reset_high() {
   check(cudaMemPoolTrimTo(pool, 0), "mempool trim");
 }
 
-// The rows of coords [n, 4] (host) in `order`: generated (as they are), lex, morton or random (seed).
-void reorder_rows(Tensor& coords, const std::string& order, uint64_t seed) {
-  if (order == "generated") return;
-  const int64_t n = coords.size(0);
-  const auto* c = coords.data_as<const int32_t>();
-  std::vector<int64_t> perm(n);
-  std::iota(perm.begin(), perm.end(), 0);
-  if (order == "random") {
-    std::mt19937_64 rng(seed);
-    std::shuffle(perm.begin(), perm.end(), rng);
-  } else if (order == "lex" || order == "morton") {
-    namespace sb = spconv::backend;
-    sb::MortonFrame f;  // the set's frame, as the map build measures it
-    int32_t hi[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
-    for (int a = 0; a < 3; ++a) f.lo[a] = INT32_MAX;
-    for (int64_t i = 0; i < n; ++i)
-      for (int a = 0; a < 3; ++a)
-        f.lo[a] = std::min(f.lo[a], c[4 * i + 1 + a]), hi[a] = std::max(hi[a], c[4 * i + 1 + a]);
-    int64_t extent = 0;
-    for (int a = 0; a < 3; ++a) extent = std::max<int64_t>(extent, int64_t{hi[a]} - f.lo[a]);
-    f.bits = std::bit_width(static_cast<uint64_t>(extent));
-    std::vector<uint64_t> key(n);
-    for (int64_t i = 0; i < n; ++i)
-      key[i] = order == "lex" ? sb::pack_key(c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3])
-                              : sb::morton_key(f, c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]);
-    std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return key[a] < key[b]; });
-  } else {
-    std::fprintf(stderr, "--order must be generated, lex, morton or random, got '%s'\n", order.c_str());
-    std::exit(2);
-  }
-  Tensor out = Tensor::empty({n, 4}, DType::i32);
-  for (int64_t i = 0; i < n; ++i) std::memcpy(out.data_as<int32_t>() + 4 * i, c + 4 * perm[i], 16);
-  coords = out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string coords_path, out_prefix;
   int channels = 64, co_arg = 0, reps = 20, samples = 2048, burst = 0;
-  bool mma_only = false, over_map_forced = false;
-  std::string order = "generated";
-  uint64_t seed = 0;
+  bool mma_only = false;
   std::string only;  // --only: the variants to time (comma-separated names; empty: all)  // skip the WMMA and SIMT variants (quick A/B runs of the mma kernel)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -249,17 +206,9 @@ int main(int argc, char** argv) {
       only = v;
     else if (k == "--burst")
       burst = std::stoi(v);
-    else if (k == "--order")
-      order = v;
-    else if (k == "--seed")
-      seed = std::stoull(v);
-    else if (k == "--over-map")
-      over_map_forced = std::stoi(v) != 0;
   }
   if (coords_path.empty() || out_prefix.empty()) {
-    std::fprintf(stderr,
-                 "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1] "
-                 "[--only NAME,NAME] [--burst N] [--order generated|lex|morton|random] [--seed S] [--over-map 1]\n",
+    std::fprintf(stderr, "usage: %s --coords FILE --channels C [--co CO] --out PREFIX [--reps R] [--samples S] [--mma-only 1] [--only NAME,NAME] [--burst N]\n",
                  argv[0]);
     return 2;
   }
@@ -269,7 +218,6 @@ int main(int argc, char** argv) {
     f.seekg(0);
     Tensor coords_h = Tensor::empty({n, 4}, DType::i32);
     f.read(static_cast<char*>(coords_h.data()), n * 16);
-    reorder_rows(coords_h, order, seed);
     const Device gpu = Device::cuda(0);
     const Tensor coords = coords_h.to(gpu);
 
@@ -290,7 +238,6 @@ int main(int argc, char** argv) {
     kernel_gen<<<1024, 256>>>(w.data_as<__half>(), 27 * c * co, 12345, 6);
     check(cudaDeviceSynchronize(), "gen");
 
-    const double kmap_ms = median_wall_ms(10, [&] { (void)spconv::KernelMap::build(coords, 3, 1); });
     const spconv::KernelMap map = spconv::KernelMap::build(coords, 3, 1);
     pool_reset_high();
     const double conv_checked_ms = median_wall_ms(reps, [&] { spconv::submanifold_conv(feats, nbr, w, nullptr, out); });
@@ -309,9 +256,7 @@ int main(int argc, char** argv) {
     // Variants forced through the options (same output buffer; the default output is re-made below).
     using V = spconv::ConvVariant;
     const DeviceCaps caps = cuda::device_caps(0);
-    spconv::backend::ConvArgs args =
-        spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
-    if (over_map_forced && map.order().defined()) args.order = map.order().data_as<const int32_t>();
+    const spconv::backend::ConvArgs args = spconv::backend::conv_args(feats.view(), nbr.view(), w.view(), nullptr, out.view());
     // A forced choice: 0 and an unset order take the rules of the variant.
     auto choice = [](V v, int tile = 0, std::optional<bool> sorted = std::nullopt, int splits = 0, int rows = 0) {
       return spconv::ConvChoice{.variant = v, .tile_co = tile, .tile_rows = rows, .sort_rows = sorted, .splits = splits};
@@ -323,14 +268,9 @@ int main(int argc, char** argv) {
       spconv::ConvOptions opt;
       opt.check = spconv::MapCheck::unchecked;
       opt.choice = c;
-      if (over_map_forced)
-        spconv::submanifold_conv(feats, map, w, nullptr, o, opt);
-      else
-        spconv::submanifold_conv(feats, nbr, w, nullptr, o, opt);
+      spconv::submanifold_conv(feats, nbr, w, nullptr, o, opt);
     };
-    std::string variants = "\"default_choice\": \"" + spconv::to_string(served) + "\", \"order\": \"" + order +
-                           "\", \"map_ordered\": " + (map.stats().ordered ? "true" : "false") +
-                           ", \"forced_over\": \"" + (over_map_forced ? "map" : "tensor") + "\"";
+    std::string variants = "\"default_choice\": \"" + spconv::to_string(served) + "\"";
     struct Variant {
       spconv::ConvChoice c;
       const char* name;
@@ -444,16 +384,15 @@ int main(int argc, char** argv) {
     // Bytes one conv holds: feats + weight (inputs), out, the map, and what the call allocates.
     const double inputs = static_cast<double>(n) * c * 2 + 27.0 * c * co * 2;
     std::printf(
-        "{\"n\": %lld, \"c\": %lld, \"co\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, "
-        "\"map_pooled_ms\": "
-        "%.4f, \"kmap_ms\": %.4f, "
+        "{\"n\": %lld, \"c\": %lld, \"co\": %lld, \"pairs\": %lld, \"map_ms\": %.4f, \"map_alloc_ms\": %.4f, \"map_pooled_ms\": "
+        "%.4f, "
         "\"map_workspace_bytes\": %zu, \"conv_ms\": %.4f, \"conv_unchecked_ms\": %.4f, \"conv_checked_ms\": %.4f, "
         "\"conv_workspace_bytes\": %zu, \"conv_alloc_bytes\": %zu, \"conv_checked_alloc_bytes\": %zu, "
         "\"inputs_bytes\": %.0f, \"out_bytes\": %.0f, \"map_bytes\": %.0f, %s, %s, \"device\": \"%s\"}\n",
-        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(co), static_cast<long long>(pairs),
-        map_ms, map_alloc_ms, map_pooled_ms, kmap_ms, map_workspace, conv_ms, conv_unchecked_ms, conv_checked_ms,
-        conv_workspace, conv_alloc, conv_checked_alloc, inputs, static_cast<double>(n) * co * 2, 27.0 * n * 4,
-        variants.c_str(), share, device_name(gpu).c_str());
+        static_cast<long long>(n), static_cast<long long>(c), static_cast<long long>(co), static_cast<long long>(pairs), map_ms, map_alloc_ms,
+        map_pooled_ms, map_workspace, conv_ms, conv_unchecked_ms, conv_checked_ms, conv_workspace, conv_alloc,
+        conv_checked_alloc, inputs,
+        static_cast<double>(n) * co * 2, 27.0 * n * 4, variants.c_str(), share, device_name(gpu).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spconv bench: %s\n", e.what());
     return 1;

@@ -408,53 +408,6 @@ TEST(ChooseSpconv, ForcedChoicesRefusedWhereTheyCannotRun) {
   expect_refused(args(1000, 8, 8, DType::f16, 400), h200, ConvChoice{.variant = V::wmma}, {"K <= 343"});
 }
 
-// A map stored in its locality order (ConvArgs::order set): every choice runs its tiles in that order,
-// the rules' and forced ones alike, and says so; a choice in the other order is refused, and so is the CPU.
-TEST(ChooseSpconv, ChoicesOverAMapInItsLocalityOrder) {
-  static const int32_t order_storage[1] = {0};  // (the rules read only whether there is one)
-  backend::ConvArgs a = args(4643936, 64, 64);
-  a.order = order_storage;
-  const MapStats m = stats_for(a.n, Stats::misfits);
-  const ConvChoice c = choose(a, h200, &m);
-  EXPECT_EQ(to_string(c),
-            "wgmma_ws2(tile_co 64, tile_rows 128, map order, locality order, splits 1, chunk_rows 4643936)");
-  EXPECT_TRUE(can_implement(a, h200, c));
-  EXPECT_EQ(complete(a, h200, c), c);
-  for (V v : {V::simt, V::wmma, V::mma, V::wgmma, V::wgmma_ws, V::halo_pipe})
-    EXPECT_TRUE(complete(a, h200, ConvChoice{.variant = v}).locality_order) << to_string(v);
-  EXPECT_TRUE(choose(a, a100, &m).locality_order);
-  ConvChoice other = c;
-  other.locality_order = false;
-  EXPECT_FALSE(other == c);
-  std::string why;
-  EXPECT_FALSE(can_implement(a, h200, other, &why));
-  EXPECT_NE(why.find("the order the map stores its table"), std::string::npos) << why;
-  a.order = nullptr;
-  EXPECT_FALSE(choose(a, h200, &m).locality_order);
-  EXPECT_FALSE(can_implement(a, h200, c, &why)) << "a choice in the locality order over a map in the rows' order";
-  backend::ConvArgs on_cpu = args(1000, 8, 8);
-  on_cpu.order = order_storage;
-  EXPECT_FALSE(can_implement(on_cpu, cpu, complete(on_cpu, cpu, ConvChoice{.variant = V::cpu}), &why));
-  EXPECT_NE(why.find("rows' own order"), std::string::npos) << why;
-}
-
-// The build stores a map in its locality order where the rows' own order suits the halo kernel in none
-// of its configurations (3/4 of the sample tiles), and only for more than one tile.
-TEST(ChooseSpconv, MapsOrderedWhereTheirOwnOrderIsNotLocal) {
-  const int64_t n = 4643936;
-  EXPECT_FALSE(orders_rows(stats_for(n, Stats::fits)));
-  EXPECT_TRUE(orders_rows(stats_for(n, Stats::misfits)));
-  MapStats m = stats_for(n, Stats::misfits);
-  m.halo_fits[1][1] = 192;  // one configuration suits: the order is local
-  EXPECT_FALSE(orders_rows(m));
-  m.halo_fits[1][1] = 191;
-  EXPECT_TRUE(orders_rows(m));
-  m.halo_samples = 0;  // not measured
-  EXPECT_FALSE(orders_rows(m));
-  EXPECT_FALSE(orders_rows(stats_for(128, Stats::misfits))) << "one tile";
-  EXPECT_TRUE(orders_rows(stats_for(129, Stats::misfits)));
-}
-
 TEST(ChooseSpconv, NamesOfTheVariants) {
   const char* names[] = {"cpu", "simt", "wmma", "mma", "wgmma", "wgmma_ws", "wgmma_ws2", "halo_pipe"};
   for (int v = 0; v <= static_cast<int>(V::halo_pipe); ++v) EXPECT_EQ(to_string(static_cast<V>(v)), names[v]);

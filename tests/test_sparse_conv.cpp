@@ -282,74 +282,6 @@ TEST(SpconvMap, ExtremeCoordinatesAndBatches) {
   EXPECT_EQ(read_i32(build_kernel_map(coords_tensor(c), 3, 1)), brute_force_map(c, 3, 1));
 }
 
-// ---- the locality order's key ----------------------------------------------------------------------
-
-// The frame of a coordinate set's Morton keys, written out plainly: its smallest x, y, z, and the bits
-// that hold its largest extent.
-spconv::backend::MortonFrame oracle_frame(const std::vector<int32_t>& c) {
-  spconv::backend::MortonFrame f;
-  int32_t hi[3] = {INT32_MIN, INT32_MIN, INT32_MIN};
-  for (int a = 0; a < 3; ++a) f.lo[a] = INT32_MAX;
-  for (size_t i = 0; i < c.size() / 4; ++i)
-    for (int a = 0; a < 3; ++a)
-      f.lo[a] = std::min(f.lo[a], c[4 * i + 1 + a]), hi[a] = std::max(hi[a], c[4 * i + 1 + a]);
-  int64_t extent = 0;
-  for (int a = 0; a < 3; ++a) extent = std::max<int64_t>(extent, int64_t{hi[a]} - f.lo[a]);
-  f.bits = 0;
-  while ((int64_t{1} << f.bits) <= extent) ++f.bits;
-  return f;
-}
-
-// The Morton key, one bit at a time: bit j of x − lo.x at bit 3j + 2, of y − lo.y at 3j + 1, of z − lo.z
-// at 3j, the batch above bit 3·bits.
-uint64_t oracle_morton(const spconv::backend::MortonFrame& f, int64_t b, int64_t x, int64_t y, int64_t z) {
-  const int64_t d[3] = {x - f.lo[0], y - f.lo[1], z - f.lo[2]};
-  uint64_t key = static_cast<uint64_t>(b) << (3 * f.bits);
-  for (int j = 0; j < f.bits; ++j)
-    for (int a = 0; a < 3; ++a) key |= static_cast<uint64_t>(d[a] >> j & 1) << (3 * j + 2 - a);
-  return key;
-}
-
-// The rows of c sorted by their Morton keys (unique: one key a voxel): the map's locality order.
-std::vector<int32_t> oracle_locality_order(const std::vector<int32_t>& c) {
-  const auto f = oracle_frame(c);
-  std::vector<std::pair<uint64_t, int32_t>> keyed;
-  for (size_t i = 0; i < c.size() / 4; ++i)
-    keyed.push_back({oracle_morton(f, c[4 * i], c[4 * i + 1], c[4 * i + 2], c[4 * i + 3]), static_cast<int32_t>(i)});
-  std::sort(keyed.begin(), keyed.end());
-  std::vector<int32_t> order;
-  for (const auto& [key, row] : keyed) order.push_back(row);
-  return order;
-}
-
-TEST(SpconvLocalityOrder, MortonKeyInterleavesTheCoordinatesBitByBit) {
-  FRUGAL_TRACE_SEED();
-  std::mt19937_64 rng(test_seed());
-  namespace sb = spconv::backend;
-  // The corners of the packable range and random voxels, in frames of every width.
-  for (int bits : {0, 1, 5, 11, 17}) {
-    sb::MortonFrame f;
-    f.bits = bits;
-    f.lo[0] = spconv::kCoordMin, f.lo[1] = -3, f.lo[2] = 1000;
-    const int64_t span = (int64_t{1} << bits) - 1;
-    std::uniform_int_distribution<int64_t> off(0, span), batch(0, spconv::kMaxBatch);
-    for (int i = 0; i < 2000; ++i) {
-      const int64_t b = i == 0 ? 0 : i == 1 ? spconv::kMaxBatch : batch(rng);
-      const int64_t x = f.lo[0] + (i < 2 ? span * i : off(rng)), y = f.lo[1] + (i < 2 ? span * i : off(rng)),
-                    z = f.lo[2] + (i < 2 ? span * i : off(rng));
-      const uint64_t key = sb::morton_key(f, b, x, y, z);
-      ASSERT_EQ(key, oracle_morton(f, b, x, y, z))
-          << "bits " << bits << " (" << b << ", " << x << ", " << y << ", " << z << ")";
-      EXPECT_EQ(sb::packed_from_morton(f, key), sb::pack_key(b, x, y, z)) << "the key's voxel";
-      EXPECT_LT(key, uint64_t{1} << 63);
-    }
-  }
-  // In a 2 × 2 × 2 cell the key runs z fastest, x slowest, as the packed key does.
-  sb::MortonFrame f;
-  f.bits = 1;
-  for (int k = 0; k < 8; ++k) EXPECT_EQ(sb::morton_key(f, 0, k >> 2 & 1, k >> 1 & 1, k & 1), static_cast<uint64_t>(k));
-}
-
 // ---- conv (CPU) ----------------------------------------------------------------------------------
 
 struct ConvCase {
@@ -636,20 +568,17 @@ void check_kernel_map_object(Device d) {
     EXPECT_EQ(read_bytes(over_map), read_bytes(over_tensor));
     EXPECT_EQ(read_bytes(submanifold_conv(feats, map, w, &b.view())), read_bytes(over_tensor)) << "allocating form";
 
-    // An entry changed after the build (column 2 of the table: the neighbours of row order[2], or of row 2
-    // where the map keeps the rows' order): not checked (counts as absent) over the map, raised over the
-    // map in the rows' order as a plain tensor.
+    // An entry changed after the build: not checked (counts as absent) over the map, raised over the tensor.
     const spconv::KernelMap changed = spconv::KernelMap::build(coords, 3, 1);
-    const int64_t row = changed.order().defined() ? read_i32(changed.order())[2] : 2;
     const int32_t bad = static_cast<int32_t>(n + 5);
     copy(TensorView(const_cast<int32_t*>(&bad), DType::i32, {1}),
-         TensorView(changed.table().data_as<int32_t>() + 20 * n + 2, DType::i32, {1}, d));
+         TensorView(changed.nbr().data_as<int32_t>() + 20 * n + 2, DType::i32, {1}, d));
     EXPECT_NO_THROW(submanifold_conv(feats, changed, w, &b.view()));
-    const std::string entry = "nbr[20, " + std::to_string(row) + "] = " + std::to_string(bad);
-    expect_error([&] { submanifold_conv(feats, changed.nbr(), w, &b.view()); }, ErrorCode::out_of_range, {entry});
+    expect_error([&] { submanifold_conv(feats, changed.nbr(), w, &b.view()); }, ErrorCode::out_of_range,
+                 {"nbr[20, 2] = " + std::to_string(bad)});
     // Checked once, as a user map.
     expect_error([&] { spconv::KernelMap::from_user(changed.nbr(), 3, 1); }, ErrorCode::out_of_range,
-                 {"[spconv::check_kernel_map]", entry});
+                 {"[spconv::check_kernel_map]", "nbr[20, 2] = " + std::to_string(bad)});
     const spconv::KernelMap user = spconv::KernelMap::from_user(build_kernel_map(coords, 3, 1), 3, 1);
     EXPECT_TRUE(user.stats().valid);
     EXPECT_EQ(read_bytes(submanifold_conv(feats, user, w, &b.view())), read_bytes(over_tensor));
@@ -664,14 +593,6 @@ void check_kernel_map_object(Device d) {
   other.map_stats->rows += 1;
   expect_error([&] { submanifold_conv(feats, map.nbr(), w, nullptr, out, other); }, ErrorCode::invalid_argument,
                {"map_stats describe a map [27, " + std::to_string(n + 1) + "]"});
-  // Statistics of a map in its locality order with a plain tensor (which is in the rows' own order).
-  ConvOptions ordered;
-  ordered.map_stats = map.stats();
-  ordered.map_stats->ordered = true;
-  expect_error([&] { submanifold_conv(feats, map.nbr(), w, nullptr, out, ordered); }, ErrorCode::invalid_argument,
-               {"[spconv::submanifold_conv]", "locality order", "pass the KernelMap"});
-  expect_error([&] { spconv::choose_conv(feats, map.nbr(), w, nullptr, out, ordered); }, ErrorCode::invalid_argument,
-               {"locality order"});
   expect_error([&] { submanifold_conv(feats, spconv::KernelMap{}, w); }, ErrorCode::invalid_argument,
                {"KernelMap is empty"});
   const spconv::KernelMap empty = spconv::KernelMap::build(coords_tensor({}, d), 3, 1);
@@ -1128,9 +1049,7 @@ TEST(SpconvCudaWgmma, DefaultOnALargeGrid) {
     const auto got = read_bytes(out);
     Tensor out_map = poisoned(n, c, dt, kGpu);
     const ConvChoice over_map = submanifold_conv(fd, map, wd, &bd.view(), out_map);
-    ConvChoice want = served;  // the same kernel; its tiles in the order the map stores its table
-    want.locality_order = map.stats().ordered;
-    EXPECT_EQ(spconv::to_string(over_map), spconv::to_string(want)) << "the map's statistics: no halo kernel";
+    EXPECT_EQ(spconv::to_string(over_map), spconv::to_string(served)) << "the map's statistics: no halo kernel";
     if (over_map.variant != kHalo || c <= 64) EXPECT_EQ(read_bytes(out_map), got) << "over the KernelMap";
     EXPECT_EQ(run_forced(fd, nbr, wd, &bd, n, forced(kWg, 0, false, 0, 0, 128)), got) << "128-row tiles";
     EXPECT_EQ(run_forced(fd, nbr, wd, &bd, n, forced(kWg, 0, true, 0, 0, 256)), got) << "256-row tiles, sorted";
@@ -1332,159 +1251,6 @@ TEST(SpconvCudaWgmma, PipelinedHaloKernelWhereTheRowsSuitIt) {
   EXPECT_EQ(checked.stats().halo_samples, built.stats().halo_samples);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j) EXPECT_EQ(checked.stats().halo_fits[i][j], built.stats().halo_fits[i][j]);
-}
-
-// ---- CUDA: the map's locality order ---------------------------------------------------------------
-
-// Row i of c_perm is row perm[i] of c.
-std::vector<int32_t> permuted_rows(const std::vector<int32_t>& c, const std::vector<int32_t>& perm) {
-  std::vector<int32_t> out(c.size());
-  for (size_t i = 0; i < perm.size(); ++i) std::copy_n(c.begin() + 4 * perm[i], 4, out.begin() + 4 * i);
-  return out;
-}
-
-std::vector<int32_t> random_permutation(int64_t n, std::mt19937_64& rng) {
-  std::vector<int32_t> perm(n);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
-  return perm;
-}
-
-// A KernelMap of shuffled rows is stored in their Morton order (against the order sorted on the host by
-// the plain key): its table holds the CPU's map with its columns in that order, nbr() gives the CPU's
-// map back, and its statistics are those of its table (the halo kernel's probe of the order the convs
-// run). Every kernel size and dilation.
-TEST(SpconvCudaOrder, ShuffledRowsAreStoredInTheirMortonOrder) {
-  FRUGAL_SKIP_WITHOUT_GPU();
-  FRUGAL_TRACE_SEED();
-  std::mt19937_64 rng(test_seed());
-  for (int ks : {3, 5, 7})
-    for (int dil : {1, 2}) {
-      SCOPED_TRACE("ks=" + std::to_string(ks) + " dilation=" + std::to_string(dil));
-      const auto c = random_voxels(rng, 3, 14, 0.3, -7);  // ~2,500 rows of three batches, negative coordinates
-      const int64_t n = c.size() / 4, kv = kernel_volume(ks);
-      const spconv::KernelMap map = spconv::KernelMap::build(coords_tensor(c, kGpu), ks, dil);
-      ASSERT_TRUE(map.stats().ordered);
-      ASSERT_TRUE(map.order().defined());
-      const auto order = read_i32(map.order());
-      EXPECT_EQ(order, oracle_locality_order(c));
-      const auto want = read_i32(build_kernel_map(coords_tensor(c), ks, dil));
-      const auto table = read_i32(map.table());
-      int64_t wrong = 0;
-      for (int64_t k = 0; k < kv; ++k)
-        for (int64_t i = 0; i < n; ++i) wrong += table[k * n + i] != want[k * n + order[i]];
-      EXPECT_EQ(wrong, 0) << "table[k, i] = nbr[k, order[i]]";
-      EXPECT_EQ(read_i32(map.nbr()), want) << "the map in the rows' own order";
-      const spconv::MapStats probe = spconv::check_kernel_map(map.table());
-      EXPECT_EQ(map.stats().halo_samples, probe.halo_samples);
-      for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 2; ++j) EXPECT_EQ(map.stats().halo_fits[i][j], probe.halo_fits[i][j]);
-    }
-}
-
-// Rows in an order that suits the kernels (a shell x slowest: its tiles fit the halo kernel) keep it: no
-// locality order, the table is the CPU's map. The same rows already in their Morton order are stored as
-// they come (in that order, if any, the identity).
-TEST(SpconvCudaOrder, RowsInALocalOrderKeepIt) {
-  FRUGAL_SKIP_WITHOUT_GPU();
-  const std::vector<int32_t> shell = sphere_shell(128);
-  const spconv::KernelMap map = spconv::KernelMap::build(coords_tensor(shell, kGpu), 3, 1);
-  EXPECT_FALSE(map.stats().ordered);
-  EXPECT_FALSE(map.order().defined());
-  EXPECT_EQ(read_i32(map.table()), read_i32(build_kernel_map(coords_tensor(shell), 3, 1)));
-  // Its statistics (measured on rows looked up before the map was written) are those of the map itself.
-  const spconv::MapStats probe = spconv::check_kernel_map(map.table());
-  EXPECT_EQ(map.stats().halo_samples, probe.halo_samples);
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j) EXPECT_EQ(map.stats().halo_fits[i][j], probe.halo_fits[i][j]);
-  const std::vector<int32_t> z = permuted_rows(shell, oracle_locality_order(shell));
-  const spconv::KernelMap z_map = spconv::KernelMap::build(coords_tensor(z, kGpu), 3, 1);
-  if (z_map.order().defined()) {
-    std::vector<int32_t> identity(z.size() / 4);
-    std::iota(identity.begin(), identity.end(), 0);
-    EXPECT_EQ(read_i32(z_map.order()), identity);
-  }
-  EXPECT_EQ(read_i32(z_map.nbr()), read_i32(build_kernel_map(coords_tensor(z), 3, 1)));
-}
-
-// Whether a forced choice runs a conv over this KernelMap on device 0 (its order included).
-bool runs_over(const ConvChoice& c, const Tensor& feats, const spconv::KernelMap& map, const Tensor& w,
-               const Tensor& out) {
-  auto a = spconv::backend::conv_args(feats.view(), map.table().view(), w.view(), nullptr, out.view());
-  a.order = map.order().defined() ? map.order().data_as<const int32_t>() : nullptr;
-  const DeviceCaps caps = cuda::device_caps(0);
-  return spconv::can_implement(a, caps, spconv::complete(a, caps, c));
-}
-
-// A conv of a permutation of the coordinates (and of the features' rows) gives the same permutation of
-// the output, bit for bit, by every kernel: both maps are stored in the Morton order of the same
-// coordinates, so every tile gathers the same features in the same order (the halo kernel hands every
-// tile of shuffled rows on: their neighbours span more rows than its boxes reach). Every forced choice
-// is what served, in the locality order, and matches the CPU.
-TEST(SpconvCudaOrder, PermutedRowsGiveThePermutedOutputBitForBit) {
-  FRUGAL_SKIP_WITHOUT_GPU();
-  FRUGAL_TRACE_SEED();
-  std::mt19937_64 rng(test_seed());
-  const auto a = random_voxels(rng, 2, 16, 0.35, -8);  // ~2,900 rows in random order
-  const int64_t n = a.size() / 4;
-  const auto perm = random_permutation(n, rng);
-  const auto b = permuted_rows(a, perm);
-  const spconv::KernelMap map_a = spconv::KernelMap::build(coords_tensor(a, kGpu), 3, 1);
-  const spconv::KernelMap map_b = spconv::KernelMap::build(coords_tensor(b, kGpu), 3, 1);
-  ASSERT_TRUE(map_a.stats().ordered && map_b.stats().ordered);
-  const Tensor nbr_h = build_kernel_map(coords_tensor(a), 3, 1);
-  const std::optional<ConvChoice> choices[] = {std::nullopt,
-                                               forced(V::simt),
-                                               forced(V::wmma, 64),
-                                               forced(V::wmma, 128),
-                                               mv(0, true, 0),
-                                               mv(128, false, 0),
-                                               mv(64, true, 256),
-                                               mv(0, true, 0, kWg),
-                                               mv(0, false, 0, kWg, 1, 256),
-                                               mv(128, true, 256, kWg, 3),
-                                               mv(256, false, 0, kWg, 0),
-                                               mv(0, true, 0, kWs),
-                                               mv(64, false, 384, kWs),
-                                               mv(128, false, 0, kWs, 1, 256),
-                                               mv(64, true, 0, kWs2),
-                                               mv(64, false, 0, kHalo),
-                                               mv(128, false, 0, kHalo)};
-  for (const Shape sh : {Shape{64, 64}, Shape{128, 128}, Shape{32, 160}, Shape{17, 24}})
-    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-      const auto f = testing::randn(n * sh.ci, rng);
-      std::vector<float> f_b(f.size());
-      for (int64_t i = 0; i < n; ++i) std::copy_n(f.begin() + perm[i] * sh.ci, sh.ci, f_b.begin() + i * sh.ci);
-      const auto w = testing::randn(27 * sh.ci * sh.co, rng, 1.0f / std::sqrt(27.0f * sh.ci));
-      const auto bias = testing::randn(sh.co, rng);
-      const Tensor fh = make(f, {n, sh.ci}, dt), wh = make(w, {27, sh.ci, sh.co}, dt), bh = make(bias, {sh.co}, dt);
-      const Tensor fa = fh.to(kGpu), fb = make(f_b, {n, sh.ci}, dt, kGpu), wd = wh.to(kGpu), bd = bh.to(kGpu);
-      const auto ref = read(submanifold_conv(fh, nbr_h, wh, &bh.view()));
-      const size_t row_bytes = static_cast<size_t>(sh.co) * size_of(dt);
-      for (const std::optional<ConvChoice>& choice : choices) {
-        Tensor out_a = poisoned(n, sh.co, dt, kGpu), out_b = poisoned(n, sh.co, dt, kGpu);
-        if (choice && !runs_over(*choice, fa, map_a, wd, out_a)) continue;
-        SCOPED_TRACE(std::string(to_string(dt)) + " ci=" + std::to_string(sh.ci) + " co=" + std::to_string(sh.co) +
-                     " choice=" + (choice ? spconv::to_string(*choice) : std::string("by rule")));
-        ConvOptions o;
-        o.choice = choice;
-        const ConvChoice served_a = submanifold_conv(fa, map_a, wd, &bd.view(), out_a, o);
-        const ConvChoice served_b = submanifold_conv(fb, map_b, wd, &bd.view(), out_b, o);
-        EXPECT_TRUE(served_a.locality_order) << spconv::to_string(served_a);
-        EXPECT_EQ(spconv::to_string(served_a), spconv::to_string(served_b));
-        EXPECT_EQ(spconv::to_string(served_a),
-                  spconv::to_string(spconv::choose_conv(fa, map_a, wd, &bd.view(), out_a, o)));
-        if (choice) EXPECT_EQ(served_a.variant, choice->variant);
-        const auto bytes_a = read_bytes(out_a), bytes_b = read_bytes(out_b);
-        int64_t differ = 0;
-        for (int64_t i = 0; i < n; ++i)
-          differ += std::memcmp(bytes_b.data() + i * row_bytes, bytes_a.data() + perm[i] * row_bytes, row_bytes) != 0;
-        EXPECT_EQ(differ, 0) << "rows of the permuted coordinates' output that are not the permuted output's";
-        const auto got = read(out_a);
-        for (double v : got) ASSERT_TRUE(std::isfinite(v)) << "an output element was not written";
-        EXPECT_LE(testing::rel_error(got, ref), tolerance(dt));
-      }
-    }
 }
 
 // The public entry point picks the mma kernel for f16 with 8 channels: bad map entries are reported

@@ -35,20 +35,14 @@
 // 4 bytes a row (≤ 16 MiB); a wgmma conv on a grid too small to fill the GPU sums fixed offset
 // ranges into f32 partials (≤ 64 MiB); the pipelined halo kernel lists the tiles it hands on (4 bytes
 // a tile of 128 rows). Nothing else is allocated.
-// Row order: over a KernelMap built on CUDA from rows whose own order keeps neighbours apart (shuffled
-// rows), the conv runs its tiles in the map's locality order (KernelMap::order: the rows sorted by the
-// Morton key of their coordinates, a function of the coordinate set alone), so a permutation of such
-// rows gives the permuted output bit for bit, whatever kernel serves it (and the backward the permuted
-// grad_feats and the same grad_weight and grad_bias).
 // Which kernel runs is a ConvChoice (below), picked by the rules of src/core/spconv_choose.cpp from
 // the shapes, the dtype, the device's capabilities and what the map carries (KernelMap). f32 runs on
 // CUDA cores; f16/bf16 on tensor cores (f32 accumulation): through wgmma where the GPU runs sm_90a
 // code (Hopper), else mma.sync (both over rows sorted by neighbor pattern on large shapes) where they
 // apply, WMMA otherwise. ConvOptions::choice forces one (tests, benchmarks); choose_conv tells which
 // one a call takes.
-// The map build allocates O(N): a hash table of 2^p ≥ 2N int32 slots and N packed 64-bit keys (and,
-// where KernelMap::build sorts the rows, 2N 64-bit sort keys, 2N int32 and the sort's workspace), freed
-// in stream order. Index arithmetic is 64-bit.
+// The map build allocates O(N): a hash table of 2^p ≥ 2N int32 slots and N packed 64-bit keys,
+// freed before it returns. Index arithmetic is 64-bit.
 #pragma once
 
 #include <array>
@@ -77,24 +71,19 @@ struct MapStats {
   int64_t rows = 0;    // N of the map [K, N] these describe
   int offsets = 0;     // K
   bool valid = false;  // every entry is in [0, N]: the conv needs no per-call check of the map
-  // The order the map's columns (and the conv's tiles) follow: false, the rows' own order; true, the
-  // map's locality order (KernelMap::order), in which a KernelMap then stores its table. Only a
-  // KernelMap frugal built on CUDA is ordered; a conv over a plain tensor refuses statistics that say so.
-  bool ordered = false;
-  // The pipelined halo kernel's fit: of halo_samples tiles of 128 consecutive columns spread evenly
-  // over the map (in the order above), how many have neighbors that fit that kernel's shared-memory
-  // halo, per column tile (first index 0: 64 output channels, 1: 128) and passes of 64 input channels
-  // (second index 0: Ci ≤ 64, 1: 64 < Ci ≤ 128). Measured for every K (the halo kernel serves K ≤ 32;
-  // the fit also tells the build whether the rows' own order is local). halo_samples = 0: not measured
-  // (a map on the CPU).
+  // The pipelined halo kernel's fit: of halo_samples tiles of 128 consecutive rows spread evenly over
+  // the map (in its row order), how many have neighbors that fit that kernel's shared-memory halo,
+  // per column tile (first index 0: 64 output channels, 1: 128) and passes of 64 input channels
+  // (second index 0: Ci ≤ 64, 1: 64 < Ci ≤ 128). halo_samples = 0: not measured (a map on the CPU,
+  // K > 32).
   int halo_samples = 0;
   int halo_fits[2][2] = {};
 };
 
 // Builds nbr [K, N] i32 on the device of coords. kernel_size odd in [1, 7]; dilation ≥ 1.
 // Throws frugal::Error naming the row and the value for a coordinate outside the packable range,
-// and the coordinate and both rows for a duplicate. On CUDA it waits for the stream once (to read
-// those two checks back, and the map's statistics). N = 0 gives an empty [K, 0] map.
+// and the coordinate and both rows for a duplicate. On CUDA it waits for the stream once (to
+// read those two checks back). N = 0 gives an empty [K, 0] map.
 // The result is a plain tensor, "a user map": a conv checks it on every call and knows nothing
 // about it. KernelMap::build keeps what the build learned.
 Tensor build_kernel_map(const TensorView& coords, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
@@ -111,44 +100,21 @@ MapStats check_kernel_map(const TensorView& nbr, Stream stream = nullptr);
 // per-call check (no readback, no wait for the stream) and picks its kernel from the map's
 // statistics. Its entries must not change afterwards: a changed map gives wrong numbers (an entry
 // outside [0, N] counts as absent), never an out-of-bounds access. Copies share the map.
-//
-// Locality order. Where the rows' own order keeps each tile's neighbours apart in memory (the rule
-// orders_rows in src/core/spconv_choose.cpp, from the halo kernel's fit measured in that order during
-// the build), build on CUDA also sorts the rows by the Morton (Z-order) key of (b, x, y, z) — their
-// place on a space-filling curve, a function of the coordinate set, not of the rows' order — and
-// stores the map in that order: table[k, i] = nbr[k, order[i]] (the entries still rows of coords), so
-// that a conv's tiles of consecutive columns are compact in space and read their map slice
-// contiguously; each output row is still written to its own place, out[order[i]]. On CUDA the build
-// waits for the stream once before it writes the map (the checks, and the fit that decides its order:
-// a map in the rows' order is then written in stream order), and where it sorts, once more (the
-// statistics are measured in that order). A map on the CPU, a user map, and rows whose own order suits
-// the kernels keep the rows' order (order() undefined).
 class KernelMap {
  public:
   KernelMap() = default;
-  // build_kernel_map(coords, kernel_size, dilation, stream), with what the build learned, in the
-  // map's locality order where the rule takes it (above).
+  // build_kernel_map(coords, kernel_size, dilation, stream), with what the build learned.
   static KernelMap build(const TensorView& coords, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
-  // A map the caller assembled, nbr [kernel_size³, N] i32: checked once (check_kernel_map); the rows'
-  // own order.
+  // A map the caller assembled, nbr [kernel_size³, N] i32: checked once (check_kernel_map).
   static KernelMap from_user(Tensor nbr, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
 
-  // The map in the rows' own order, nbr [K, N] (nbr[k, n] for coords[n]): the table itself where the
-  // map keeps that order; otherwise a new tensor, written from the table in stream order (one K·N
-  // copy a call; a conv never needs it).
-  Tensor nbr(Stream stream = nullptr) const;
-  // The map as stored, [K, N] i32: column i holds the neighbours of row order[i] (of row i where
-  // order() is undefined).
-  const Tensor& table() const { return table_; }
-  // The locality order, [N] i32 on the map's device, order[i] = the row at position i; undefined where
-  // the map keeps the rows' own order (stats().ordered false).
-  const Tensor& order() const { return order_; }
+  const Tensor& nbr() const { return nbr_; }
   int kernel_size() const { return kernel_size_; }
   int dilation() const { return dilation_; }
   const MapStats& stats() const { return stats_; }
 
  private:
-  Tensor table_, order_;
+  Tensor nbr_;
   int kernel_size_ = 0, dilation_ = 0;
   MapStats stats_;
 };
@@ -178,15 +144,9 @@ struct ConvChoice {
   std::optional<bool> sort_rows = std::nullopt;  // rows sorted by neighbor mask within windows of 8192 (mma, wgmma*)
   int splits = 0;                 // offset ranges summed apart into f32 partials, then added in order
   int64_t chunk_rows = 0;         // rows a launch: a multiple of 128, or N
-  // The tiles follow the map's locality order (KernelMap::order; the mask sort, where taken, within
-  // it): set from the map (MapStats::ordered) for every choice, a forced one too (the tiles run in the
-  // order the map stores its table).
-  bool locality_order = false;
 };
-std::string to_string(ConvVariant v);  // "wgmma_ws"
-// "wgmma_ws(tile_co 64, tile_rows 128, map order, splits 1, chunk_rows 4643936)"; ", locality order"
-// follows the row order where the tiles follow the map's locality order.
-std::string to_string(const ConvChoice& c);
+std::string to_string(ConvVariant v);        // "wgmma_ws"
+std::string to_string(const ConvChoice& c);  // "wgmma_ws(tile_co 64, tile_rows 128, map order, splits 1, chunk_rows 4643936)"
 bool operator==(const ConvChoice& a, const ConvChoice& b);
 
 // ---- convolution -----------------------------------------------------------------------------
@@ -223,8 +183,8 @@ ConvChoice submanifold_conv(const TensorView& feats, const TensorView& nbr, cons
                             const TensorView* bias, const TensorView& out, const ConvOptions& options);
 Tensor submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
                         const TensorView* bias, const ConvOptions& options);
-// Over a KernelMap (no per-call check; options.map_stats is ignored: the map's own count; the tiles in
-// the order the map stores its table): returns the choice that served the call.
+// Over a KernelMap (no per-call check; options.map_stats is ignored: the map's own count): returns
+// the choice that served the call.
 ConvChoice submanifold_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight,
                             const TensorView* bias, const TensorView& out, const ConvOptions& options = {});
 Tensor submanifold_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight,
@@ -269,9 +229,7 @@ Tensor weight_from_krsc(const TensorView& weight_krsc);
 // consecutive rows: a number fixed by the shape alone (N, K, Ci, Co and the variant's tile), not by the
 // device's occupancy. Each chunk's f32 partial [K, Ci, Co] goes to a workspace, and a second kernel adds
 // the partials in chunk order: no float atomics, results bitwise identical run to run (and across GPUs
-// that run the same choice). grad_bias uses the same chunks. Over a KernelMap stored in its locality order
-// the chunks are chunks of its columns: the same for every order of the rows, and other sums (bits) than
-// over the same map in the rows' order. CUDA workspace: splits·(K·Ci·Co + Co) f32
+// that run the same choice). grad_bias uses the same chunks. CUDA workspace: splits·(K·Ci·Co + Co) f32
 // for the requested gradients where splits > 1 (the rules keep it ≤ 64 MiB), none for one chunk. The CPU
 // gives each (k, block of 16 input channels) to one thread, summing rows in a fixed order, and sums
 // grad_bias over blocks of 256 rows added in order: 16·Co accumulators a thread, (N / 256)·Co floats.

@@ -76,7 +76,6 @@ MapStats stats_of(const backend::MapStatus& s, int64_t n, int k) {
   m.rows = n;
   m.offsets = k;
   m.valid = true;
-  m.ordered = s.ordered;
   m.halo_samples = s.halo_samples;
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j) m.halo_fits[i][j] = s.halo_fits[i][j];
@@ -98,19 +97,23 @@ Tensor allocate_out(const TensorView& feats, const TensorView& nbr, const Tensor
 }
 
 const TensorView& map_view(const KernelMap& map) {
-  FRUGAL_CHECK(map.table().defined(), invalid_argument, kConvOp, "the KernelMap is empty (default-constructed)");
-  return map.table().view();
+  FRUGAL_CHECK(map.nbr().defined(), invalid_argument, kConvOp, "the KernelMap is empty (default-constructed)");
+  return map.nbr().view();
 }
 
-// The output row of each column of the map's table, or nullptr (the rows' own order).
-const int32_t* map_order(const KernelMap& map) {
-  return map.order().defined() ? map.order().data_as<const int32_t>() : nullptr;
+}  // namespace
+
+std::array<int, 3> kernel_offset(int k, int kernel_size, int dilation) {
+  check_kernel(kernel_size, dilation, "spconv::kernel_offset");
+  const int ks = kernel_size;
+  FRUGAL_CHECK(k >= 0 && k < kernel_volume(ks), out_of_range, "spconv::kernel_offset",
+               "k must be in [0, " << kernel_volume(ks) << "), got " << k);
+  return {backend::axis_offset(k / (ks * ks), ks, dilation), backend::axis_offset(k / ks % ks, ks, dilation),
+          backend::axis_offset(k % ks, ks, dilation)};
 }
 
-// The build into a caller's nbr [K, N]; where order is not null (KernelMap::build), the map may be stored
-// in its locality order, which the backend then leaves in *order.
-MapStats build_into(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation, Stream stream,
-                    Tensor* order) {
+MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
+                          Stream stream) {
   check_kernel(kernel_size, dilation, kMapOp);
   detail::check_tensor(coords, kMapOp, "coords", 2, {DType::i32});
   detail::check_shape(coords, kMapOp, "coords", {-1, 4});
@@ -134,7 +137,6 @@ MapStats build_into(const TensorView& coords, const TensorView& nbr, int kernel_
   a.dilation = dilation;
   a.nbr = nbr.data_as<int32_t>();
   a.device = coords.device.index;
-  a.order = coords.device.is_cuda() ? order : nullptr;  // the CPU keeps the rows' order
   const backend::MapStatus s = coords.device.is_cpu() ? cpu::spconv_build_map(a) : cuda::spconv_build_map(a, stream);
   if (s.bad_row >= 0) raise_bad_coordinate(coords, s.bad_row);
   if (s.dup_row_a >= 0) {
@@ -145,22 +147,6 @@ MapStats build_into(const TensorView& coords, const TensorView& nbr, int kernel_
                                                         << "; active voxels must be unique");
   }
   return stats_of(s, n, k);
-}
-
-}  // namespace
-
-std::array<int, 3> kernel_offset(int k, int kernel_size, int dilation) {
-  check_kernel(kernel_size, dilation, "spconv::kernel_offset");
-  const int ks = kernel_size;
-  FRUGAL_CHECK(k >= 0 && k < kernel_volume(ks), out_of_range, "spconv::kernel_offset",
-               "k must be in [0, " << kernel_volume(ks) << "), got " << k);
-  return {backend::axis_offset(k / (ks * ks), ks, dilation), backend::axis_offset(k / ks % ks, ks, dilation),
-          backend::axis_offset(k % ks, ks, dilation)};
-}
-
-MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
-                          Stream stream) {
-  return build_into(coords, nbr, kernel_size, dilation, stream, nullptr);
 }
 
 Tensor build_kernel_map(const TensorView& coords, int kernel_size, int dilation, Stream stream) {
@@ -192,8 +178,8 @@ MapStats check_kernel_map(const TensorView& nbr, Stream stream) {
 
 KernelMap KernelMap::build(const TensorView& coords, int kernel_size, int dilation, Stream stream) {
   KernelMap m;
-  m.table_ = build_kernel_map_tensor(coords, kernel_size, dilation);
-  m.stats_ = build_into(coords, m.table_.view(), kernel_size, dilation, stream, &m.order_);
+  m.nbr_ = build_kernel_map_tensor(coords, kernel_size, dilation);
+  m.stats_ = build_kernel_map(coords, m.nbr_.view(), kernel_size, dilation, stream);
   m.kernel_size_ = kernel_size;
   m.dilation_ = dilation;
   return m;
@@ -205,18 +191,10 @@ KernelMap KernelMap::from_user(Tensor nbr, int kernel_size, int dilation, Stream
   detail::check_shape(nbr.view(), kCheckOp, "nbr", {kernel_volume(kernel_size), -1});
   KernelMap m;
   m.stats_ = check_kernel_map(nbr.view(), stream);
-  m.table_ = std::move(nbr);
+  m.nbr_ = std::move(nbr);
   m.kernel_size_ = kernel_size;
   m.dilation_ = dilation;
   return m;
-}
-
-Tensor KernelMap::nbr(Stream stream) const {
-  if (!order_.defined()) return table_;
-  Tensor out = Tensor::empty(table_.view().sizes(), DType::i32, table_.device());
-  cuda::spconv_unorder_map(table_.data_as<const int32_t>(), order_.data_as<const int32_t>(), table_.size(1),
-                           static_cast<int>(table_.size(0)), out.data_as<int32_t>(), table_.device().index, stream);
-  return out;
 }
 
 namespace {
@@ -273,14 +251,6 @@ void validate_conv(const TensorView& feats, const TensorView& nbr, const TensorV
                                               << nbr.describe());
 }
 
-// A plain map tensor is in the rows' own order: statistics of a map in its locality order (a KernelMap's)
-// describe another map.
-void check_not_ordered(const std::optional<MapStats>& stats, const char* op) {
-  FRUGAL_CHECK(!stats || !stats->ordered, invalid_argument, op,
-               "map_stats describe a map stored in its locality order (a KernelMap's table), got a plain nbr "
-               "tensor, which is in the rows' own order; pass the KernelMap itself");
-}
-
 // The choice for a validated call with N > 0: the forced one, completed and refused where it cannot run,
 // or the rules'.
 ConvChoice choice_for(const backend::ConvArgs& a, Device device, const ConvOptions& o) {
@@ -295,15 +265,13 @@ ConvChoice choice_for(const backend::ConvArgs& a, Device device, const ConvOptio
   return c;
 }
 
-// order: the output row of each column of nbr (a KernelMap's locality order), or nullptr.
-ConvChoice run_conv(const TensorView& feats, const TensorView& nbr, const int32_t* order, const TensorView& weight,
-                    const TensorView* bias, const TensorView& out, const ConvOptions& o, bool run) {
+ConvChoice run_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
+                    const TensorView& out, const ConvOptions& o, bool run) {
   validate_conv(feats, nbr, weight, bias, out, o);
   if (nbr.size(1) == 0) return ConvChoice{};
   FRUGAL_CHECK(feats.data && nbr.data && weight.data && out.data, invalid_argument, kConvOp, "a tensor has no data");
   detail::check_device_usable(feats.device, kConvOp);
   backend::ConvArgs a = backend::conv_args(feats, nbr, weight, bias, out);
-  a.order = order;
   // A map frugal built or checked has every entry in [0, N]: nothing to check per call.
   a.check = o.check == MapCheck::checked && !(o.map_stats && o.map_stats->valid);
   ConvChoice c = choice_for(a, feats.device, o);
@@ -328,8 +296,7 @@ ConvOptions with_map(const KernelMap& map, const ConvOptions& options) {
 
 ConvChoice submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
                             const TensorView* bias, const TensorView& out, const ConvOptions& options) {
-  check_not_ordered(options.map_stats, kConvOp);
-  return run_conv(feats, nbr, nullptr, weight, bias, out, options, true);
+  return run_conv(feats, nbr, weight, bias, out, options, true);
 }
 
 void submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
@@ -337,7 +304,7 @@ void submanifold_conv(const TensorView& feats, const TensorView& nbr, const Tens
   ConvOptions o;
   o.stream = stream;
   o.check = check;
-  run_conv(feats, nbr, nullptr, weight, bias, out, o, true);
+  run_conv(feats, nbr, weight, bias, out, o, true);
 }
 
 Tensor submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
@@ -350,13 +317,13 @@ Tensor submanifold_conv(const TensorView& feats, const TensorView& nbr, const Te
 Tensor submanifold_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight,
                         const TensorView* bias, const ConvOptions& options) {
   Tensor out = allocate_out(feats, nbr, weight);
-  submanifold_conv(feats, nbr, weight, bias, out.view(), options);
+  run_conv(feats, nbr, weight, bias, out.view(), options, true);
   return out;
 }
 
 ConvChoice submanifold_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight,
                             const TensorView* bias, const TensorView& out, const ConvOptions& options) {
-  return run_conv(feats, map_view(map), map_order(map), weight, bias, out, with_map(map, options), true);
+  return run_conv(feats, map_view(map), weight, bias, out, with_map(map, options), true);
 }
 
 Tensor submanifold_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight,
@@ -368,13 +335,12 @@ Tensor submanifold_conv(const TensorView& feats, const KernelMap& map, const Ten
 
 ConvChoice choose_conv(const TensorView& feats, const TensorView& nbr, const TensorView& weight, const TensorView* bias,
                        const TensorView& out, const ConvOptions& options) {
-  check_not_ordered(options.map_stats, kConvOp);
-  return run_conv(feats, nbr, nullptr, weight, bias, out, options, false);
+  return run_conv(feats, nbr, weight, bias, out, options, false);
 }
 
 ConvChoice choose_conv(const TensorView& feats, const KernelMap& map, const TensorView& weight, const TensorView* bias,
                        const TensorView& out, const ConvOptions& options) {
-  return run_conv(feats, map_view(map), map_order(map), weight, bias, out, with_map(map, options), false);
+  return run_conv(feats, map_view(map), weight, bias, out, with_map(map, options), false);
 }
 
 std::vector<int> offset_permutation(OffsetOrder other, int kernel_size) {

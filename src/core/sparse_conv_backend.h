@@ -37,49 +37,6 @@ FRUGAL_HD int64_t key_y(uint64_t k) { return static_cast<int64_t>((k >> kAxisBit
 FRUGAL_HD int64_t key_z(uint64_t k) { return static_cast<int64_t>(k & kAxisMask) - kAxisBias; }
 FRUGAL_HD int64_t key_b(uint64_t k) { return static_cast<int64_t>(k >> (3 * kAxisBits)); }
 
-// ---- the locality order's key ---------------------------------------------------------------------
-// The Morton (Z-order) key of a voxel in a frame: its offsets from the frame's corner (lo) interleaved
-// bit by bit, x highest within each triple of bits (x slowest, as in the packed key), under the batch:
-//   key = b << 3·bits | Σ_j (x'_j << 3j + 2 | y'_j << 3j + 1 | z'_j << 3j),  x' = x − lo.x, …
-// One key a voxel and one voxel a key: sorting by it orders a coordinate set along the Z curve, the
-// same way whatever the rows' order. bits: enough for the set's largest extent (≤ kAxisBits), so the
-// sort looks at 3·bits + bit_width(max b) bits only.
-struct MortonFrame {
-  int32_t lo[3] = {0, 0, 0};  // the coordinate set's smallest x, y, z
-  int bits = kAxisBits;       // bits an axis
-};
-// Bits 0, 1, 2, … of v (v < 2^21) to bits 0, 3, 6, ….
-FRUGAL_HD uint64_t spread_bits3(uint64_t v) {
-  v &= 0x1fffffull;
-  v = (v | v << 32) & 0x1f00000000ffffull;
-  v = (v | v << 16) & 0x1f0000ff0000ffull;
-  v = (v | v << 8) & 0x100f00f00f00f00full;
-  v = (v | v << 4) & 0x10c30c30c30c30c3ull;
-  v = (v | v << 2) & 0x1249249249249249ull;
-  return v;
-}
-// The inverse: bits 0, 3, 6, … of v to bits 0, 1, 2, ….
-FRUGAL_HD uint64_t gather_bits3(uint64_t v) {
-  v &= 0x1249249249249249ull;
-  v = (v | v >> 2) & 0x10c30c30c30c30c3ull;
-  v = (v | v >> 4) & 0x100f00f00f00f00full;
-  v = (v | v >> 8) & 0x1f0000ff0000ffull;
-  v = (v | v >> 16) & 0x1f00000000ffffull;
-  v = (v | v >> 32) & 0x1fffffull;
-  return v;
-}
-FRUGAL_HD uint64_t morton_key(const MortonFrame& f, int64_t b, int64_t x, int64_t y, int64_t z) {
-  return static_cast<uint64_t>(b) << (3 * f.bits) | spread_bits3(static_cast<uint64_t>(x - f.lo[0])) << 2 |
-         spread_bits3(static_cast<uint64_t>(y - f.lo[1])) << 1 | spread_bits3(static_cast<uint64_t>(z - f.lo[2]));
-}
-// The packed key (pack_key) of the voxel whose Morton key in frame f is m.
-FRUGAL_HD uint64_t packed_from_morton(const MortonFrame& f, uint64_t m) {
-  const uint64_t low = f.bits > 0 ? m & ((uint64_t{1} << (3 * f.bits)) - 1) : 0;
-  return pack_key(static_cast<int64_t>(m >> (3 * f.bits)), static_cast<int64_t>(gather_bits3(low >> 2)) + f.lo[0],
-                  static_cast<int64_t>(gather_bits3(low >> 1)) + f.lo[1],
-                  static_cast<int64_t>(gather_bits3(low)) + f.lo[2]);
-}
-
 // The 64-bit finalizer of MurmurHash3 (fmix64): every key bit affects every slot bit, so
 // spatially adjacent keys spread over the table.
 FRUGAL_HD uint64_t hash_key(uint64_t k) {
@@ -108,23 +65,18 @@ struct MapArgs {
   const int32_t* coords = nullptr;  // [n, 4] contiguous
   int64_t n = 0;
   int kernel_size = 3, dilation = 1;
-  int32_t* nbr = nullptr;  // [K, n]: the map, in the rows' own order or (where *order is set) in order
+  int32_t* nbr = nullptr;  // [K, n]
   int device = 0;          // CUDA device index
-  // Where the build may store the map in its locality order (KernelMap::build on CUDA): it sets *order
-  // to the order ([n] i32 on the device) where the rule orders_rows takes it. nullptr: the rows' order.
-  Tensor* order = nullptr;
 };
 
 // What the build (or the check of a user map) found wrong (rows are -1 when nothing was): a row whose
 // coordinate cannot be packed (the first one on the CPU; the smallest on CUDA), two rows with equal
 // coordinates, the linear index k·n + row of a map entry outside [0, n]; and, on CUDA, the map's fit
-// to the pipelined halo kernel (MapStats::halo_samples, halo_fits), measured on the map as built, in
-// its order (ordered: the locality order).
+// to the pipelined halo kernel (MapStats::halo_samples, halo_fits), measured on the map as built.
 struct MapStatus {
   int64_t bad_row = -1;
   int64_t dup_row_a = -1, dup_row_b = -1;  // dup_row_a < dup_row_b
   int64_t bad_entry = -1;
-  bool ordered = false;
   int halo_samples = 0;
   int halo_fits[2][2] = {};
 };
@@ -133,8 +85,7 @@ struct MapStatus {
 // Which kernel runs is a ConvChoice (src/core/spconv_choose.h); the backends only run it.
 struct ConvArgs {
   const void* feats = nullptr;   // [≥ n, ci] row-major; the sentinel row (if any) is never read
-  const int32_t* nbr = nullptr;  // [k, n]: column i holds the neighbours of output row order[i] (or i)
-  const int32_t* order = nullptr;  // [n] the output row of each map column; nullptr: the identity (CUDA only)
+  const int32_t* nbr = nullptr;  // [k, n]
   const void* weight = nullptr;  // [k, ci, co]
   const void* bias = nullptr;    // [co] or nullptr
   void* out = nullptr;           // [n, co]
@@ -185,14 +136,8 @@ int64_t spconv_conv(const spconv::backend::ConvArgs& a);
 }  // namespace frugal::cpu
 
 namespace frugal::cuda {
-// Waits for the stream once, to read the status (and the map's halo fit) back: after the map is written
-// where a.order is null; else before (the fit decides the order; the map in the rows' order follows in
-// stream order), and where it stores the map in its locality order a second time, for the fit in that order.
+// Waits for the stream once, to read the status (and the map's halo fit) back.
 spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs& a, Stream stream);
-// nbr [k, n] in the rows' own order from a map stored in a locality order: nbr[kk, order[i]] =
-// table[kk, i]. Stream-ordered, never waits.
-void spconv_unorder_map(const int32_t* table, const int32_t* order, int64_t n, int k, int32_t* nbr, int device,
-                        Stream stream);
 // The smallest linear index of an entry of nbr [k, n] outside [0, n] (MapStatus::bad_entry) and the
 // map's halo fit; waits for the stream once.
 spconv::backend::MapStatus spconv_check_map(const int32_t* nbr, int64_t n, int k, int device, Stream stream);
@@ -210,8 +155,7 @@ namespace frugal::spconv::backend {
 // [k, ci, co] and grad_bias [co], either nullptr where not asked for; the dtype of feats.
 struct WgradArgs {
   const void* feats = nullptr;     // [≥ n, ci]
-  const int32_t* nbr = nullptr;    // [k, n], columns in `order` (as ConvArgs)
-  const int32_t* order = nullptr;  // [n] the grad_out row of each map column; nullptr: the identity (CUDA only)
+  const int32_t* nbr = nullptr;    // [k, n]
   const void* grad_out = nullptr;  // [n, co]
   void* grad_weight = nullptr;     // [k, ci, co] or nullptr
   void* grad_bias = nullptr;       // [co] or nullptr

@@ -94,13 +94,6 @@ Sizes validate(const TensorView& grad_out, const TensorView& feats, const Tensor
   return s;
 }
 
-// A plain map tensor is in the rows' own order (as in the forward's check).
-void check_not_ordered(const BackwardOptions& o) {
-  FRUGAL_CHECK(!o.map_stats || !o.map_stats->ordered, invalid_argument, kOp,
-               "map_stats describe a map stored in its locality order (a KernelMap's table), got a plain nbr "
-               "tensor, which is in the rows' own order; pass the KernelMap itself");
-}
-
 void zero(const TensorView& t, Stream stream) {
   if (t.empty()) return;
   if (t.device.is_cpu())
@@ -111,12 +104,11 @@ void zero(const TensorView& t, Stream stream) {
 
 // The forward conv that computes grad_feats [0, N): over grad_out, Ci and Co exchanged, the conv's own
 // weight (the backends mirror it), no bias, no per-call check (the map was checked before, if asked).
-backend::ConvArgs dgrad_args(const TensorView& grad_out, const TensorView& nbr, const int32_t* order,
-                             const TensorView& weight, const TensorView& grad_feats, const Sizes& s) {
+backend::ConvArgs dgrad_args(const TensorView& grad_out, const TensorView& nbr, const TensorView& weight,
+                             const TensorView& grad_feats, const Sizes& s) {
   backend::ConvArgs a;
   a.feats = grad_out.data;
   a.nbr = nbr.data_as<const int32_t>();
-  a.order = order;
   a.weight = weight.data;
   a.out = grad_feats.data;
   a.dtype = grad_out.dtype;
@@ -130,11 +122,10 @@ backend::ConvArgs dgrad_args(const TensorView& grad_out, const TensorView& nbr, 
 }
 
 backend::WgradArgs wgrad_args(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
-                              const int32_t* order, const GradientBuffers& g, const Sizes& s) {
+                              const GradientBuffers& g, const Sizes& s) {
   backend::WgradArgs a;
   a.feats = feats.data;
   a.nbr = nbr.data_as<const int32_t>();
-  a.order = order;
   a.grad_out = grad_out.data;
   a.grad_weight = g.weight ? g.weight->data : nullptr;
   a.grad_bias = g.bias ? g.bias->data : nullptr;
@@ -158,10 +149,8 @@ Choice forced_choice(const Args& a, const DeviceCaps& caps, const Choice& forced
   return c;
 }
 
-// order: the row of each column of nbr (a KernelMap's locality order), or nullptr.
 BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
-                            const int32_t* order, const TensorView& weight, const GradientBuffers& g,
-                            const BackwardOptions& o, bool run) {
+                            const TensorView& weight, const GradientBuffers& g, const BackwardOptions& o, bool run) {
   const Sizes s = validate(grad_out, feats, nbr, weight, g, o);
   BackwardChoice served;
   if (!g.feats && !g.weight && !g.bias) return served;
@@ -182,7 +171,7 @@ BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats,
   if (g.feats) {
     const int64_t rows_dims[2] = {s.n, s.ci};
     const TensorView rows(g.feats->data, g.feats->dtype, rows_dims, g.feats->device);
-    const backend::ConvArgs a = dgrad_args(grad_out, nbr, order, weight, rows, s);
+    const backend::ConvArgs a = dgrad_args(grad_out, nbr, weight, rows, s);
     ConvChoice c =
         o.dgrad ? forced_choice(a, caps, *o.dgrad, "dgrad") : choose(a, caps, o.map_stats ? &*o.map_stats : nullptr);
     if (run) {
@@ -199,7 +188,7 @@ BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats,
     served.dgrad = c;
   }
   if (g.weight || g.bias) {
-    const backend::WgradArgs a = wgrad_args(grad_out, feats, nbr, order, g, s);
+    const backend::WgradArgs a = wgrad_args(grad_out, feats, nbr, g, s);
     const WgradChoice c = o.wgrad ? forced_choice(a, caps, *o.wgrad, "wgrad") : choose(a, caps);
     if (run) {
       if (cpu)
@@ -213,12 +202,8 @@ BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats,
 }
 
 const TensorView& map_view(const KernelMap& map) {
-  FRUGAL_CHECK(map.table().defined(), invalid_argument, kOp, "the KernelMap is empty (default-constructed)");
-  return map.table().view();
-}
-
-const int32_t* map_order(const KernelMap& map) {
-  return map.order().defined() ? map.order().data_as<const int32_t>() : nullptr;
+  FRUGAL_CHECK(map.nbr().defined(), invalid_argument, kOp, "the KernelMap is empty (default-constructed)");
+  return map.nbr().view();
 }
 
 BackwardOptions with_map(const KernelMap& map, const BackwardOptions& options) {
@@ -228,8 +213,7 @@ BackwardOptions with_map(const KernelMap& map, const BackwardOptions& options) {
 }
 
 ConvGradients allocate_and_run(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
-                               const int32_t* order, const TensorView& weight, GradientRequest r,
-                               const BackwardOptions& o) {
+                               const TensorView& weight, GradientRequest r, const BackwardOptions& o) {
   validate(grad_out, feats, nbr, weight, GradientBuffers{}, o);
   ConvGradients out;
   const int64_t wdims[3] = {weight.size(0), weight.size(1), weight.size(2)}, bdims[1] = {weight.size(2)};
@@ -240,7 +224,7 @@ ConvGradients allocate_and_run(const TensorView& grad_out, const TensorView& fea
   if (r.feats) g.feats = &out.feats.view();
   if (r.weight) g.weight = &out.weight.view();
   if (r.bias) g.bias = &out.bias.view();
-  out.choice = run_backward(grad_out, feats, nbr, order, weight, g, o, true);
+  out.choice = run_backward(grad_out, feats, nbr, weight, g, o, true);
   return out;
 }
 
@@ -249,40 +233,37 @@ ConvGradients allocate_and_run(const TensorView& grad_out, const TensorView& fea
 BackwardChoice submanifold_conv_backward(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
                                          const TensorView& weight, const GradientBuffers& grads,
                                          const BackwardOptions& options) {
-  check_not_ordered(options);
-  return run_backward(grad_out, feats, nbr, nullptr, weight, grads, options, true);
+  return run_backward(grad_out, feats, nbr, weight, grads, options, true);
 }
 
 ConvGradients submanifold_conv_backward(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
                                         const TensorView& weight, GradientRequest request,
                                         const BackwardOptions& options) {
-  check_not_ordered(options);
-  return allocate_and_run(grad_out, feats, nbr, nullptr, weight, request, options);
+  return allocate_and_run(grad_out, feats, nbr, weight, request, options);
 }
 
 BackwardChoice submanifold_conv_backward(const TensorView& grad_out, const TensorView& feats, const KernelMap& map,
                                          const TensorView& weight, const GradientBuffers& grads,
                                          const BackwardOptions& options) {
-  return run_backward(grad_out, feats, map_view(map), map_order(map), weight, grads, with_map(map, options), true);
+  return run_backward(grad_out, feats, map_view(map), weight, grads, with_map(map, options), true);
 }
 
 ConvGradients submanifold_conv_backward(const TensorView& grad_out, const TensorView& feats, const KernelMap& map,
                                         const TensorView& weight, GradientRequest request,
                                         const BackwardOptions& options) {
-  return allocate_and_run(grad_out, feats, map_view(map), map_order(map), weight, request, with_map(map, options));
+  return allocate_and_run(grad_out, feats, map_view(map), weight, request, with_map(map, options));
 }
 
 BackwardChoice choose_conv_backward(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
                                     const TensorView& weight, const GradientBuffers& grads,
                                     const BackwardOptions& options) {
-  check_not_ordered(options);
-  return run_backward(grad_out, feats, nbr, nullptr, weight, grads, options, false);
+  return run_backward(grad_out, feats, nbr, weight, grads, options, false);
 }
 
 BackwardChoice choose_conv_backward(const TensorView& grad_out, const TensorView& feats, const KernelMap& map,
                                     const TensorView& weight, const GradientBuffers& grads,
                                     const BackwardOptions& options) {
-  return run_backward(grad_out, feats, map_view(map), map_order(map), weight, grads, with_map(map, options), false);
+  return run_backward(grad_out, feats, map_view(map), weight, grads, with_map(map, options), false);
 }
 
 }  // namespace frugal::spconv

@@ -74,7 +74,6 @@ bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice
   auto no = [why](const auto&... parts) { return choose::refuse(why, parts...); };
   if (const std::string arch = arch_refusal(arch_of(c.variant), caps); !arch.empty()) return no(arch);
   if (c.variant == V::cpu) {
-    if (a.order) return no("takes maps in the rows' own order, got one in its locality order");
     if (c.splits != 1 || c.chunk_rows != a.n) return no("runs N in one chunk, got ", to_string(c));
     return true;
   }

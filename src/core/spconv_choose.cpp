@@ -129,26 +129,6 @@ bool halo_by_rule(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& c
          halo_suits(a, stats, c.tile_co);
 }
 
-}  // namespace
-
-// The halo kernel's fit is the measure of locality at hand: where a tile's neighbours lie in a few
-// narrow ranges of rows, the rows' own order keeps them together in memory (a sorted or generated
-// order), the halo kernel serves it (measured fastest there), and no other order would gather closer.
-// Where no configuration's fit reaches the rule's 3/4, neighbours are scattered (rows shuffled, or
-// concatenated out of order) and the Morton order makes each tile compact in space instead: a tile's
-// neighbours then come from a small region that neighbouring tiles share in L2, for one sort a map. A
-// map of one tile has no order to choose.
-bool orders_rows(const MapStats& own) {
-  if (own.halo_samples <= 0 || own.rows <= kTileRows) return false;
-  const int need = halo_min_fits(own.halo_samples);
-  for (const auto& by_tile : own.halo_fits)
-    for (int fits : by_tile)
-      if (fits >= need) return false;
-  return true;
-}
-
-namespace {
-
 bool valid_chunk(const ConvArgs& a, const ConvChoice& c) {
   return c.chunk_rows >= 1 && c.chunk_rows <= a.n && (c.chunk_rows % kTileRows == 0 || c.chunk_rows == a.n) &&
          cdiv(c.chunk_rows, kTileRows) * cdiv(a.co, c.tile_co) <= INT32_MAX;
@@ -164,7 +144,6 @@ bool takes_masked_rows(const ConvArgs& a) {
 ConvChoice complete(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& forced) {
   ConvChoice c = forced;
   const V v = c.variant;
-  c.locality_order = a.order != nullptr;  // the tiles run in the order the map stores its table
   if (!c.tile_co) {
     if (v == V::cpu)
       c.tile_co = a.co;
@@ -223,11 +202,6 @@ bool can_implement(const ConvArgs& a, const DeviceCaps& caps, const ConvChoice& 
   if (const std::string arch = arch_refusal(arch_of(v), caps); !arch.empty()) return no(arch);
   if (v == V::cpu && (c.tile_co != a.co || c.tile_rows != kCpuTileRows))
     return no("has tiles of ", kCpuTileRows, " rows × Co = ", a.co, " channels, got ", c.tile_rows, " × ", c.tile_co);
-  if (c.locality_order != (a.order != nullptr))
-    return no("runs its tiles in the order the map stores its table (",
-              a.order ? "its locality order" : "the rows' own order", "), got a choice in ",
-              c.locality_order ? "the locality order" : "the rows' own order");
-  if (v == V::cpu && a.order) return no("takes maps in the rows' own order, got one in its locality order");
   if (v != V::mma && !is_wgmma(v)) {
     if (c.sort_rows.value_or(false) || c.splits != 1 || c.chunk_rows != a.n)
       return no("runs the map's row order in one launch, unsplit");
@@ -328,14 +302,13 @@ std::string to_string(const ConvChoice& c) {
      << (!c.sort_rows   ? "order by rule"
          : *c.sort_rows ? "sorted"
                         : "map order")
-     << (c.locality_order ? ", locality order" : "") << ", splits " << c.splits << ", chunk_rows " << c.chunk_rows
-     << ")";
+     << ", splits " << c.splits << ", chunk_rows " << c.chunk_rows << ")";
   return os.str();
 }
 
 bool operator==(const ConvChoice& a, const ConvChoice& b) {
   return a.variant == b.variant && a.tile_co == b.tile_co && a.tile_rows == b.tile_rows && a.sort_rows == b.sort_rows &&
-         a.splits == b.splits && a.chunk_rows == b.chunk_rows && a.locality_order == b.locality_order;
+         a.splits == b.splits && a.chunk_rows == b.chunk_rows;
 }
 
 }  // namespace frugal::spconv

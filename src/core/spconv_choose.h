@@ -54,13 +54,6 @@ constexpr int halo_samples(int64_t rows) {
 // The hand-off list's header: 16 bytes of counts (the list stays 16-byte aligned behind it).
 constexpr size_t kHandoffHeader = 16;
 
-// ---- the map's order ------------------------------------------------------------------------------
-// Whether KernelMap::build stores a map in its locality order (the Morton order of its coordinates),
-// from the statistics of the map in the rows' own order (own: measured by the build before it writes
-// the map): where that order suits the halo kernel in none of its configurations and the map has more
-// than one tile.
-bool orders_rows(const MapStats& own);
-
 // Shared memory of an mma block at each column tile: its cp.async stages of A (128 rows × BK + 8) and
 // B (BK × tile_co + 8) in 16-bit elements, BK 64 in 3 stages at tile_co 64, 32 in 4 at 128, 64 in 4 at
 // 256 (src/cuda/spconv/mma.cu, MmaTile, asserts them), and the tile's neighbor rows, output rows and

@@ -65,7 +65,7 @@ namespace {
 // out by boxes there too.
 // A tile that does not fit CAP rows (by ranges, or by boxes where those are taken: a few percent of a
 // shell's tiles in the map's order; every tile of a dense block or of rows in random order) is handed
-// off: the prologue appends it to the hand-off list (handoff_list) and goes on to its next tile in the same buffer, and
+// off: the prologue appends it to p.handoff and goes on to its next tile in the same buffer, and
 // kernel_conv_wgmma_ws (two blocks a multiprocessor at BN = 64, one at 128) runs the listed tiles after
 // this kernel (gathering such a tile's rows step by step here, behind a barrier of the consumers a
 // step, takes 2.4× a fitting tile's time). The choice takes this kernel only where 3/4 of a sample of
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
     auto fetch_map = [&](int64_t t) {
       const int64_t t0 = t * BM;
       const bool in = t0 + pt < p.rows;
-      const int64_t row = in ? position(p, t0 + pt) : 0;
+      const int64_t row = in ? (p.perm ? __ldg(&p.perm[t0 + pt]) : p.row_begin + t0 + pt) : 0;
       if constexpr (H::kMapInRegisters) {
 #pragma unroll
         for (int k = 0; k < kMaxMaskedOffsets; ++k) nx[k] = in && k < p.k ? __ldg(p.nbr + k * p.n + row) : 0;
@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       int lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {-1, -1, -1};
       const int r = pt;  // this thread's row of the tile
       const bool live = t0 + r < p.rows;
-      const int64_t row = live ? position(p, t0 + r) : -1;  // the row's position (its map column)
+      const int64_t row = live ? (p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r) : -1;
       int base[3] = {}, boxes[3] = {};  // by ranges: range q's rows lo[q] … at slots base[q] …, boxes[q] of 8 rows
       int total = 0;                  // by boxes: the tile's boxes
       bool in_halo = false, by_boxes = false;
@@ -523,7 +523,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
           in_halo = 8 * total <= CAP;
         }
         if (in_halo) {  // the rows; the slot entries
-          row_s[sb][r] = row >= 0 ? static_cast<int32_t>(out_row(p, row)) : -1;
+          row_s[sb][r] = static_cast<int32_t>(row);
           const int d[3] = {base[0] - lo[0], base[1] - lo[1], base[2] - lo[2]};  // by ranges: slot = v + d[g]
           // An absent neighbour reads one of the zero slots 0–7: the one whose swizzle phase (slot % 8)
           // no present row of its group of 8 tile rows has for that offset. The group is what one
@@ -570,7 +570,7 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
       fence_proxy_async();       // this thread's writes into the buffer (zero slots, flags) before the copies there
       named_barrier_prologue();  // (also: every thread has read this tile's ranges)
       if (!in_halo) {            // handed off to kernel_conv_wgmma_ws, which runs after this kernel
-        if (pt == 0) handoff_list(p)[atomicAdd(p.handoff_count + kListed, 1u)] = static_cast<int32_t>(t);
+        if (pt == 0) p.handoff[atomicAdd(p.handoff_count + kListed, 1u)] = static_cast<int32_t>(t);
         continue;
       }
       if constexpr (kCopy) {  // the state is ready (every thread arrives after its entries); the copy warp
@@ -799,52 +799,27 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
 }
 
 // ---- which rows suit the pipelined halo kernel ----------------------------------------------------
-// The four configurations the probe measures (MapStats::halo_fits order: 2·(BN = 128) + passes − 1): the
-// rows of their halo buffer, and whether their kernel lays a tile that does not fit by ranges out by boxes.
-struct HaloConfigs {
-  int cap[4];
-  bool by_boxes[4];
-};
-// A map's entries for the probe: entry(i, k), the neighbour row of position i at offset k, or −1 where
-// absent. From the map's table:
-struct TableEntries {
-  const int32_t* nbr;
-  int64_t n;
-  __device__ __forceinline__ int32_t operator()(int64_t i, int k) const {
-    const int32_t v = __ldg(&nbr[k * n + i]);
-    return v >= 0 && v < n ? v : -1;  // the sentinel, or an entry outside the range
-  }
-};
-// From the build's hash table, before the map is written (the rows' own order: position i is row i).
-struct LookedUpEntries {
-  VoxelTable t;
-  int kernel_size, dilation;
-  __device__ __forceinline__ int32_t operator()(int64_t i, int k) const {
-    return t.neighbor(__ldg(&t.keys[i]), k, kernel_size, dilation);
-  }
-};
-
-// Block b looks at tile ⌊b · tiles / gridDim.x⌋ of the map's n positions (one thread a position) and
-// counts it in fits[c] for each configuration c whose halo buffer its three row ranges fit (by ranges,
-// or by boxes where c's kernel takes them): the decision the kernel's prologue makes. The ranges and the
-// boxes do not depend on the configuration, only the buffer's rows do.
-template <typename Entries>
-__global__ void __launch_bounds__(kTileRows)
-    kernel_halo_probe(Entries entry, int64_t n, int k, HaloConfigs cfg, unsigned* fits) {
+// Block b looks at tile ⌊b · tiles / gridDim.x⌋ of the launch's rows (one thread a row) and counts it
+// in *fits when its three row ranges fit a halo buffer of cap rows: the decision the kernel's prologue makes.
+__global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap, bool by_boxes, unsigned* fits) {
   __shared__ int lo_s[3], hi_s[3], boxes_s;
   __shared__ alignas(16) uint8_t flags[3 * kHaloBoxSpan];  // as the halo kernel lays a tile out by boxes
-  const int r = threadIdx.x, lane = r % 32, per = (k + 2) / 3;
-  const int64_t tiles = (n + kTileRows - 1) / kTileRows, t0 = blockIdx.x * tiles / gridDim.x * kTileRows;
+  const int r = threadIdx.x, lane = r % 32, per = (p.k + 2) / 3;
+  const int64_t tiles = (p.rows + kTileRows - 1) / kTileRows, t0 = blockIdx.x * tiles / gridDim.x * kTileRows;
   if (r < 3) lo_s[r] = INT32_MAX, hi_s[r] = -1;
   if (r == 0) boxes_s = 0;
   for (int i = r; i < 3 * kHaloBoxSpan / 4; i += kTileRows) reinterpret_cast<uint32_t*>(flags)[i] = 0;
   __syncthreads();
-  const bool live = t0 + r < n;
+  const bool live = t0 + r < p.rows;
+  auto entry = [&](int k) {  // the entry, or −1 where absent (or past the map)
+    const int32_t v = __ldg(&p.nbr[k * p.n + p.row_begin + t0 + r]);
+    return v >= 0 && v < p.n ? v : -1;
+  };
   int lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {-1, -1, -1};
   if (live)
-    for (int kk = 0; kk < k; ++kk) {
-      const int32_t v = entry(t0 + r, kk);
-      const int g = offset_third(kk, per);
+    for (int k = 0; k < p.k; ++k) {
+      const int32_t v = entry(k);
+      const int g = offset_third(k, per);
 #pragma unroll
       for (int q = 0; q < 3; ++q)
         if (v >= 0 && g == q) lo[q] = min(lo[q], v), hi[q] = max(hi[q], v);
@@ -857,21 +832,18 @@ __global__ void __launch_bounds__(kTileRows)
   }
   __syncthreads();
   const int ranges = halo_slots(lo_s[0], hi_s[0]) + halo_slots(lo_s[1], hi_s[1]) + halo_slots(lo_s[2], hi_s[2]);
-  const bool spans = halo_span_ok(lo_s[0], hi_s[0]) && halo_span_ok(lo_s[1], hi_s[1]) && halo_span_ok(lo_s[2], hi_s[2]);
-  bool boxes = false;  // some configuration lays this tile out by boxes (a tile that fits by ranges fits by boxes)
-#pragma unroll
-  for (int c = 0; c < 4; ++c) boxes = boxes || (cfg.by_boxes[c] && ranges > cfg.cap[c]);
+  const bool boxes = by_boxes && ranges > cap,  // (a tile that fits by ranges fits by boxes)
+      spans = halo_span_ok(lo_s[0], hi_s[0]) && halo_span_ok(lo_s[1], hi_s[1]) && halo_span_ok(lo_s[2], hi_s[2]);
   if (boxes && spans && live)
-    for (int kk = 0; kk < k; ++kk) {
-      const int32_t v = entry(t0 + r, kk);
-      const int g = offset_third(kk, per);
+    for (int k = 0; k < p.k; ++k) {
+      const int32_t v = entry(k);
+      const int g = offset_third(k, per);
       if (v >= 0) flags[halo_place(g, v, lo_s[g]) >> 3] = 1;
     }
   __syncthreads();
   if (boxes && spans && r < kHaloBoxWords) atomicAdd(&boxes_s, __popc(halo_box_bits(flags, r)));
   __syncthreads();
-  if (r < 4 && (ranges <= cfg.cap[r] || (cfg.by_boxes[r] && boxes && spans && 8 * boxes_s <= cfg.cap[r])))
-    atomicAdd(fits + r, 1u);
+  if (r == 0 && (ranges <= cap || (boxes && spans && 8 * boxes_s <= cap))) atomicAdd(fits, 1u);
 }
 
 template <typename T, int BN>
@@ -910,34 +882,20 @@ int halo_pipe_cap(int bn, int64_t ci) {
                   : (one ? HaloPipe<128, 1>::CAP : HaloPipe<128, 2>::CAP);
 }
 
-// The halo buffers of the four configurations (column tile 64 or 128, one or two passes), laid out as
-// their kernels lay them out.
-HaloConfigs halo_configs() {
-  HaloConfigs cfg{};
-  for (int t = 0; t < 2; ++t)
-    for (int passes = 1; passes <= kHaloPasses; ++passes) {
-      const int bn = t ? 128 : 64, ci = spconv::kHaloChannels * passes, c = 2 * t + passes - 1;
-      cfg.cap[c] = halo_pipe_cap(bn, ci);
-      cfg.by_boxes[c] = halo_by_boxes(ci, bn);
-    }
-  return cfg;
-}
-
-template <typename Entries>
-void run_halo_probe(const Entries& e, int64_t n, int k, unsigned* fits, cudaStream_t s) {
-  const auto samples = static_cast<unsigned>(spconv::halo_samples(n));
-  kernel_halo_probe<<<samples, kTileRows, 0, s>>>(e, n, k, halo_configs(), fits);
-  FRUGAL_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
+// The probe of a whole map: for each configuration (column tile 64 or 128, one or two passes), the
+// fitting sample tiles of halo buffers of its rows, laid out as its kernel lays them out.
 void launch_halo_probes(const int32_t* nbr, int64_t n, int k, unsigned* fits, cudaStream_t s) {
-  run_halo_probe(TableEntries{nbr, n}, n, k, fits, s);
-}
-
-void launch_halo_probes(const VoxelTable& t, int64_t n, int kernel_size, int dilation, unsigned* fits, cudaStream_t s) {
-  run_halo_probe(LookedUpEntries{t, kernel_size, dilation}, n, kernel_size * kernel_size * kernel_size, fits, s);
+  Params p{{nullptr, nbr, nullptr, nullptr, nullptr, n, k, 0, 0, nullptr}, nullptr, 0, n};
+  const auto samples = static_cast<unsigned>(spconv::halo_samples(n));
+  for (int t = 0; t < 2; ++t)
+    for (int passes = 1; passes <= kHaloPasses; ++passes) {
+      const int bn = t ? 128 : 64, ci = spconv::kHaloChannels * passes;
+      kernel_halo_probe<<<samples, kTileRows, 0, s>>>(p, halo_pipe_cap(bn, ci), halo_by_boxes(ci, bn),
+                                                       fits + 2 * t + passes - 1);
+      FRUGAL_CUDA_CHECK_LAUNCH();
+    }
 }
 
 ConvVariant launch_halo_pipe(const Params& p, DType dtype, int tile_co, cudaStream_t s) {

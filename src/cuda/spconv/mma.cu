@@ -38,7 +38,7 @@ namespace {
 constexpr int kSortThreads = 512, kSortItems = kWindow / kSortThreads;
 static_assert(kSortThreads * kSortItems == kWindow);
 
-// perm[i] for i in [0, rows): the position (absolute map column) at the launch's sorted index i.
+// perm[i] for i in [0, rows): the row (absolute index) at sorted position row_begin + i.
 __global__ void __launch_bounds__(kSortThreads)
     kernel_sort_rows(const int32_t* __restrict__ nbr, int64_t n, int k, int64_t row_begin, int64_t rows,
                      int32_t* __restrict__ perm) {
@@ -152,9 +152,9 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
   if (tid < GROUPS) group_s[tid] = 0;
   {
     const int r = tid % BM;
-    int64_t row = -1;  // the tile row's position (its map column)
-    if (t0 + r < p.rows) row = position(p, t0 + r);
-    if (tid < BM) row_s[r] = row >= 0 ? static_cast<int32_t>(out_row(p, row)) : -1;
+    int64_t row = -1;
+    if (t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
+    if (tid < BM) row_s[r] = static_cast<int32_t>(row);
     // group_s is zero after this barrier.
     __syncthreads();
     for (int k = tid / BM; k < p.k; k += THREADS / BM) {  // uniform per warp: whole warps share k

@@ -9,7 +9,6 @@
 
 #include "core/sparse_conv_backend.h"
 #include "core/spconv_choose.h"
-#include "cuda/spconv/voxel_table.cuh"
 
 namespace frugal::cuda::spconv_kernels {
 
@@ -24,8 +23,7 @@ using spconv::kMaxMaskedOffsets;
 using spconv::kTileRows;
 using spconv::kWindow;
 
-// What every conv kernel takes: pointers and sizes, from spconv::backend::ConvArgs. The kernels run
-// over the map's columns ("positions": nbr[k, i]) and write position i's output row at out_row(p, i).
+// What every conv kernel takes: pointers and sizes, from spconv::backend::ConvArgs.
 struct ConvParams {
   const void* feats;
   const int32_t* nbr;
@@ -35,10 +33,7 @@ struct ConvParams {
   int64_t n;
   int k, ci, co;
   unsigned long long* bad;  // nullptr: unchecked
-  const int32_t* order;     // the output row of each position (a map in its locality order); nullptr: the identity
 };
-// The output row of position i (i in [0, n)).
-__device__ __forceinline__ int64_t out_row(const ConvParams& p, int64_t i) { return p.order ? __ldg(p.order + i) : i; }
 
 // The words of Params::handoff_count, the hand-off list's header (kHandoffHeader bytes before the list):
 // the tiles listed; the halo kernel's blocks done listing; the tiles its blocks have claimed. All are
@@ -50,32 +45,25 @@ static_assert(kHandoffHeader >= kHandoffWords * sizeof(unsigned) && kHandoffHead
 
 // One launch's arguments (both tensor-core kernels): the conv's, plus the row order of the launch.
 struct Params : ConvParams {
-  const int32_t* perm;      // perm[q]: the position (map column) of the launch's sorted index q; nullptr: row_begin + q
-  int64_t row_begin, rows;  // this launch's positions: [row_begin, row_begin + rows)
-  float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials by sorted index (blockIdx.y: the split)
+  const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
+  int64_t row_begin, rows;  // this launch's rows
+  float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
   // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
-  // (tile indices, in no particular order, in the list handoff_list(p) kHandoffHeader bytes behind the
-  // counts of HandoffWord); kernel_conv_wgmma_ws's hand-off instance, launched after it, runs exactly
-  // those tiles once all handoff_blocks are done. (Params stays within 128 bytes: beyond, nvcc reloads it
-  // throughout every kernel taking it, and the conv kernels run slower; hence the list's address is
-  // derived, not held.)
+  // (tile indices, in no particular order), behind the counts of HandoffWord; kernel_conv_wgmma_ws's
+  // hand-off instance, launched after it, runs exactly those tiles once all handoff_blocks are done.
+  // (Params stays within 128 bytes: beyond, nvcc reloads it throughout every kernel taking it, and the
+  // conv kernels run slower.)
+  int32_t* handoff = nullptr;
   unsigned* handoff_count = nullptr;
   unsigned handoff_blocks = 0;
 };
 static_assert(sizeof(Params) <= 128, "the kernels' parameter block stays within 128 bytes");
-__host__ __device__ __forceinline__ int32_t* handoff_list(const Params& p) {
-  return reinterpret_cast<int32_t*>(reinterpret_cast<char*>(p.handoff_count) + kHandoffHeader);
-}
-// The position of sorted index q of the launch (q < p.rows).
-__device__ __forceinline__ int64_t position(const Params& p, int64_t q) {
-  return p.perm ? __ldg(p.perm + q) : p.row_begin + q;
-}
 // ---- what the kernel files export (T: the dtype; the tile sizes those of the choice) ----
 // simt_wmma.cu: the CUDA-core kernel (any dtype) and the WMMA kernel (f16/bf16, tile_co 64 or 128)
 // over the map's row order, one launch for all rows.
 void launch_simt(const ConvParams& p, DType dtype, cudaStream_t s);
 void launch_wmma(const ConvParams& p, DType dtype, int tile_co, cudaStream_t s);
-// mma.cu: the order of positions [row_begin, row_begin + rows) sorted by neighbor mask within windows,
+// mma.cu: the row order of rows [row_begin, row_begin + rows) sorted by neighbor mask within windows,
 // into perm; the mma.sync kernel over one launch's rows (tile_co 64, 128 or 256).
 void launch_sort_rows(const int32_t* nbr, int64_t n, int k, int64_t row_begin, int64_t rows, int32_t* perm,
                       cudaStream_t s);
@@ -89,15 +77,12 @@ ConvVariant launch_wgmma(const Params& p, DType dtype, ConvVariant v, int tile_c
                          cudaStream_t s);
 void finish_split(const Params& p, DType dtype, int splits, cudaStream_t s);
 // halo_pipe.cu: the pipelined halo kernel over one launch's rows (tile_co 64 or 128, holding all of
-// Co; p.handoff_count set), then the warp-specialized kernel over the tiles it hands on. Returns the variant
+// Co; p.handoff set), then the warp-specialized kernel over the tiles it hands on. Returns the variant
 // that ran (as launch_wgmma: without tensor maps, the kernel it hands its tiles to, over all of them).
 ConvVariant launch_halo_pipe(const Params& p, DType dtype, int tile_co, cudaStream_t s);
-// The halo kernel's probe of a whole map nbr [k, n] in the map's column order: of halo_samples(n) tiles
-// spread over it, how many fit each configuration's halo buffer, into fits[2][2] (indexed as
-// MapStats::halo_fits; zeroed by the caller). One launch for the four configurations.
+// The halo kernel's probe of a whole map nbr [k, n] (k <= kMaxMaskedOffsets) in the map's row order: of
+// halo_samples(n) tiles spread over it, how many fit each configuration's halo buffer, into fits[2][2]
+// (indexed as MapStats::halo_fits; zeroed by the caller).
 void launch_halo_probes(const int32_t* nbr, int64_t n, int k, unsigned* fits, cudaStream_t s);
-// The same for the map of the build's rows in their own order before it is written: each sampled row's
-// neighbours looked up in the build's table.
-void launch_halo_probes(const VoxelTable& t, int64_t n, int kernel_size, int dilation, unsigned* fits, cudaStream_t s);
 
 }  // namespace frugal::cuda::spconv_kernels

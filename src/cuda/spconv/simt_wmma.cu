@@ -29,8 +29,8 @@ struct ActiveOffsets {
   int count;
 };
 
-// Which offsets at least one row of the tile of positions [row0, row0 + BM) has, as a compact list; also
-// checks every entry of the tile's map slice against [0, n] (an entry outside counts as absent).
+// Which offsets at least one row of the tile [row0, row0 + BM) has, as a compact list; also checks
+// every entry of the tile's map slice against [0, n] (an entry outside counts as absent).
 // Needs blockDim.x a multiple of 32 and BM a multiple of 32.
 template <int BM>
 __device__ int tile_active_offsets(const ConvParams& p, int64_t row0, ActiveOffsets& act) {
@@ -121,9 +121,8 @@ __global__ void __launch_bounds__(SimtTile::THREADS) kernel_conv_simt(ConvParams
   const T* bias = static_cast<const T*>(p.bias);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int64_t pos = row0 + ty + 16 * i;
-    if (pos >= p.n) continue;
-    const int64_t row = out_row(p, pos);
+    const int64_t row = row0 + ty + 16 * i;
+    if (row >= p.n) continue;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int col = co0 + tx + 16 * j;
@@ -250,10 +249,9 @@ __global__ void __launch_bounds__(256, 2) kernel_conv_wmma(ConvParams p, int col
     for (int j = 0; j < FN; ++j) {
       wmma::store_matrix_sync(stage, acc[i][j], Tile::EPI_LD, wmma::mem_row_major);
       __syncwarp();
-      const int64_t pos = row0 + wm * 32 + i * 16 + r;
+      const int64_t row = row0 + wm * 32 + i * 16 + r;
       const int col = co0 + wn * WARP_N + j * 16 + c;
-      if (pos < p.n) {
-        const int64_t row = out_row(p, pos);
+      if (row < p.n) {
         alignas(16) T v[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e)

@@ -30,7 +30,7 @@ __device__ __forceinline__ int list_offsets(uint32_t mask, int k_lo, int k_hi, i
 // ---- the tile's prologue (both wgmma kernels; the mma kernel keeps its own, loading entry by entry,
 // which is faster on its default sorted rows) ----
 // The tile's map slice into shared memory, checked: nb_s[k · BM + r] = the neighbor row of tile row
-// r at offset k (-1: none), row_s[r] = its output row (-1: past the end), group_s[g] = the offsets
+// r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
 // present in 16-row group g, act_s[0 .. act_count) = the offsets present in the tile, ascending,
 // restricted to this block's offset range when the launch is split (gridDim.y > 1).
 // Each of the first KH·BM threads owns one row and every KH-th offset (the others, whole warps, only
@@ -45,9 +45,9 @@ __device__ __forceinline__ void tile_prologue(const Params& p, int64_t t0, int32
   if (tid < GROUPS) group_s[tid] = 0;
   const bool loader = LOADERS == THREADS || tid < LOADERS;
   const int r = tid % BM, kh = tid / BM;
-  int64_t row = -1;  // the tile row's position (its map column)
-  if (loader && t0 + r < p.rows) row = position(p, t0 + r);
-  if (loader && kh == 0) row_s[r] = row >= 0 ? static_cast<int32_t>(out_row(p, row)) : -1;
+  int64_t row = -1;
+  if (loader && t0 + r < p.rows) row = p.perm ? __ldg(&p.perm[t0 + r]) : p.row_begin + t0 + r;
+  if (loader && kh == 0) row_s[r] = static_cast<int32_t>(row);
   int32_t v[KJ];
 #pragma unroll
   for (int j = 0; j < KJ; ++j) {

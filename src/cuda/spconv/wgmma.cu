@@ -130,12 +130,12 @@ struct WgTile {
 
 // ---- the tile's epilogue (both kernels) -----------------------------------------------------------
 // Threads without accumulators (has_acc false: the producers) only help store. Split: the f32 partial
-// of this block, no bias, at [split, sorted index (t0 + tile row), channel]. Else bias, round, stage the
-// tile in shared memory (the stages, which the caller has made free with a barrier; stage_acc), then
-// one 16-byte store per 8 channels of a row.
+// of this block, no bias, at [split, row - row_begin, channel]. Else bias, round, stage the tile in
+// shared memory (the stages, which the caller has made free with a barrier; stage_acc), then one
+// 16-byte store per 8 channels of a row.
 template <typename T, int BM, int BN, int THREADS, int MB = 1>
-__device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[MB * BN / 2], bool has_acc,
-                                              int64_t t0, int co0, const int32_t* row_s, unsigned char* smem) {
+__device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc)[MB * BN / 2], bool has_acc, int co0,
+                                              const int32_t* row_s, unsigned char* smem) {
   constexpr int R = BN / 2, LDC = BN + 8;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int first = MB * (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;  // block 0's first row
@@ -144,7 +144,7 @@ __device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc
     float* part = p.part + static_cast<int64_t>(blockIdx.y) * p.rows * p.co;
 #pragma unroll
     for (int b = 0; b < MB; ++b) {
-      const int32_t rows2[2] = {row_s[first + 64 * b], row_s[first + 64 * b + 8]};  // (−1: past the end)
+      const int32_t rows2[2] = {row_s[first + 64 * b], row_s[first + 64 * b + 8]};
 #pragma unroll
       for (int j = 0; j < R; j += 4) {
         const int col = (j / 4) * 8 + (lane % 4) * 2;
@@ -152,7 +152,7 @@ __device__ __forceinline__ void tile_epilogue(const Params& p, const float (&acc
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           if (rows2[h] >= 0)
-            *reinterpret_cast<float2*>(part + (t0 + first + 64 * b + 8 * h) * p.co + co0 + col) =
+            *reinterpret_cast<float2*>(part + (rows2[h] - p.row_begin) * p.co + co0 + col) =
                 make_float2(acc[b * R + j + 2 * h], acc[b * R + j + 2 * h + 1]);
       }
     }
@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   cp_async_wait<0>();
   __syncthreads();  // the stages become the epilogue's staging
 
-  tile_epilogue<T, BM, BN, THREADS>(p, acc, true, t0, co0, row_s, smem);
+  tile_epilogue<T, BM, BN, THREADS>(p, acc, true, co0, row_s, smem);
 #else
   __trap();  // never launched: the choice takes this kernel only where sm_90a code is loaded (DeviceCaps::sm90a)
 #endif
@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
       // blocks are all resident by then): wait until each of them has sorted out its tiles. Then take
       // tile blockIdx.x of the list, if there is one.
       while (load_acquire(p.handoff_count + kListersDone) < p.handoff_blocks) __nanosleep(256);
-      handoff_tile = tile < __ldcg(p.handoff_count + kListed) ? __ldcg(handoff_list(p) + tile) : -1;
+      handoff_tile = tile < __ldcg(p.handoff_count + kListed) ? __ldcg(p.handoff + tile) : -1;
     }
     __syncthreads();
     tile = handoff_tile;
@@ -411,31 +411,30 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
     fence_acc(acc);
   }
   __syncthreads();  // copies landed, wgmmas done: the stages become the epilogue's staging
-  tile_epilogue<T, BM, BN, THREADS, Tile::MB>(p, acc, tid < CONSUMERS, t0, co0, row_s, smem);
+  tile_epilogue<T, BM, BN, THREADS, Tile::MB>(p, acc, tid < CONSUMERS, co0, row_s, smem);
   if constexpr (kHandoff) grid_dependency_wait();
 #else
   __trap();  // never launched: the choice takes this kernel only where sm_90a code is loaded (DeviceCaps::sm90a)
 #endif
 }
 
-// out[row of sorted index q, c] = Σ_j part[j, q, c] (j ascending) + bias[c], 4 channels a thread.
+// out[row_begin + r, c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
 template <typename T>
 __global__ void kernel_finish_split(Params p, int splits) {
   const int64_t count = p.rows * p.co / 4;  // co % 8 == 0
   const T* bias = static_cast<const T*>(p.bias);
+  T* out = static_cast<T*>(p.out) + p.row_begin * p.co;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t q = i * 4 / p.co;
-    const int c = static_cast<int>(i * 4 - q * p.co);
-    T* out = static_cast<T*>(p.out) + out_row(p, position(p, q)) * p.co + c;
     float4 v = reinterpret_cast<const float4*>(p.part)[i];
     for (int j = 1; j < splits; ++j) {
       const float4 w = reinterpret_cast<const float4*>(p.part + j * p.rows * p.co)[i];
       v.x += w.x, v.y += w.y, v.z += w.z, v.w += w.w;
     }
+    const int c = static_cast<int>(i * 4 % p.co);
     if (bias) v.x += to_f32(bias[c]), v.y += to_f32(bias[c + 1]), v.z += to_f32(bias[c + 2]), v.w += to_f32(bias[c + 3]);
-    store_pair(out, v.x, v.y);
-    store_pair(out + 2, v.z, v.w);
+    store_pair(out + i * 4, v.x, v.y);
+    store_pair(out + i * 4 + 2, v.z, v.w);
   }
 }
 

@@ -8,8 +8,6 @@
 //     writes its f32 partial tile; a second kernel adds the chunks' partials in chunk order (one chunk: the
 //     block writes the gradient itself). No atomics: the bits do not depend on the schedule.
 //   grad_bias = Σ_n grad_out[n] over the same chunks.
-//   Over a map stored in its locality order the chunks are chunks of its columns, and column i's grad_out
-//   row is order[i]: the sums run in that order, the same for every order of the rows.
 // Floor: 2·P·Ci·Co FLOPs (P: the map's entries with a neighbor); the blocks read K·N map entries and
 // P·(Ci·⌈Co/64⌉ + Co·⌈Ci/64⌉) elements (through L2); the partials add 2·splits·K·Ci·Co floats.
 #include <mma.h>
@@ -51,8 +49,7 @@ unsigned grid_for(int64_t total) {
 
 struct WgradParams {
   const void* feats;
-  const int32_t* nbr;    // [k, n], columns in order
-  const int32_t* order;  // the grad_out row of each column (a map in its locality order); nullptr: the identity
+  const int32_t* nbr;
   const void* grad_out;
   float* partial;  // [splits, k, ci, co] f32, or nullptr: one chunk writes `out` itself
   void* out;       // grad_weight [k, ci, co]
@@ -81,10 +78,10 @@ __device__ __forceinline__ WgradBlock wgrad_block(const WgradParams& p) {
 // touched. 1024 rows keep the (row, neighbor) pairs at 8 KiB of shared memory.
 constexpr int kWindowRows = 1024;
 
-// The columns of [w0, w1) with a neighbor at offset k (an entry in [0, n)), in column order, as (row,
-// neighbor) pairs (the column's row: order[i], or i); returns how many (every thread gets the count). Each thread takes
-// kWindowRows / THREADS consecutive rows; the warps' counts meet in warp_count. Begins and ends with all threads
-// between the barriers the caller and this function place: `pairs` of the previous window must no longer be read.
+// The rows of [w0, w1) with a neighbor at offset k (an entry in [0, n)), in row order, as (row, neighbor)
+// pairs; returns how many (every thread gets the count). Each thread takes kWindowRows / THREADS
+// consecutive rows; the warps' counts meet in warp_count. Begins and ends with all threads between the
+// barriers the caller and this function place: `pairs` of the previous window must no longer be read.
 template <int THREADS>
 __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1, int2* pairs, int* warp_count) {
   constexpr int PER = kWindowRows / THREADS, WARPS = THREADS / 32;
@@ -120,8 +117,7 @@ __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1,
   }
 #pragma unroll
   for (int j = 0; j < PER; ++j)
-    if (m[j] >= 0)
-      pairs[offset++] = make_int2(p.order ? __ldg(&p.order[first + j]) : static_cast<int>(first + j), m[j]);
+    if (m[j] >= 0) pairs[offset++] = make_int2(static_cast<int>(first + j), m[j]);
   __syncthreads();
   return total;
 }
@@ -326,22 +322,20 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
 
 // ---- grad_bias and the ordered reduction ----------------------------------------------------------
 
-// Block (kBiasCols output channels × kBiasLanes row lanes) over chunk blockIdx.y of the map's columns:
-// each lane sums every kBiasLanes-th column's row (order[i], or i) of the chunk, then the lanes' sums are
-// added in lane order.
+// Block (kBiasCols output channels × kBiasLanes row lanes) over chunk blockIdx.y: each lane sums every
+// kBiasLanes-th row of the chunk, then the lanes' sums are added in lane order.
 constexpr int kBiasCols = 32, kBiasLanes = 16;
 
 template <typename T>
 __global__ void __launch_bounds__(kBiasCols* kBiasLanes)
-    kernel_bias_grad(const T* __restrict__ grad, const int32_t* __restrict__ order, int64_t n, int co,
-                     int64_t chunk_rows, float* partial, T* out) {
+    kernel_bias_grad(const T* __restrict__ grad, int64_t n, int co, int64_t chunk_rows, float* partial, T* out) {
   __shared__ float lanes[kBiasLanes][kBiasCols + 1];
   const int tx = threadIdx.x % kBiasCols, ty = threadIdx.x / kBiasCols;
   const int64_t o = static_cast<int64_t>(blockIdx.x) * kBiasCols + tx;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * chunk_rows, row1 = min(n, row0 + chunk_rows);
   float s = 0.0f;
   if (o < co)
-    for (int64_t r = row0 + ty; r < row1; r += kBiasLanes) s += to_f32(grad[(order ? order[r] : r) * co + o]);
+    for (int64_t r = row0 + ty; r < row1; r += kBiasLanes) s += to_f32(grad[r * co + o]);
   lanes[ty][tx] = s;
   __syncthreads();
   if (ty != 0 || o >= co) return;
@@ -425,7 +419,6 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
     if (a.grad_weight) {
       WgradParams p{a.feats,
                     a.nbr,
-                    a.order,
                     a.grad_out,
                     weight_partial,
                     a.grad_weight,
@@ -443,9 +436,8 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
     }
     if (a.grad_bias) {
       const dim3 grid(static_cast<unsigned>(ceil_div(a.co, kBiasCols)), static_cast<unsigned>(c.splits));
-      kernel_bias_grad<T><<<grid, kBiasCols * kBiasLanes, 0, s>>>(static_cast<const T*>(a.grad_out), a.order, a.n, a.co,
-                                                                  c.chunk_rows, bias_partial,
-                                                                  static_cast<T*>(a.grad_bias));
+      kernel_bias_grad<T><<<grid, kBiasCols * kBiasLanes, 0, s>>>(
+          static_cast<const T*>(a.grad_out), a.n, a.co, c.chunk_rows, bias_partial, static_cast<T*>(a.grad_bias));
       FRUGAL_CUDA_CHECK_LAUNCH();
       if (bias_partial) reduce_partials<T>(bias_partial, c.splits, a.co, a.grad_bias, s);
     }
