@@ -85,7 +85,7 @@ const CellTable& cell_table(int bits) {
   return tables[bits];
 }
 
-// idx(u) for the NB = 3, 7 or 15 boundaries of 2, 3 or 4 bits: NB comparisons (each u finite).
+// idx(u) for the NB = 3 or 7 boundaries of 2 or 3 bits: NB comparisons (each u finite).
 template <int NB>
 FRUGAL_INLINE void codes_by_count(const float* __restrict u, int64_t n, const float* boundaries, int32_t* __restrict code) {
   float b[NB];
@@ -94,6 +94,26 @@ FRUGAL_INLINE void codes_by_count(const float* __restrict u, int64_t n, const fl
     int32_t c = 0;
     for (int k = 0; k < NB; ++k) c += b[k] < u[e];
     code[e] = c;
+  }
+}
+
+// idx(u) for the 15 boundaries of 4 bits by a binary search of four comparisons, each boundary picked
+// by selects, every select of a level on its own (so the compiler vectorizes them as blends; nested
+// conditionals it does not): the same count as the 15 comparisons, since the boundaries are sorted.
+FRUGAL_INLINE void codes_by_search15(const float* __restrict u, int64_t n, const float* boundaries,
+                                     int32_t* __restrict code) {
+  float b[15];
+  std::copy(boundaries, boundaries + 15, b);
+  for (int64_t e = 0; e < n; ++e) {
+    const float x = u[e];
+    const int32_t c8 = b[7] < x;
+    const int32_t c4 = (c8 ? b[11] : b[3]) < x;
+    const float hi2 = c4 ? b[13] : b[9], lo2 = c4 ? b[5] : b[1];
+    const int32_t c2 = (c8 ? hi2 : lo2) < x;
+    const float p0 = c2 ? b[14] : b[12], p1 = c2 ? b[10] : b[8], p2 = c2 ? b[6] : b[4], p3 = c2 ? b[2] : b[0];
+    const float hi1 = c4 ? p0 : p1, lo1 = c4 ? p2 : p3;
+    const int32_t c1 = (c8 ? hi1 : lo1) < x;
+    code[e] = 8 * c8 + 4 * c4 + 2 * c2 + c1;
   }
 }
 
@@ -116,17 +136,18 @@ FRUGAL_INLINE void pack_row(const int32_t* code, int l, int dim, int bits, uint8
   for (int i = 0; i < dim; ++i) put_code(row, i, bits, static_cast<unsigned>(code[i * kLanes + l]));
 }
 
-// The same for the first `count` lanes at once, 64 bits of each row at a time (64/BITS codes: the
-// row's little-endian bit stream is the word's), the words of all lanes formed together.
+// The same for the first `count` lanes at once, 32 bits of each row at a time (32/BITS codes: the
+// row's little-endian bit stream is the word's), the words of all lanes formed together in 32-bit
+// lanes (twice the SIMD width of 64-bit words).
 template <int BITS>
 FRUGAL_INLINE void pack_rows(const int32_t* __restrict code, int dim, int count, uint8_t* const* rows) {
-  constexpr int kPerWord = 64 / BITS;
+  constexpr int kPerWord = 32 / BITS;
   for (int w = 0; w < dim / kPerWord; ++w) {
-    uint64_t word[kLanes] = {};
+    uint32_t word[kLanes] = {};
     for (int e = 0; e < kPerWord; ++e)
       for (int l = 0; l < kLanes; ++l)
-        word[l] |= static_cast<uint64_t>(code[(w * kPerWord + e) * kLanes + l]) << (e * BITS);
-    for (int l = 0; l < count; ++l) std::memcpy(rows[l] + 8 * w, &word[l], 8);
+        word[l] |= static_cast<uint32_t>(code[(w * kPerWord + e) * kLanes + l]) << (e * BITS);
+    for (int l = 0; l < count; ++l) std::memcpy(rows[l] + 4 * w, &word[l], 4);
   }
 }
 
@@ -197,14 +218,15 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
 
   // u = y·k, k = f32(√D/n); a zero vector (n ≤ 1e-10) and a flagged one (n not finite or above
   // kMaxNorm: codes 0, a NaN scale) get u = 0, so every u is finite.
-  float k[kLanes], keep[kLanes];
+  float k[kLanes];
+  uint32_t keep[kLanes];  // all ones, or zero for a flagged vector (a mask, so the loop below vectorizes)
   bool flagged[kLanes];
   double norm[kLanes];
   for (int l = 0; l < kLanes; ++l) {
     norm[l] = std::sqrt(ss[l]);
     flagged[l] = !(norm[l] <= kv::backend::kMaxNorm);
     k[l] = flagged[l] || norm[l] <= 1e-10 ? 0.0f : static_cast<float>(std::sqrt(static_cast<double>(dim)) / norm[l]);
-    keep[l] = flagged[l] ? 0.0f : 1.0f;
+    keep[l] = flagged[l] ? 0u : ~0u;
   }
   const float inv = kv::backend::inv_sqrt_dim(dim);
   float* u = bt.u.data();
@@ -212,13 +234,13 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
     for (int l = 0; l < kLanes; ++l) {
       const int64_t e = static_cast<int64_t>(i) * kLanes + l;
       y[e] *= inv;
-      u[e] = keep[l] != 0.0f ? y[e] * k[l] : 0.0f;
+      u[e] = std::bit_cast<float>(std::bit_cast<uint32_t>(y[e] * k[l]) & keep[l]);  // +0 where flagged
     }
   const int64_t n_elems = static_cast<int64_t>(dim) * kLanes;
   if (bits == 8) {
     codes_by_table(u, n_elems, cell_table(bits), bt.code.data());
   } else if (bits == 4) {
-    codes_by_count<15>(u, n_elems, a.boundaries, bt.code.data());
+    codes_by_search15(u, n_elems, a.boundaries, bt.code.data());
   } else if (bits == 3) {
     codes_by_count<7>(u, n_elems, a.boundaries, bt.code.data());
   } else {
@@ -227,7 +249,7 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
 
   uint8_t* dst[kLanes];
   for (int l = 0; l < count; ++l) dst[l] = a.packed + rows[l] * row_bytes;
-  const bool whole_words = std::endian::native == std::endian::little && dim * bits % 64 == 0;
+  const bool whole_words = std::endian::native == std::endian::little && dim * bits % 32 == 0;
   if (whole_words && bits == 8) {
     pack_rows<8>(bt.code.data(), dim, count, dst);
   } else if (whole_words && bits == 4) {
