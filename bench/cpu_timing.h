@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 inline double median(std::vector<double> v) {
@@ -16,4 +17,22 @@ inline double cpu_seconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+struct Timing {
+  double wall, cpu, cpu_best;  // seconds: median wall time; median and least CPU time of all threads together
+};
+
+template <typename F>
+Timing median_seconds(int reps, F&& f) {
+  f();
+  std::vector<double> wall, cpu;
+  for (int i = 0; i < reps; ++i) {
+    const double c0 = cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(cpu_seconds() - c0);
+  }
+  return {median(wall), median(cpu), *std::min_element(cpu.begin(), cpu.end())};
 }

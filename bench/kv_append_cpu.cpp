@@ -29,24 +29,6 @@
 namespace {
 
 
-struct Timing {
-  double wall, cpu, cpu_best;  // seconds: median wall time; median and least CPU time of all threads together
-};
-
-template <typename F>
-Timing median_seconds(int reps, F&& f) {
-  f();
-  std::vector<double> wall, cpu;
-  for (int i = 0; i < reps; ++i) {
-    const double c0 = cpu_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    cpu.push_back(cpu_seconds() - c0);
-  }
-  return {median(wall), median(cpu), *std::min_element(cpu.begin(), cpu.end())};
-}
-
 std::vector<int> parse_list(const char* s) {
   std::vector<int> out;
   std::stringstream ss(s);

@@ -14,6 +14,7 @@
 
 #include "core/attention_backend.h"
 #include "core/types.h"
+#include "cpu/clones.h"
 #include "cpu/kv_common.h"
 
 namespace frugal::cpu::rows {
@@ -25,6 +26,30 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kFlushBelow = -100.0f;
 
 inline float weight(float x) { return x < kFlushBelow ? 0.0f : std::exp2(x); }
+
+// A packed row's codebook values; 4 bits through `pairs`, the values of both codes of each byte.
+FRUGAL_INLINE void decode_row(const uint8_t* row, int dim, int bits, const float* cb, const float (*pairs)[2],
+                              float* __restrict out) {
+  if (bits == 4) {
+    for (int j = 0; j < dim / 2; ++j) {
+      out[2 * j] = pairs[row[j]][0];
+      out[2 * j + 1] = pairs[row[j]][1];
+    }
+  } else {
+    decode_codes(row, dim, bits, cb, out);
+  }
+}
+
+// Σ a[i]·b[i] over n elements in eight interleaved partial sums (i mod 8), added pairwise at the end:
+// the compiler keeps them in one SIMD register, where one running sum is a chain of dependent adds.
+FRUGAL_INLINE float dot(const float* __restrict a, const float* __restrict b, int n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  for (; i < n; ++i) acc[i % 8] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
 
 // The larger of a and b, or NaN where either is: the running maxima carry a NaN score, so that a row
 // whose scores are all NaN ends NaN (std::max drops a NaN, and a maximum left at −∞ merges to zeros).
@@ -44,6 +69,40 @@ struct Problem {
   float* lse = nullptr;  // [output rows, Hq] natural-log LSE, or nullptr
   const char* op = "";
 };
+
+// One work item's pass over the tokens [t0, t1) of row r and K/V head hk: the partial softmax states
+// m, l and O [G][D] of the group's heads (q: their rotated queries, [G][D]). Compiled per x86-64
+// level (cpu/clones.h).
+template <typename Rows>
+FRUGAL_CPU_CLONES void attend_tokens(const Problem& p, const Rows& rows, int64_t r, int hk, int64_t t0, int64_t t1,
+                                     const float* __restrict q, float factor, const float (*kpairs)[2],
+                                     const float (*vpairs)[2], float* __restrict kh, float* __restrict vh,
+                                     float* __restrict s, float* __restrict m, float* __restrict l,
+                                     float* __restrict o) {
+  const int D = p.dim, G = p.q_heads / p.kv_heads;
+  const int64_t krow = static_cast<int64_t>(D) * p.k.bits / 8, vrow = static_cast<int64_t>(D) * p.v.bits / 8;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t vec = rows.vector(r, hk, t);
+    decode_row(p.k.packed + vec * krow, D, p.k.bits, p.k.centroids, kpairs, kh);
+    const float ks = p.k.scales[vec] * factor;
+    for (int g = 0; g < G; ++g) s[g] = dot(q + g * D, kh, D) * ks;
+    decode_row(p.v.packed + vec * vrow, D, p.v.bits, p.v.centroids, vpairs, vh);
+    const float vs = p.v.scales[vec];
+    for (int g = 0; g < G; ++g) {
+      const float m_new = max_nan(m[g], s[g]);
+      const float alpha = m_new == m[g] ? 1.0f : weight(m[g] - m_new);
+      const float pw = std::isnan(s[g]) ? s[g] : weight(s[g] - m_new);
+      m[g] = m_new;
+      l[g] = l[g] * alpha + pw;
+      float* og = o + static_cast<int64_t>(g) * D;
+      const float pv = pw * vs;
+      if (alpha != 1.0f)
+        for (int i = 0; i < D; ++i) og[i] = og[i] * alpha + pv * vh[i];
+      else
+        for (int i = 0; i < D; ++i) og[i] += pv * vh[i];
+    }
+  }
+}
 
 // Rows describes the rows: count(); begin(r), end(r) (the absolute token range row r attends);
 // q_offset(r) (in elements); out_row(r); vector(r, hk, t): the index of token t's K/V vector of head hk
@@ -95,7 +154,12 @@ void attend(const Problem& p, const Rows& rows) {
   // Partial states per (item, head of the group): running max m (log2 units), sum l, O[D].
   std::vector<float> part_m(static_cast<size_t>(n_items) * G), part_l(part_m.size());
   std::vector<float> part_o(part_m.size() * D);
-  const int64_t krow = static_cast<int64_t>(D) * p.k.bits / 8, vrow = static_cast<int64_t>(D) * p.v.bits / 8;
+  // The 4-bit codebooks as pairs: byte b's two values (low code first).
+  float kpairs[256][2], vpairs[256][2];
+  for (int b = 0; b < 256; ++b) {
+    if (p.k.bits == 4) kpairs[b][0] = p.k.centroids[b & 15], kpairs[b][1] = p.k.centroids[b >> 4];
+    if (p.v.bits == 4) vpairs[b][0] = p.v.centroids[b & 15], vpairs[b][1] = p.v.centroids[b >> 4];
+  }
 
 #pragma omp parallel
   {
@@ -110,31 +174,7 @@ void attend(const Problem& p, const Rows& rows) {
       std::fill(l, l + G, 0.0f);
       std::fill(o, o + static_cast<int64_t>(G) * D, 0.0f);
       const float* q = qf.data() + (static_cast<size_t>(w.r) * Hq + static_cast<size_t>(w.hk) * G) * D;
-      for (int64_t t = w.t0; t < w.t1; ++t) {
-        const int64_t vec = rows.vector(w.r, w.hk, t);
-        decode_codes(p.k.packed + vec * krow, D, p.k.bits, p.k.centroids, kh.data());
-        const float ks = p.k.scales[vec] * factor;
-        for (int g = 0; g < G; ++g) {
-          float dot = 0;
-          for (int i = 0; i < D; ++i) dot += q[g * D + i] * kh[i];
-          s[g] = dot * ks;
-        }
-        decode_codes(p.v.packed + vec * vrow, D, p.v.bits, p.v.centroids, vh.data());
-        const float vs = p.v.scales[vec];
-        for (int g = 0; g < G; ++g) {
-          const float m_new = max_nan(m[g], s[g]);
-          const float alpha = m_new == m[g] ? 1.0f : weight(m[g] - m_new);
-          const float pw = std::isnan(s[g]) ? s[g] : weight(s[g] - m_new);
-          m[g] = m_new;
-          l[g] = l[g] * alpha + pw;
-          float* og = o + static_cast<int64_t>(g) * D;
-          const float pv = pw * vs;
-          if (alpha != 1.0f)
-            for (int i = 0; i < D; ++i) og[i] = og[i] * alpha + pv * vh[i];
-          else
-            for (int i = 0; i < D; ++i) og[i] += pv * vh[i];
-        }
-      }
+      attend_tokens(p, rows, w.r, w.hk, w.t0, w.t1, q, factor, kpairs, vpairs, kh.data(), vh.data(), s.data(), m, l, o);
     }
   }
 
