@@ -1,11 +1,14 @@
-// Timing the CPU benchmarks share: the median of a run's samples, and the process's CPU time (what
-// the threads were given: on a machine shared with other work, a rate per CPU-second is per core).
+// What the CPU benchmarks share: the median of a run's samples, the process's CPU time (what the
+// threads were given: on a machine shared with other work, a rate per CPU-second is per core), and
+// the parsing of a list option.
 #pragma once
 
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
+#include <sstream>
+#include <string>
 #include <vector>
 
 inline double median(std::vector<double> v) {
@@ -35,4 +38,13 @@ Timing median_seconds(int reps, F&& f) {
     cpu.push_back(cpu_seconds() - c0);
   }
   return {median(wall), median(cpu), *std::min_element(cpu.begin(), cpu.end())};
+}
+
+// A comma-separated list of integers (the benches' --dims, --bits).
+inline std::vector<int> parse_list(const char* s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
+  return out;
 }

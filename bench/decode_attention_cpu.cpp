@@ -26,14 +26,6 @@
 
 namespace {
 
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
-  return out;
-}
-
 // A cache of `batch` sequences of `len` tokens: random codes, scales around √D, positions at len.
 frugal::kv::Cache filled_cache(int batch, int heads, int dim, int64_t len, int bits, uint64_t seed) {
   frugal::kv::Cache c({.batch = batch, .num_kv_heads = heads, .head_dim = dim, .capacity = len, .bits = bits});

@@ -26,18 +26,6 @@
 #include "frugal/half.h"
 #include "frugal/kv_cache.h"
 
-namespace {
-
-
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
-  return out;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int64_t mb = 512;
