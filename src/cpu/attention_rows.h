@@ -163,18 +163,21 @@ void attend(const Problem& p, const Rows& rows) {
 
 #pragma omp parallel
   {
-    std::vector<float> kh(D), vh(D), s(G);
+    std::vector<float> kh(D), vh(D), s(G), m(G), l(G), o(static_cast<size_t>(G) * D);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < n_items; ++it) {
       const Item& w = items[it];
-      float* m = part_m.data() + it * G;
-      float* l = part_l.data() + it * G;
-      float* o = part_o.data() + it * G * D;
-      std::fill(m, m + G, -std::numeric_limits<float>::infinity());
-      std::fill(l, l + G, 0.0f);
-      std::fill(o, o + static_cast<int64_t>(G) * D, 0.0f);
+      // The states live in this thread's buffers while the tokens run (the items' slots sit side by
+      // side, so updating them in place would share cache lines between threads), then are stored.
+      std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
+      std::fill(l.begin(), l.end(), 0.0f);
+      std::fill(o.begin(), o.end(), 0.0f);
       const float* q = qf.data() + (static_cast<size_t>(w.r) * Hq + static_cast<size_t>(w.hk) * G) * D;
-      attend_tokens(p, rows, w.r, w.hk, w.t0, w.t1, q, factor, kpairs, vpairs, kh.data(), vh.data(), s.data(), m, l, o);
+      attend_tokens(p, rows, w.r, w.hk, w.t0, w.t1, q, factor, kpairs, vpairs, kh.data(), vh.data(), s.data(),
+                    m.data(), l.data(), o.data());
+      std::copy(m.begin(), m.end(), part_m.begin() + it * G);
+      std::copy(l.begin(), l.end(), part_l.begin() + it * G);
+      std::copy(o.begin(), o.end(), part_o.begin() + it * G * D);
     }
   }
 
