@@ -28,18 +28,30 @@ const char* to_string(Arch arch) {
   return "unknown";
 }
 
-bool runs_on(Arch arch, const DeviceCaps& caps) { return arch_refusal(arch, caps).empty(); }
+bool runs_on(Arch arch, const DeviceCaps& caps) {
+  switch (arch) {
+    case Arch::cpu:
+      return !caps.is_gpu();
+    case Arch::simt:
+      return caps.is_gpu();
+    case Arch::sm80:
+      return caps.is_gpu() && caps.has_sm80();
+    case Arch::sm90a:
+      return caps.is_gpu() && caps.sm90a;
+  }
+  return false;
+}
 
 std::string arch_refusal(Arch arch, const DeviceCaps& caps) {
+  if (runs_on(arch, caps)) return {};  // every call's choice asks: no message built
   std::ostringstream why;
-  if (arch == Arch::cpu) {
-    if (caps.is_gpu()) why << "runs CPU calls only, got a call on a GPU (" << to_string(caps) << ")";
-    return why.str();
-  }
-  if (!caps.is_gpu()) return "needs a CUDA device, got a call on the CPU";
-  if (arch == Arch::sm80 && !caps.has_sm80())
+  if (arch == Arch::cpu)
+    why << "runs CPU calls only, got a call on a GPU (" << to_string(caps) << ")";
+  else if (!caps.is_gpu())
+    why << "needs a CUDA device, got a call on the CPU";
+  else if (arch == Arch::sm80)
     why << "needs compute capability 8.0 or newer (mma.sync, cp.async), got " << to_string(caps);
-  if (arch == Arch::sm90a && !caps.sm90a)
+  else
     why << "needs sm_90a code on a compute capability 9.0 GPU (wgmma, TMA, setmaxnreg), got " << to_string(caps);
   return why.str();
 }

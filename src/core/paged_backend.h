@@ -33,11 +33,15 @@ inline RowItem item_row(const RowItem& it, int32_t j) {
   return {it.seq, it.q_row + j, it.begin, it.end - it.rows + 1 + j, 1};
 }
 
+// rows_f16 runs decode's wide-table loop at head_dim 64 and 128, its register loop above.
+inline bool rows_f16_wide(int dim) { return dim <= 128; }
+
 // Query rows of one sequence a row item of `variant` holds (see RowItem): several only for the
-// tensor-core row kernel's wide-table loop (head_dim 64 and 128) under a causal mask without a
-// window, as many as fit one block's columns.
+// tensor-core row kernel's wide-table loop under a causal mask without a window, as many as fit
+// one block's columns.
 inline int rows_per_item(PagedVariant variant, int dim, int group, bool causal, int64_t window_left) {
-  if (variant != PagedVariant::rows_f16 || dim > 128 || !causal || window_left >= 0 || group > kHeadsPerBlock) return 1;
+  if (variant != PagedVariant::rows_f16 || !rows_f16_wide(dim) || !causal || window_left >= 0 || group > kHeadsPerBlock)
+    return 1;
   return kHeadsPerBlock / group;
 }
 
@@ -87,6 +91,10 @@ struct PagedArgs {
   size_t workspace_bytes = 0;  // plan gives paged_rows and paged_tiles separate parts of its own
   int device = 0;
 };
+
+// Query rows the row kernels' workspace is laid out for: the plan's most (at least this batch's
+// items), so that every batch update() brings finds the same layout.
+inline int rows_workspace_rows(const PagedArgs& a) { return a.num_items > a.max_rows ? a.num_items : a.max_rows; }
 
 }  // namespace frugal::attention::backend
 

@@ -127,8 +127,7 @@ void allow_dynamic_smem(const void* fn, int bytes, int carveout_blocks) {
   if (have.bytes < bytes) {
     // The choice keeps every kernel within the device's budget (DeviceCaps::smem_per_block); this says
     // so clearly should one ever not.
-    int most = 0;
-    FRUGAL_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const int most = device_caps(device).smem_per_block;
     FRUGAL_CHECK(
         bytes <= most, unsupported, "cuda",
         "a kernel needs " << bytes << " bytes of dynamic shared memory a block, cuda:" << device << " allows " << most);

@@ -169,7 +169,7 @@ attention::DecodeChoice row_choice(const attention::backend::PagedArgs& a) {
     c.variant = DecodeVariant::f32;
     c.dims_per_lane = attention::backend::f32_dims_per_lane(a.dim);
   } else {
-    c.variant = a.dim <= 128 ? DecodeVariant::f16_wide : DecodeVariant::f16_registers;
+    c.variant = attention::backend::rows_f16_wide(a.dim) ? DecodeVariant::f16_wide : DecodeVariant::f16_registers;
   }
   return c;
 }
@@ -187,12 +187,12 @@ Launch paged_kernel_of(const attention::DecodeChoice& c, int dim, int k_bits, in
 
 }  // namespace
 
-// The row kernels' workspace holds a partial state per (query row, head) and split, laid out for the
-// plan's most query rows, so that every batch update() brings finds the same layout (its counters
-// zero where the last call left them).
+// The row kernels' workspace holds a partial state per (query row, head) and split, laid out for
+// rows_workspace_rows (its counters zero where the last call left them).
 size_t paged_rows_workspace_bytes(const attention::backend::PagedArgs& a) {
+  namespace be = attention::backend;
   if (a.num_items == 0) return 0;
-  return attention::backend::workspace_bytes(std::max(a.num_items, a.max_rows), a.q_heads, a.dim, a.choice.splits);
+  return be::workspace_bytes(be::rows_workspace_rows(a), a.q_heads, a.dim, a.choice.splits);
 }
 
 void paged_rows(const attention::backend::PagedArgs& a, Stream stream) {
@@ -218,7 +218,7 @@ void paged_rows(const attention::backend::PagedArgs& a, Stream stream) {
   const bool f16 = c.variant != DecodeVariant::f32;
   FRUGAL_CHECK(c.splits == 1 || a.workspace != nullptr, internal, "attention::PagedPlan::run",
                "a split row call needs the plan's workspace");
-  const be::WorkspaceLayout lay = be::workspace_layout(std::max(a.num_items, a.max_rows), a.q_heads, a.dim, c.splits);
+  const be::WorkspaceLayout lay = be::workspace_layout(be::rows_workspace_rows(a), a.q_heads, a.dim, c.splits);
   std::optional<Scratch> none;
   attach_workspace(p, static_cast<uint8_t*>(a.workspace), lay, c.splits > 1, f16, none, st);
   launch_choice(p, launch, a.num_items, f16, st);

@@ -62,8 +62,9 @@ constexpr int kMaxSplits = 64;
 constexpr int kMinSplitTiles = 4;
 constexpr int kBlocksPerSm = 2;
 
-// Resident blocks a multiprocessor each head dim's kernel is compiled for (its register budget).
-constexpr int min_blocks(int dim) { return kWarps >= 8 ? 1 : (dim <= 64 ? 3 : 2); }
+// Resident blocks a multiprocessor the kernel is compiled for: one 8-warp block (its 255 / 226 / 167
+// registers at D = 256 / 128 / 64).
+constexpr int kMinBlocks = 1;
 
 template <int D>
 struct Shape {
@@ -76,7 +77,8 @@ struct Shape {
   static constexpr bool kQInRegs = D <= 128;
   // Decoded tiles, double-buffered (the next tile is decoded while this one is used, one barrier a
   // tile): K and V rows as fp16, then the tile's K and V scales (f32).
-  static constexpr int kBufBytes = 2 * N * LD * 2 + 8 * N;
+  static constexpr int kScalesAt = 2 * N * LD * 2;  // the scales' offset in a buffer
+  static constexpr int kBufBytes = kScalesAt + 8 * N;
   static constexpr int kDecBytes = 2 * kBufBytes;
   static constexpr int kLutBytes = 2 * 256 * 2;     // K's and V's codebooks as fp16
   static constexpr int kQfBytes = kQInRegs ? 0 : kWarps * KS * 32 * 16;
@@ -215,7 +217,7 @@ __device__ __forceinline__ void decode_tile(const uint8_t* raw, int bits, const 
 // ---- the kernel -------------------------------------------------------------------------------
 
 template <int D>
-__global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks) kernel_paged_tiles(const __grid_constant__ Params p) {
   using S = Shape<D>;
   constexpr int N = S::N;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -439,7 +441,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(co
     decode_tile<D>(st + 8 * N, p.kbits, lutk, kd);
     decode_tile<D>(st + 8 * N + N * p.krow, p.vbits, lutv, kd + N * S::LD);
     if (threadIdx.x < 2 * N)
-      reinterpret_cast<float*>(b + 2 * N * S::LD * 2)[threadIdx.x] = reinterpret_cast<const float*>(st)[threadIdx.x];
+      reinterpret_cast<float*>(b + S::kScalesAt)[threadIdx.x] = reinterpret_cast<const float*>(st)[threadIdx.x];
   };
   cp_async_wait<1>();
   __syncthreads();  // tile 0's stage has landed; the codebooks are in place
@@ -453,7 +455,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks(D)) kernel_paged_tiles(co
     cp_async_commit();
     if (tile + 1 < my_end) decode_into(stage ^ 1, stage ^ 1);
     const uint32_t buf_off = stage * S::kBufBytes;
-    const float* ksc = reinterpret_cast<const float*>(smem + buf_off + 2 * N * S::LD * 2);
+    const float* ksc = reinterpret_cast<const float*>(smem + buf_off + S::kScalesAt);
 
     const int t0 = tile * N;
     const bool needed = warp_active && (!p.causal || t0 <= wpos_hi) && (p.window < 0 || t0 + N - 1 >= wpos_lo - p.window);
