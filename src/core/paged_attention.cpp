@@ -81,11 +81,8 @@ Work describe(const PagedBatch& batch, const kv::PagedConfig& config, const Page
     }
     for (int64_t j = 0; j < n; j += item_rows) {
       const int32_t rows = static_cast<int32_t>(std::min<int64_t>(item_rows, n - j));
-      backend::RowItem it = backend::row_item(b, qo[b] + static_cast<int32_t>(j), lengths[b], n, j + rows - 1, o.causal,
-                                              o.window_left);
-      it.q_row = qo[b] + static_cast<int32_t>(j);
-      it.rows = rows;
-      w.items.push_back(it);
+      w.items.push_back(
+          backend::row_items(b, qo[b] + static_cast<int32_t>(j), lengths[b], n, j, rows, o.causal, o.window_left));
       w.max_item_rows = std::max(w.max_item_rows, static_cast<int>(rows));
     }
   }

@@ -55,6 +55,15 @@ inline RowItem row_item(int32_t seq, int32_t q_row, int64_t len, int64_t n, int6
   return {seq, q_row, static_cast<int32_t>(begin), static_cast<int32_t>(end), 1};
 }
 
+// Query rows j .. j + rows − 1 (of n) as one item at q row q_row (causal, no window where rows > 1):
+// the last row's range, which item_row takes apart again.
+inline RowItem row_items(int32_t seq, int32_t q_row, int64_t len, int64_t n, int64_t j, int32_t rows, bool causal,
+                         int64_t window_left) {
+  RowItem it = row_item(seq, q_row, len, n, j + rows - 1, causal, window_left);
+  it.rows = rows;
+  return it;
+}
+
 // One sequence with n > 1 query tokens, for the tiled kernel: rows q_begin .. q_begin + q_count
 // of q; query j sits at position kv_len − q_count + j.
 struct TileSeq {
