@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     backward(all);
   });
   std::string variants;
-  for (spconv::WgradVariant v : {spconv::WgradVariant::simt, spconv::WgradVariant::wmma}) {
+  for (spconv::WgradVariant v : {spconv::WgradVariant::simt, spconv::WgradVariant::wmma, spconv::WgradVariant::mma}) {
     spconv::BackwardOptions o;
     o.wgrad = spconv::WgradChoice{.variant = v};
     const double t = median_event_ms(reps, [&] { backward(wgrad, o); });

@@ -42,19 +42,20 @@ struct Row {
   WgradChoice want;
 };
 
+// mma where channels are multiples of 8 (tiles 128 where a side exceeds 64), WMMA for odd channels, simt for f32;
 // splits = min(⌈1024 / tiles⌉, ⌈N / 512⌉, 64 MiB / partial bytes), chunk_rows = ⌈N / splits⌉ rounded up to 32.
 const Row kRows[] = {
-    {"shell R=1024 C=64 (N 4.6M)", 4643936, 64, 64, DType::f16, {V::wmma, 38, 122240}},
-    {"shell R=512 C=128", 1160984, 128, 128, DType::bf16, {V::wmma, 10, 116128}},
-    {"shell R=256 C=256", 290246, 256, 256, DType::f16, {V::wmma, 3, 96768}},
-    {"decoder C=1024 at 15K voxels", 15000, 1024, 1024, DType::f16, {V::wmma, 1, 15000}},
-    {"decoder C=64 at 1M voxels", 1000000, 64, 64, DType::bf16, {V::wmma, 38, 26336}},
-    {"C -> 8C: 64 -> 512 at 200K", 200000, 64, 512, DType::f16, {V::wmma, 5, 40000}},
-    {"8C -> C: 512 -> 64 at 200K", 200000, 512, 64, DType::f16, {V::wmma, 5, 40000}},
+    {"shell R=1024 C=64 (N 4.6M)", 4643936, 64, 64, DType::f16, {V::mma, 38, 122240, 64, 64}},
+    {"shell R=512 C=128", 1160984, 128, 128, DType::bf16, {V::mma, 37, 31392, 128, 128}},
+    {"shell R=256 C=256", 290246, 256, 256, DType::f16, {V::mma, 9, 32256, 128, 128}},
+    {"decoder C=1024 at 15K voxels", 15000, 1024, 1024, DType::f16, {V::mma, 1, 15000, 128, 128}},
+    {"decoder C=64 at 1M voxels", 1000000, 64, 64, DType::bf16, {V::mma, 38, 26336, 64, 64}},
+    {"C -> 8C: 64 -> 512 at 200K", 200000, 64, 512, DType::f16, {V::mma, 10, 20000, 64, 128}},
+    {"8C -> C: 512 -> 64 at 200K", 200000, 512, 64, DType::f16, {V::mma, 10, 20000, 128, 64}},
     {"odd channels 3 -> 17 at 100K", 100000, 3, 17, DType::f16, {V::wmma, 38, 2656}},
     {"f32 C=64 at 1M", 1000000, 64, 64, DType::f32, {V::simt, 38, 26336}},
-    {"tiny: 100 rows", 100, 16, 16, DType::f16, {V::wmma, 1, 100}},
-    {"1000 rows: chunks of at least 512", 1000, 16, 16, DType::f16, {V::wmma, 2, 512}},
+    {"tiny: 100 rows", 100, 16, 16, DType::f16, {V::mma, 1, 100, 64, 64}},
+    {"1000 rows: chunks of at least 512", 1000, 16, 16, DType::f16, {V::mma, 2, 512, 64, 64}},
 };
 
 TEST(ChooseSpconvWgrad, TheTableOnEveryGpuWithTensorCores) {
@@ -112,6 +113,32 @@ TEST(ChooseSpconvWgrad, ForcedChoicesAreCompletedOrRefused) {
   EXPECT_NE(why.find("f64 runs on the CPU only"), std::string::npos) << why;
   EXPECT_TRUE(can_implement(a, h200, WgradChoice{V::wmma, 1, 1000}));
   EXPECT_TRUE(can_implement(a, t4, complete(a, t4, {V::simt})));
+}
+
+TEST(ChooseSpconvWgrad, MmaTakesWholeCopiesAndItsTwoTiles) {
+  EXPECT_EQ(to_string(complete(args(1000, 16, 200), h200, WgradChoice{.variant = V::mma, .splits = 2})),
+            "mma(tile 64 x 128, splits 2, chunk_rows 512)");
+  std::string why;
+  const backend::WgradArgs odd = args(1000, 12, 16);
+  EXPECT_FALSE(can_implement(odd, h200, complete(odd, h200, {V::mma}), &why));
+  EXPECT_NE(why.find("multiples of 8 and 16-byte aligned rows, got Ci = 12, Co = 16"), std::string::npos) << why;
+  backend::WgradArgs unaligned = args(1000, 16, 16);
+  unaligned.feats = reinterpret_cast<const void*>(8);
+  EXPECT_FALSE(can_implement(unaligned, h200, complete(unaligned, h200, {V::mma}), &why));
+  EXPECT_EQ(choose(unaligned, h200).variant, V::wmma) << "rows that are not 16-byte aligned go to WMMA";
+  const backend::WgradArgs a = args(1000, 256, 256);
+  EXPECT_FALSE(can_implement(a, h200, complete(a, h200, {.variant = V::mma, .tile_ci = 96}), &why));
+  EXPECT_NE(why.find("takes tiles of 64 or 128"), std::string::npos) << why;
+  EXPECT_FALSE(can_implement(a, h200, complete(a, h200, {.variant = V::wmma, .tile_ci = 128}), &why));
+  EXPECT_NE(why.find("runs 64 x 64 tiles"), std::string::npos) << why;
+  DeviceCaps small = h200;
+  small.smem_per_block = 64 * 1024;  // less than the wide tiles' stages: the rules take 64 x 64
+  EXPECT_FALSE(can_implement(a, small, complete(a, small, {.variant = V::mma, .tile_ci = 128, .tile_co = 128}), &why));
+  EXPECT_NE(why.find("bytes of shared memory a block"), std::string::npos) << why;
+  EXPECT_EQ(choose(a, small).tile_ci, 64);
+  EXPECT_EQ(choose(a, small).tile_co, 64);
+  EXPECT_TRUE(can_implement(a, h200, complete(a, h200, {V::mma})));
+  EXPECT_TRUE(can_implement(a, a100, complete(a, a100, {.variant = V::mma, .tile_ci = 64, .tile_co = 64})));
 }
 
 }  // namespace

@@ -770,7 +770,8 @@ TEST(SpconvBackwardCuda, RefusesF64) {
                {"f64 runs on the CPU only"});
 }
 
-// Every wgrad variant (by rule, simt, wmma; splits by rule and forced, down to one step a chunk) and
+// Every wgrad variant (by rule, simt, wmma, mma and its tiles; splits by rule and forced, down to one step
+// a chunk) and
 // dgrad through every forward variant the device runs, against the CPU on the same inputs; each forced
 // choice is the one that served, and a second run gives the same bits.
 void check_every_variant(const std::vector<int32_t>& coords, std::initializer_list<std::pair<int, int>> shapes,
@@ -782,7 +783,12 @@ void check_every_variant(const std::vector<int32_t>& coords, std::initializer_li
                                                WgradChoice{.variant = WgradVariant::simt, .chunk_rows = 32},
                                                WgradChoice{.variant = WgradVariant::wmma, .chunk_rows = 32},
                                                WgradChoice{.variant = WgradVariant::wmma, .chunk_rows = 1000},
-                                               WgradChoice{.variant = WgradVariant::wmma, .splits = 1}};
+                                               WgradChoice{.variant = WgradVariant::wmma, .splits = 1},
+                                               WgradChoice{.variant = WgradVariant::mma},
+                                               WgradChoice{.variant = WgradVariant::mma, .chunk_rows = 32},
+                                               WgradChoice{.variant = WgradVariant::mma, .splits = 1},
+                                               WgradChoice{.variant = WgradVariant::mma, .tile_ci = 64, .tile_co = 64},
+                                               WgradChoice{.variant = WgradVariant::mma, .tile_ci = 128, .tile_co = 128}};
   const std::optional<ConvChoice> dgrads[] = {std::nullopt,
                                               ConvChoice{.variant = CV::simt},
                                               ConvChoice{.variant = CV::wmma, .tile_co = 64},
@@ -818,6 +824,8 @@ void check_every_variant(const std::vector<int32_t>& coords, std::initializer_li
         EXPECT_EQ(spconv::to_string(*served.wgrad), spconv::to_string(*want.wgrad));
         if (o.dgrad) EXPECT_EQ(served.dgrad->variant, o.dgrad->variant);
         if (o.wgrad) EXPECT_EQ(served.wgrad->variant, o.wgrad->variant);
+        if (!o.wgrad && dt != DType::f32 && ci % 8 == 0 && co % 8 == 0)
+          EXPECT_EQ(served.wgrad->variant, WgradVariant::mma) << "by rule: mma where its copies fit";
         expect_near(gf, values(ref.feats), bound(dt), "grad_feats");
         expect_near(gw, values(ref.weight), bound(dt), "grad_weight");
         expect_near(gb, values(ref.bias), bound(dt), "grad_bias");
@@ -834,7 +842,8 @@ TEST(SpconvBackwardCuda, EveryVariantMatchesTheCpu) {
   FRUGAL_SKIP_WITHOUT_GPU();
   FRUGAL_TRACE_SEED();
   std::mt19937_64 rng(test_seed());
-  check_every_variant(random_voxels(rng, 2, 14, 0.3, -7), {{64, 64}, {17, 24}, {16, 128}, {128, 16}, {8, 3}}, rng);
+  check_every_variant(random_voxels(rng, 2, 14, 0.3, -7),
+                      {{64, 64}, {17, 24}, {16, 128}, {128, 16}, {8, 3}, {136, 144}}, rng);  // 136 x 144: part tiles
   check_every_variant(sphere_shell(18), {{64, 64}, {128, 128}}, rng);  // tiles the halo kernel keeps
 }
 

@@ -239,6 +239,8 @@ enum class WgradVariant : uint8_t {
   cpu,   // the CPU backend: every CPU call
   simt,  // CUDA cores, every dtype: 64 × 64 tiles of [Ci, Co], f32 for f32 and where there are no tensor cores
   wmma,  // tensor cores through WMMA 16×16×16 with f32 accumulators (sm_80), f16/bf16, any channel count
+  mma,   // tensor cores through ldmatrix + mma.sync m16n8k16 (sm_80), f16/bf16, 64- or 128-wide tiles of
+         // [Ci, Co], a 4-stage cp.async pipeline: channel counts multiples of 8, 16-byte aligned rows
 };
 // Which kernel computes grad_weight (and grad_bias) and how N is split. A forced choice
 // (BackwardOptions::wgrad) may leave splits and chunk_rows at 0: the rules fill them.
@@ -246,9 +248,10 @@ struct WgradChoice {
   WgradVariant variant = WgradVariant::cpu;
   int splits = 0;          // chunks of rows, each summed apart into f32 partials, then added in order
   int64_t chunk_rows = 0;  // rows a chunk: a multiple of 32 (or N); splits = ⌈N / chunk_rows⌉
+  int tile_ci = 0, tile_co = 0;  // mma: the block's tile of [Ci, Co], 64 or 128 each (the others: 64)
 };
 std::string to_string(WgradVariant v);        // "wmma"
-std::string to_string(const WgradChoice& c);  // "wmma(splits 38, chunk_rows 7168)"
+std::string to_string(const WgradChoice& c);  // "mma(tile 128 x 128, splits 10, chunk_rows 29024)"
 bool operator==(const WgradChoice& a, const WgradChoice& b);
 
 // What served a backward call: the forward's choice that computed grad_feats, the wgrad choice that

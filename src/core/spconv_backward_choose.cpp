@@ -24,12 +24,23 @@ constexpr const char* kOp = "spconv::submanifold_conv_backward";
 
 
 // Blocks of one chunk: every offset × input-channel tile × output-channel tile.
-int64_t tiles_of(const WgradArgs& a) { return int64_t{a.k} * cdiv(a.ci, kWgradTile) * cdiv(a.co, kWgradTile); }
+int64_t tiles_of(const WgradArgs& a, const WgradChoice& c) {
+  const int tci = c.tile_ci > 0 ? c.tile_ci : kWgradTile, tco = c.tile_co > 0 ? c.tile_co : kWgradTile;
+  return int64_t{a.k} * cdiv(a.ci, tci) * cdiv(a.co, tco);
+}
+
+// mma's tile side: 128 where the channels fill more than one 64-wide tile (fewer gathers of each row).
+int mma_tile(int channels) { return channels > kWgradTile ? kWgradWideTile : kWgradTile; }
+
+// mma's operands: whole 16-byte copies of every row.
+bool mma_operands(const WgradArgs& a) {
+  return a.ci % 8 == 0 && a.co % 8 == 0 && aligned16(a.feats) && aligned16(a.grad_out);
+}
 
 // Splits by rule: enough chunks for kWgradTargetBlocks blocks, but no chunk under kWgradMinChunkRows rows
 // and no more partials than kMaxWgradBytes hold.
-int splits_for(const WgradArgs& a) {
-  int64_t s = cdiv(kWgradTargetBlocks, std::max<int64_t>(1, tiles_of(a)));
+int splits_for(const WgradArgs& a, const WgradChoice& c) {
+  int64_t s = cdiv(kWgradTargetBlocks, std::max<int64_t>(1, tiles_of(a, c)));
   s = std::min(s, cdiv(a.n, kWgradMinChunkRows));
   const size_t per_split = (static_cast<size_t>(a.k) * a.ci * a.co + a.co) * sizeof(float);
   s = std::min<int64_t>(s, static_cast<int64_t>(std::max<size_t>(1, kMaxWgradBytes / per_split)));
@@ -46,8 +57,17 @@ WgradChoice with_splits(WgradChoice c, const WgradArgs& a, int splits) {
 
 }  // namespace
 
-WgradChoice complete(const WgradArgs& a, const DeviceCaps&, const WgradChoice& forced) {
+WgradChoice complete(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice& forced) {
   WgradChoice c = forced;
+  if (c.variant == V::mma) {
+    const bool ci_set = c.tile_ci, co_set = c.tile_co;
+    if (!ci_set) c.tile_ci = mma_tile(a.ci);
+    if (!co_set) c.tile_co = mma_tile(a.co);
+    // A device with less shared memory a block than the wide tiles' stages takes 64 where unset.
+    auto fits = [&] { return !caps.is_gpu() || wgrad_mma_smem_bytes(c.tile_ci, c.tile_co) <= size_t(caps.smem_per_block); };
+    if (!fits() && !co_set) c.tile_co = kWgradTile;
+    if (!fits() && !ci_set) c.tile_ci = kWgradTile;
+  }
   if (c.variant == V::cpu) {  // one chunk: a thread owns whole output elements
     if (!c.splits) c.splits = 1;
     if (!c.chunk_rows) c.chunk_rows = a.n;
@@ -57,12 +77,17 @@ WgradChoice complete(const WgradArgs& a, const DeviceCaps&, const WgradChoice& f
     if (!c.splits) c.splits = static_cast<int>(std::min<int64_t>(cdiv(a.n, c.chunk_rows), INT_MAX));
     return c;
   }
-  return with_splits(c, a, c.splits > 0 ? c.splits : splits_for(a));
+  return with_splits(c, a, c.splits > 0 ? c.splits : splits_for(a, c));
 }
 
 WgradChoice choose(const WgradArgs& a, const DeviceCaps& caps) {
   V v = V::cpu;
-  if (caps.is_gpu()) v = tensor_core_dtype(a.dtype) && runs_on(arch_of(V::wmma), caps) ? V::wmma : V::simt;
+  if (caps.is_gpu()) {
+    if (!tensor_core_dtype(a.dtype) || !runs_on(arch_of(V::wmma), caps))
+      v = V::simt;
+    else  // mma where its 16-byte copies fit the operands; WMMA for odd channel counts
+      v = mma_operands(a) ? V::mma : V::wmma;
+  }
   const WgradChoice c = complete(a, caps, WgradChoice{.variant = v});
   std::string why;
   FRUGAL_CHECK(can_implement(a, caps, c, &why), unsupported, kOp,
@@ -78,11 +103,24 @@ bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice
     return true;
   }
   if (a.dtype == DType::f64) return no("takes f32, f16 or bf16 (f64 runs on the CPU only)");
-  if (c.variant == V::wmma && !tensor_core_dtype(a.dtype)) return no("takes f16 or bf16, got ", to_string(a.dtype));
+  if ((c.variant == V::wmma || c.variant == V::mma) && !tensor_core_dtype(a.dtype))
+    return no("takes f16 or bf16, got ", to_string(a.dtype));
+  if (c.variant == V::mma) {
+    if (!mma_operands(a))
+      return no("takes channel counts that are multiples of 8 and 16-byte aligned rows, got Ci = ", a.ci,
+                ", Co = ", a.co);
+    for (int t : {c.tile_ci, c.tile_co})
+      if (t != kWgradTile && t != kWgradWideTile)
+        return no("takes tiles of ", kWgradTile, " or ", kWgradWideTile, ", got ", to_string(c));
+    if (const size_t smem = wgrad_mma_smem_bytes(c.tile_ci, c.tile_co); caps.is_gpu() && smem > size_t(caps.smem_per_block))
+      return no("needs ", smem, " bytes of shared memory a block, the device allows ", caps.smem_per_block);
+  } else if ((c.tile_ci && c.tile_ci != kWgradTile) || (c.tile_co && c.tile_co != kWgradTile)) {
+    return no("runs ", kWgradTile, " x ", kWgradTile, " tiles, got ", to_string(c));
+  }
   if (c.chunk_rows < 1 || c.splits < 1 || c.splits > kMaxWgradSplits || c.splits != cdiv(a.n, c.chunk_rows))
     return no("takes chunk_rows >= 1 and splits = ceil(N / chunk_rows) <= ", kMaxWgradSplits, ", got N = ", a.n, ", ",
               to_string(c));
-  if (tiles_of(a) > INT32_MAX) return no("takes at most ", INT32_MAX, " tiles a chunk, got ", tiles_of(a));
+  if (tiles_of(a, c) > INT32_MAX) return no("takes at most ", INT32_MAX, " tiles a chunk, got ", tiles_of(a, c));
   return true;
 }
 
@@ -107,18 +145,23 @@ std::string to_string(WgradVariant v) {
       return "simt";
     case V::wmma:
       return "wmma";
+    case V::mma:
+      return "mma";
   }
   return "unknown";
 }
 
 std::string to_string(const WgradChoice& c) {
   std::ostringstream os;
-  os << to_string(c.variant) << "(splits " << c.splits << ", chunk_rows " << c.chunk_rows << ")";
+  os << to_string(c.variant) << "(";
+  if (c.variant == V::mma) os << "tile " << c.tile_ci << " x " << c.tile_co << ", ";
+  os << "splits " << c.splits << ", chunk_rows " << c.chunk_rows << ")";
   return os.str();
 }
 
 bool operator==(const WgradChoice& a, const WgradChoice& b) {
-  return a.variant == b.variant && a.splits == b.splits && a.chunk_rows == b.chunk_rows;
+  return a.variant == b.variant && a.splits == b.splits && a.chunk_rows == b.chunk_rows && a.tile_ci == b.tile_ci &&
+         a.tile_co == b.tile_co;
 }
 
 }  // namespace frugal::spconv

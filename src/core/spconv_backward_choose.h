@@ -13,8 +13,16 @@
 namespace frugal::spconv {
 
 // ---- limits the rules and the kernels share ------------------------------------------------------
-constexpr int kWgradTile = 64;      // input × output channels a block (both GPU variants): 64 × 64 f32 partials
-constexpr int kWgradStepRows = 32;  // rows a pipeline step of the wmma kernel (two k-steps of 16)
+constexpr int kWgradTile = 64;      // input × output channels a block of simt and wmma: 64 × 64 f32 partials
+constexpr int kWgradWideTile = 128; // mma's tile side where the channels fill it (64 otherwise)
+constexpr int kWgradStepRows = 32;  // rows a pipeline step of the tensor-core kernels (two k-steps of 16)
+constexpr int kWgradMmaStages = 4, kWgradMmaWindowRows = 2048;
+// mma's shared memory a block: the stages of both operands (rows padded by 8 elements), the window's
+// (row, neighbor) pairs and the warps' counts.
+constexpr size_t wgrad_mma_smem_bytes(int tile_ci, int tile_co) {
+  return size_t(kWgradMmaStages) * kWgradStepRows * (tile_ci + 8 + tile_co + 8) * 2 + size_t(kWgradMmaWindowRows) * 8 +
+         32 * sizeof(int);
+}
 // Rows a chunk at least: a block then gathers up to 2·512·64 elements (a third of that on a sphere shell,
 // whose rows have about 9 of 27 neighbors) for each 64 × 64 f32 partial it writes and the reduction reads.
 constexpr int64_t kWgradMinChunkRows = 512;
@@ -32,6 +40,7 @@ constexpr Arch arch_of(WgradVariant v) {
     case WgradVariant::simt:
       return Arch::simt;
     case WgradVariant::wmma:  // WMMA on bf16
+    case WgradVariant::mma:   // ldmatrix, mma.sync, cp.async
       return Arch::sm80;
   }
   return Arch::sm80;

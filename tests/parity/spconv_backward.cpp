@@ -179,6 +179,9 @@ FRUGAL_PARITY_CASES(cases) {
       specs.push_back({false, 16, 128, dt, true, g, {}, W::wmma, "wmma"});
       specs.push_back({true, 64, 64, dt, true, g, {}, W::wmma, "wmma"});
       specs.push_back({false, 64, 64, dt, true, g, {}, W::simt, "simt"});
+      specs.push_back({false, 64, 64, dt, true, g, {}, W::mma, "mma"});
+      specs.push_back({false, 16, 128, dt, true, g, {}, W::mma, "mma"});
+      specs.push_back({true, 128, 128, dt, true, g, {}, W::mma, "mma"});
     }
   }
   for (const Spec& s : specs)

@@ -1,5 +1,5 @@
 // Device pieces every masked tensor-core kernel (mma, wgmma, the halo kernel) shares: the ldmatrix
-// A fragments, a tile's offset list, the wgmma kernels' map prologue, and the epilogue's last step.
+// fragments, a tile's offset list, the wgmma kernels' map prologue, and the epilogue's last step.
 #pragma once
 
 #include "cuda/common.cuh"
@@ -16,6 +16,14 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
   ldmatrix_x4(r, static_cast<uint32_t>(__cvta_generic_to_shared(smem)));
+}
+// The same, each matrix transposed: B fragments of K-major tiles (and A fragments of M-minor ones).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
+                                                  const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(s));
 }
 
 // The offsets k_lo ≤ k < k_hi whose bit is set in mask, ascending, into act; returns their count (the

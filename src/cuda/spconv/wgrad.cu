@@ -19,6 +19,7 @@
 #include "core/sparse_conv_backend.h"
 #include "core/spconv_backward_choose.h"
 #include "cuda/common.cuh"
+#include "cuda/spconv/tile.cuh"
 
 namespace frugal::cuda {
 
@@ -55,6 +56,7 @@ struct WgradParams {
   void* out;       // grad_weight [k, ci, co]
   int64_t n, chunk_rows;
   int k, ci, co, ci_tiles, co_tiles;
+  int tile_ci, tile_co;  // the block's tile of [Ci, Co]
 };
 
 // The block's offset, channel tiles and rows [row0, row1).
@@ -66,8 +68,8 @@ __device__ __forceinline__ WgradBlock wgrad_block(const WgradParams& p) {
   WgradBlock b;
   const int tile = static_cast<int>(blockIdx.x);
   b.k = tile / (p.ci_tiles * p.co_tiles);
-  b.ci0 = tile / p.co_tiles % p.ci_tiles * spconv::kWgradTile;
-  b.co0 = tile % p.co_tiles * spconv::kWgradTile;
+  b.ci0 = tile / p.co_tiles % p.ci_tiles * p.tile_ci;
+  b.co0 = tile % p.co_tiles * p.tile_co;
   b.row0 = static_cast<int64_t>(blockIdx.y) * p.chunk_rows;
   b.row1 = min(p.n, b.row0 + p.chunk_rows);
   return b;
@@ -75,17 +77,18 @@ __device__ __forceinline__ WgradBlock wgrad_block(const WgradParams& p) {
 
 // Rows are taken a window at a time, compacted to those with a neighbor at the block's offset (on a
 // sphere shell about a third of them): the products and the grad_out rows of absent neighbors are never
-// touched. 1024 rows keep the (row, neighbor) pairs at 8 KiB of shared memory.
-constexpr int kWindowRows = 1024;
+// touched. 1024 rows keep the (row, neighbor) pairs at 8 KiB of shared memory; the mma kernel takes 2048
+// (16 KiB) so that its deeper pipeline fills and drains half as often.
+constexpr int kWindowRows = 1024, kMmaWindowRows = spconv::kWgradMmaWindowRows;
 
 // The rows of [w0, w1) with a neighbor at offset k (an entry in [0, n)), in row order, as (row, neighbor)
-// pairs; returns how many (every thread gets the count). Each thread takes kWindowRows / THREADS
+// pairs; returns how many (every thread gets the count). Each thread takes WINDOW / THREADS
 // consecutive rows; the warps' counts meet in warp_count. Begins and ends with all threads between the
 // barriers the caller and this function place: `pairs` of the previous window must no longer be read.
-template <int THREADS>
+template <int THREADS, int WINDOW = kWindowRows>
 __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1, int2* pairs, int* warp_count) {
-  constexpr int PER = kWindowRows / THREADS, WARPS = THREADS / 32;
-  static_assert(kWindowRows % THREADS == 0 && THREADS % 32 == 0, "whole warps, whole windows");
+  constexpr int PER = WINDOW / THREADS, WARPS = THREADS / 32;
+  static_assert(WINDOW % THREADS == 0 && THREADS % 32 == 0, "whole warps, whole windows");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t first = w0 + static_cast<int64_t>(threadIdx.x) * PER;
   int32_t m[PER];
@@ -320,6 +323,132 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
   }
 }
 
+// Tensor cores (mma.sync m16n8k16 through ldmatrix): BM × BN of [Ci, Co] a block, warps of WM × 32 outputs
+// (WM = 64 where a side is 128, else 32), 32 rows a stage, 4 stages of cp.async. Both staged operands are
+// row-major in the rows (the GEMM's K): A = gathered rowsᵀ comes out of ldmatrix.trans as the row-major
+// A fragment, grad_out's rows as the column-major B fragment. Rows padded by 8 elements: the 8 rows of an
+// ldmatrix phase fall in distinct 16-byte bank groups. The accumulators go straight from registers to the
+// partial (or the gradient): no staging.
+template <int BM_, int BN_>
+struct MmaWgradTile {
+  static constexpr int BM = BM_, BN = BN_, BK = spconv::kWgradStepRows, STAGES = spconv::kWgradMmaStages;
+  static constexpr int WM = (BM == 128 || BN == 128) ? 64 : 32, WN = 32;
+  static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN, THREADS = 32 * WARPS_M * WARPS_N;
+  static constexpr int MI = WM / 16, NI = WN / 8;  // m16 and n8 tiles a warp
+  static constexpr int LDA = BM + 8, LDB = BN + 8;
+  static constexpr size_t A_BYTES = size_t(STAGES) * BK * LDA * 2, B_BYTES = size_t(STAGES) * BK * LDB * 2;
+  static constexpr size_t PAIR_BYTES = size_t(kMmaWindowRows) * sizeof(int2);
+  static constexpr size_t SMEM = A_BYTES + B_BYTES + PAIR_BYTES + 32 * sizeof(int);
+  static_assert(BM % WM == 0 && BN % WN == 0 && NI % 2 == 0 && BK % 16 == 0, "whole fragments");
+  static_assert(kMmaWindowRows % THREADS == 0, "whole windows");
+  static_assert(SMEM == spconv::wgrad_mma_smem_bytes(BM, BN), "the choice's budget of shared memory");
+};
+
+template <typename T, typename Tile>
+__device__ __forceinline__ void wgrad_mma_load_stage(const WgradParams& p, const WgradBlock& b, T* As, T* Gs,
+                                                     const int2* pairs, int q0, int count) {
+  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK;
+  const T* feats = static_cast<const T*>(p.feats);
+  const T* grad = static_cast<const T*>(p.grad_out);
+#pragma unroll
+  for (int i = threadIdx.x; i < BK * (BM / 8); i += Tile::THREADS) {
+    const int r = i / (BM / 8), c = i % (BM / 8) * 8;
+    const bool ok = q0 + r < count && b.ci0 + c < p.ci;
+    const T* src = ok ? feats + static_cast<int64_t>(pairs[q0 + r].y) * p.ci + b.ci0 + c : feats;
+    cp_async16(As + r * Tile::LDA + c, src, ok ? 16 : 0);
+  }
+#pragma unroll
+  for (int i = threadIdx.x; i < BK * (BN / 8); i += Tile::THREADS) {
+    const int r = i / (BN / 8), c = i % (BN / 8) * 8;
+    const bool ok = q0 + r < count && b.co0 + c < p.co;
+    const T* src = ok ? grad + static_cast<int64_t>(pairs[q0 + r].x) * p.co + b.co0 + c : grad;
+    cp_async16(Gs + r * Tile::LDB + c, src, ok ? 16 : 0);
+  }
+}
+
+template <typename T, typename Tile>
+__global__ void __launch_bounds__(Tile::THREADS) kernel_wgrad_mma(WgradParams p) {
+  constexpr int BK = Tile::BK, STAGES = Tile::STAGES, LDA = Tile::LDA, LDB = Tile::LDB, MI = Tile::MI,
+                NI = Tile::NI;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* As = reinterpret_cast<T*>(smem);  // As[r][c]: channel ci0 + c of row r's neighbor
+  T* Gs = reinterpret_cast<T*>(smem + Tile::A_BYTES);
+  int2* pairs = reinterpret_cast<int2*>(smem + Tile::A_BYTES + Tile::B_BYTES);
+  int* warp_count = reinterpret_cast<int*>(smem + Tile::A_BYTES + Tile::B_BYTES + Tile::PAIR_BYTES);
+  const WgradBlock b = wgrad_block(p);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int wm = warp / Tile::WARPS_N, wn = warp % Tile::WARPS_N;
+  float acc[MI][NI][4] = {};
+
+  for (int64_t w0 = b.row0; w0 < b.row1; w0 += kMmaWindowRows) {
+    const int count = compact_rows<Tile::THREADS, kMmaWindowRows>(p, b.k, w0, min(b.row1, w0 + kMmaWindowRows),
+                                                                  pairs, warp_count);
+    const int steps = (count + BK - 1) / BK;
+    auto load = [&](int s) {
+      const int buf = s % STAGES;
+      wgrad_mma_load_stage<T, Tile>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, pairs, s * BK, count);
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < steps) load(s);
+      cp_async_commit();
+    }
+    for (int s = 0; s < steps; ++s) {
+      cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
+      __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
+      if (s + STAGES - 1 < steps) load(s + STAGES - 1);
+      cp_async_commit();
+      const T* a_s = As + (s % STAGES) * BK * LDA;
+      const T* g_s = Gs + (s % STAGES) * BK * LDB;
+#pragma unroll
+      for (int kk = 0; kk < BK; kk += 16) {
+        // A fragment (ci × rows): matrix j of lanes 8j.. is rows kk + (j / 2)·8, channels + (j % 2)·8.
+        uint32_t a[MI][4], g[NI][2];
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+          spconv_kernels::ldmatrix_x4_trans(
+              a[i][0], a[i][1], a[i][2], a[i][3],
+              a_s + (kk + (lane >> 4) * 8 + (lane & 7)) * LDA + wm * Tile::WM + i * 16 + ((lane >> 3) & 1) * 8);
+        // B fragments (rows × co), two n8 tiles a load: matrix j is rows kk + (j % 2)·8, channels + (j / 2)·8.
+#pragma unroll
+        for (int j = 0; j < NI; j += 2)
+          spconv_kernels::ldmatrix_x4_trans(g[j][0], g[j][1], g[j + 1][0], g[j + 1][1],
+                                            g_s + (kk + (lane & 15)) * LDB + wn * Tile::WN + j * 8 + (lane >> 4) * 8);
+#pragma unroll
+        for (int i = 0; i < MI; ++i)
+#pragma unroll
+          for (int j = 0; j < NI; ++j) mma16816<T>(acc[i][j], a[i], g[j][0], g[j][1]);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // every step computed: the stages and the pairs are free for the next window
+  }
+  // C fragment: rows (ci) lane / 4 and + 8, columns (co) 2 · (lane % 4) and + 1.
+  const int64_t chunk = p.partial ? static_cast<int64_t>(blockIdx.y) * p.k * p.ci * p.co : 0;
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = b.ci0 + wm * Tile::WM + i * 16 + lane / 4 + h * 8;
+        const int o = b.co0 + wn * Tile::WN + j * 8 + (lane % 4) * 2;
+        if (c >= p.ci || o >= p.co) continue;  // Co is a multiple of 8: o and o + 1 are both in or both out
+        const int64_t e = (static_cast<int64_t>(b.k) * p.ci + c) * p.co + o;
+        if (p.partial)
+          *reinterpret_cast<float2*>(p.partial + chunk + e) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+        else
+          store_pair<T>(static_cast<T*>(p.out) + e, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+      }
+}
+
+template <typename T, typename Tile>
+void launch_wgrad_mma(const WgradParams& p, dim3 grid, cudaStream_t s) {
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel_wgrad_mma<T, Tile>), static_cast<int>(Tile::SMEM));
+  kernel_wgrad_mma<T, Tile><<<grid, Tile::THREADS, Tile::SMEM, s>>>(p);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+}
+
 // ---- grad_bias and the ordered reduction ----------------------------------------------------------
 
 // Block (kBiasCols output channels × kBiasLanes row lanes) over chunk blockIdx.y: each lane sums every
@@ -370,6 +499,12 @@ template <typename T>
 void launch_wgrad(const WgradParams& p, const spconv::WgradChoice& c, bool vec, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(int64_t{p.k} * p.ci_tiles * p.co_tiles), static_cast<unsigned>(c.splits));
   if constexpr (!std::is_same_v<T, float>) {
+    if (c.variant == spconv::WgradVariant::mma) {
+      if (c.tile_ci == 128 && c.tile_co == 128) return launch_wgrad_mma<T, MmaWgradTile<128, 128>>(p, grid, s);
+      if (c.tile_ci == 128) return launch_wgrad_mma<T, MmaWgradTile<128, 64>>(p, grid, s);
+      if (c.tile_co == 128) return launch_wgrad_mma<T, MmaWgradTile<64, 128>>(p, grid, s);
+      return launch_wgrad_mma<T, MmaWgradTile<64, 64>>(p, grid, s);
+    }
     if (c.variant == spconv::WgradVariant::wmma) {
       if (vec)
         kernel_wgrad_wmma<T, true><<<grid, WmmaWgradTile::THREADS, 0, s>>>(p);
@@ -417,6 +552,8 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
       spconv::bias_partial_bytes(a, c) ? reinterpret_cast<float*>(base + spconv::weight_partial_bytes(a, c)) : nullptr;
   dispatch_float(a.dtype, "spconv::submanifold_conv_backward", [&]<typename T>() {
     if (a.grad_weight) {
+      const int tile_ci = c.tile_ci > 0 ? c.tile_ci : spconv::kWgradTile;
+      const int tile_co = c.tile_co > 0 ? c.tile_co : spconv::kWgradTile;
       WgradParams p{a.feats,
                     a.nbr,
                     a.grad_out,
@@ -427,8 +564,10 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
                     a.k,
                     a.ci,
                     a.co,
-                    static_cast<int>(ceil_div(a.ci, spconv::kWgradTile)),
-                    static_cast<int>(ceil_div(a.co, spconv::kWgradTile))};
+                    static_cast<int>(ceil_div(a.ci, tile_ci)),
+                    static_cast<int>(ceil_div(a.co, tile_co)),
+                    tile_ci,
+                    tile_co};
       const bool vec = a.ci % 8 == 0 && a.co % 8 == 0 && is_aligned(a.feats, 16) && is_aligned(a.grad_out, 16);
       launch_wgrad<T>(p, c, vec, s);
       if (weight_partial)
