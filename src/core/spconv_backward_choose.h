@@ -18,16 +18,11 @@ constexpr int kWgradWideTile = 128; // mma's tile side where the channels fill i
 constexpr int kWgradWidestCo = 256; // mma's widest output-channel tile (forced only)
 constexpr int kWgradStepRows = 32;  // rows a pipeline step of the tensor-core kernels (two k-steps of 16)
 constexpr int kWgradMmaStages = 4, kWgradMmaWindowRows = 2048;
-#ifdef FRUGAL_WGRAD_OVERLAP  // an experiment's switch: the next window compacted while this one loads
-constexpr int kWgradMmaPairBuffers = 2;
-#else
-constexpr int kWgradMmaPairBuffers = 1;
-#endif
 // mma's shared memory a block: the stages of both operands (rows padded by 8 elements), the window's
 // (row, neighbor) pairs and the warps' counts.
 constexpr size_t wgrad_mma_smem_bytes(int tile_ci, int tile_co) {
-  return size_t(kWgradMmaStages) * kWgradStepRows * (tile_ci + 8 + tile_co + 8) * 2 +
-         size_t(kWgradMmaPairBuffers) * kWgradMmaWindowRows * 8 + 32 * sizeof(int);
+  return size_t(kWgradMmaStages) * kWgradStepRows * (tile_ci + 8 + tile_co + 8) * 2 + size_t(kWgradMmaWindowRows) * 8 +
+         32 * sizeof(int);
 }
 // Rows a chunk at least: a block then gathers up to 2·512·64 elements (a third of that on a sphere shell,
 // whose rows have about 9 of 27 neighbors) for each 64 × 64 f32 partial it writes and the reduction reads.

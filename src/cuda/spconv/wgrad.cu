@@ -338,7 +338,7 @@ struct MmaWgradTile {
   static constexpr int MI = WM / 16, NI = WN / 8;  // m16 and n8 tiles a warp
   static constexpr int LDA = BM + 8, LDB = BN + 8;
   static constexpr size_t A_BYTES = size_t(STAGES) * BK * LDA * 2, B_BYTES = size_t(STAGES) * BK * LDB * 2;
-  static constexpr size_t PAIR_BYTES = size_t(spconv::kWgradMmaPairBuffers) * kMmaWindowRows * sizeof(int2);
+  static constexpr size_t PAIR_BYTES = size_t(kMmaWindowRows) * sizeof(int2);
   static constexpr size_t SMEM = A_BYTES + B_BYTES + PAIR_BYTES + 32 * sizeof(int);
   static_assert(BM % WM == 0 && BN % WN == 0 && NI % 2 == 0 && BK % 16 == 0, "whole fragments");
   static_assert(kMmaWindowRows % THREADS == 0, "whole windows");
@@ -381,29 +381,19 @@ __global__ void __launch_bounds__(Tile::THREADS) kernel_wgrad_mma(WgradParams p)
   const int wm = warp / Tile::WARPS_N, wn = warp % Tile::WARPS_N;
   float acc[MI][NI][4] = {};
 
-  // With two pair buffers the next window is compacted while this one's first stages load.
-  constexpr bool kTwo = spconv::kWgradMmaPairBuffers == 2;
-  constexpr int W = kMmaWindowRows;
-  int count = 0, wi = 0;
-  if constexpr (kTwo) count = compact_rows<Tile::THREADS, W>(p, b.k, b.row0, min(b.row1, b.row0 + W), pairs, warp_count);
-  for (int64_t w0 = b.row0; w0 < b.row1; w0 += W, ++wi) {
-    if constexpr (!kTwo) count = compact_rows<Tile::THREADS, W>(p, b.k, w0, min(b.row1, w0 + W), pairs, warp_count);
-    const int2* cur = kTwo ? pairs + (wi & 1) * W : pairs;
+  for (int64_t w0 = b.row0; w0 < b.row1; w0 += kMmaWindowRows) {
+    const int count = compact_rows<Tile::THREADS, kMmaWindowRows>(p, b.k, w0, min(b.row1, w0 + kMmaWindowRows),
+                                                                  pairs, warp_count);
     const int steps = (count + BK - 1) / BK;
     auto load = [&](int s) {
       const int buf = s % STAGES;
-      wgrad_mma_load_stage<T, Tile>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, cur, s * BK, count);
+      wgrad_mma_load_stage<T, Tile>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, pairs, s * BK, count);
     };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < steps) load(s);
       cp_async_commit();
     }
-    int next = 0;  // the next window's pairs: the other buffer's last reader (window wi - 1) has issued all its copies
-    if constexpr (kTwo)
-      if (w0 + W < b.row1)
-        next = compact_rows<Tile::THREADS, W>(p, b.k, w0 + W, min(b.row1, w0 + 2 * W), pairs + ((wi + 1) & 1) * W,
-                                              warp_count);
     for (int s = 0; s < steps; ++s) {
       cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
       __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
@@ -433,7 +423,6 @@ __global__ void __launch_bounds__(Tile::THREADS) kernel_wgrad_mma(WgradParams p)
     }
     cp_async_wait<0>();
     __syncthreads();  // every step computed: the stages and the pairs are free for the next window
-    if constexpr (kTwo) count = next;
   }
   // C fragment: rows (ci) lane / 4 and + 8, columns (co) 2 · (lane % 4) and + 1.
   const int64_t chunk = p.partial ? static_cast<int64_t>(blockIdx.y) * p.k * p.ci * p.co : 0;
