@@ -128,10 +128,7 @@ TEST(ChooseSpconvWgrad, MmaTakesWholeCopiesAndItsTwoTiles) {
   EXPECT_EQ(choose(unaligned, h200).variant, V::wmma) << "rows that are not 16-byte aligned go to WMMA";
   const backend::WgradArgs a = args(1000, 256, 256);
   EXPECT_FALSE(can_implement(a, h200, complete(a, h200, {.variant = V::mma, .tile_ci = 96}), &why));
-  EXPECT_NE(why.find("takes tiles of 64 or 128 input channels"), std::string::npos) << why;
-  EXPECT_TRUE(can_implement(a, h200, complete(a, h200, {.variant = V::mma, .tile_co = 256})));
-  EXPECT_FALSE(can_implement(a, l40, complete(a, l40, {.variant = V::mma, .tile_co = 256}), &why))
-      << "the 128 x 256 tile's stages exceed 99 KiB a block";
+  EXPECT_NE(why.find("takes tiles of 64 or 128"), std::string::npos) << why;
   EXPECT_FALSE(can_implement(a, h200, complete(a, h200, {.variant = V::wmma, .tile_ci = 128}), &why));
   EXPECT_NE(why.find("runs 64 x 64 tiles"), std::string::npos) << why;
   DeviceCaps small = h200;

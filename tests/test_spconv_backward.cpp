@@ -788,9 +788,7 @@ void check_every_variant(const std::vector<int32_t>& coords, std::initializer_li
                                                WgradChoice{.variant = WgradVariant::mma, .chunk_rows = 32},
                                                WgradChoice{.variant = WgradVariant::mma, .splits = 1},
                                                WgradChoice{.variant = WgradVariant::mma, .tile_ci = 64, .tile_co = 64},
-                                               WgradChoice{.variant = WgradVariant::mma, .tile_ci = 128, .tile_co = 128},
-                                               WgradChoice{.variant = WgradVariant::mma, .tile_ci = 64, .tile_co = 256},
-                                               WgradChoice{.variant = WgradVariant::mma, .tile_ci = 128, .tile_co = 256}};
+                                               WgradChoice{.variant = WgradVariant::mma, .tile_ci = 128, .tile_co = 128}};
   const std::optional<ConvChoice> dgrads[] = {std::nullopt,
                                               ConvChoice{.variant = CV::simt},
                                               ConvChoice{.variant = CV::wmma, .tile_co = 64},

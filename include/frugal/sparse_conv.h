@@ -248,7 +248,7 @@ struct WgradChoice {
   WgradVariant variant = WgradVariant::cpu;
   int splits = 0;          // chunks of rows, each summed apart into f32 partials, then added in order
   int64_t chunk_rows = 0;  // rows a chunk: a multiple of 32 (or N); splits = ⌈N / chunk_rows⌉
-  int tile_ci = 0, tile_co = 0;  // mma: the block's tile of [Ci, Co], 64 or 128 (Co also 256); others 64
+  int tile_ci = 0, tile_co = 0;  // mma: the block's tile of [Ci, Co], 64 or 128 each (the others: 64)
 };
 std::string to_string(WgradVariant v);        // "wmma"
 std::string to_string(const WgradChoice& c);  // "mma(tile 128 x 128, splits 10, chunk_rows 29024)"

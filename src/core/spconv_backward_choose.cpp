@@ -109,10 +109,9 @@ bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice
     if (!mma_operands(a))
       return no("takes channel counts that are multiples of 8 and 16-byte aligned rows, got Ci = ", a.ci,
                 ", Co = ", a.co);
-    const auto side = [](int t) { return t == kWgradTile || t == kWgradWideTile; };
-    if (!side(c.tile_ci) || !(side(c.tile_co) || c.tile_co == kWgradWidestCo))
-      return no("takes tiles of ", kWgradTile, " or ", kWgradWideTile, " input channels by ", kWgradTile, ", ",
-                kWgradWideTile, " or ", kWgradWidestCo, " output channels, got ", to_string(c));
+    for (int t : {c.tile_ci, c.tile_co})
+      if (t != kWgradTile && t != kWgradWideTile)
+        return no("takes tiles of ", kWgradTile, " or ", kWgradWideTile, ", got ", to_string(c));
     if (const size_t smem = wgrad_mma_smem_bytes(c.tile_ci, c.tile_co); caps.is_gpu() && smem > size_t(caps.smem_per_block))
       return no("needs ", smem, " bytes of shared memory a block, the device allows ", caps.smem_per_block);
   } else if ((c.tile_ci && c.tile_ci != kWgradTile) || (c.tile_co && c.tile_co != kWgradTile)) {

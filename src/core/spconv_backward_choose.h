@@ -15,7 +15,6 @@ namespace frugal::spconv {
 // ---- limits the rules and the kernels share ------------------------------------------------------
 constexpr int kWgradTile = 64;      // input × output channels a block of simt and wmma: 64 × 64 f32 partials
 constexpr int kWgradWideTile = 128; // mma's tile side where the channels fill it (64 otherwise)
-constexpr int kWgradWidestCo = 256; // mma's widest output-channel tile (forced only)
 constexpr int kWgradStepRows = 32;  // rows a pipeline step of the tensor-core kernels (two k-steps of 16)
 constexpr int kWgradMmaStages = 4, kWgradMmaWindowRows = 2048;
 // mma's shared memory a block: the stages of both operands (rows padded by 8 elements), the window's

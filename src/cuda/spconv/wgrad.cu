@@ -323,9 +323,8 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
   }
 }
 
-// Tensor cores (mma.sync m16n8k16 through ldmatrix): BM × BN of [Ci, Co] a block, warps of WM × WN outputs
-// (WM = 64 where a side is 128 or more, else 32; WN = 64 for 256-wide tiles, else 32), 32 rows a stage,
-// 4 stages of cp.async. Both staged operands are
+// Tensor cores (mma.sync m16n8k16 through ldmatrix): BM × BN of [Ci, Co] a block, warps of WM × 32 outputs
+// (WM = 64 where a side is 128, else 32), 32 rows a stage, 4 stages of cp.async. Both staged operands are
 // row-major in the rows (the GEMM's K): A = gathered rowsᵀ comes out of ldmatrix.trans as the row-major
 // A fragment, grad_out's rows as the column-major B fragment. Rows padded by 8 elements: the 8 rows of an
 // ldmatrix phase fall in distinct 16-byte bank groups. The accumulators go straight from registers to the
@@ -333,7 +332,7 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
 template <int BM_, int BN_>
 struct MmaWgradTile {
   static constexpr int BM = BM_, BN = BN_, BK = spconv::kWgradStepRows, STAGES = spconv::kWgradMmaStages;
-  static constexpr int WM = (BM == 128 || BN >= 128) ? 64 : 32, WN = BN == 256 ? 64 : 32;
+  static constexpr int WM = (BM == 128 || BN == 128) ? 64 : 32, WN = 32;
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN, THREADS = 32 * WARPS_M * WARPS_N;
   static constexpr int MI = WM / 16, NI = WN / 8;  // m16 and n8 tiles a warp
   static constexpr int LDA = BM + 8, LDB = BN + 8;
@@ -501,9 +500,6 @@ void launch_wgrad(const WgradParams& p, const spconv::WgradChoice& c, bool vec, 
   const dim3 grid(static_cast<unsigned>(int64_t{p.k} * p.ci_tiles * p.co_tiles), static_cast<unsigned>(c.splits));
   if constexpr (!std::is_same_v<T, float>) {
     if (c.variant == spconv::WgradVariant::mma) {
-      if (c.tile_co == 256)
-        return c.tile_ci == 128 ? launch_wgrad_mma<T, MmaWgradTile<128, 256>>(p, grid, s)
-                                : launch_wgrad_mma<T, MmaWgradTile<64, 256>>(p, grid, s);
       if (c.tile_ci == 128 && c.tile_co == 128) return launch_wgrad_mma<T, MmaWgradTile<128, 128>>(p, grid, s);
       if (c.tile_ci == 128) return launch_wgrad_mma<T, MmaWgradTile<128, 64>>(p, grid, s);
       if (c.tile_co == 128) return launch_wgrad_mma<T, MmaWgradTile<64, 128>>(p, grid, s);
