@@ -3,8 +3,9 @@
 // Builds the KernelMap of the voxels within 0.87 of the sphere of radius R (x slowest), fills feats,
 // weight and grad_out with a deterministic generator, then times (median of N, CUDA events) the forward,
 // dgrad alone, wgrad + grad_bias alone, the whole backward, forward + backward, and wgrad under each
-// variant forced; prints one JSON line with the choices, the times, the useful TFLOP/s (2·pairs·Ci·Co
-// for each of the three GEMMs; pairs = map entries with a neighbor) and the backward's workspace.
+// variant (and each mma tile that the channels fill) forced; prints one JSON line with the choices, the
+// times, the useful TFLOP/s (2·pairs·Ci·Co for each of the three GEMMs; pairs = map entries with a
+// neighbor) and the backward's workspace.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -119,11 +120,18 @@ int main(int argc, char** argv) {
     backward(all);
   });
   std::string variants;
-  for (spconv::WgradVariant v : {spconv::WgradVariant::simt, spconv::WgradVariant::wmma, spconv::WgradVariant::mma}) {
+  std::vector<spconv::WgradChoice> forced = {{.variant = spconv::WgradVariant::simt},
+                                             {.variant = spconv::WgradVariant::wmma}};
+  for (int tci : {64, 128})
+    for (int tco : {64, 128})
+      if (tci <= ci && tco <= co) forced.push_back({.variant = spconv::WgradVariant::mma, .tile_ci = tci, .tile_co = tco});
+  for (const spconv::WgradChoice& c : forced) {
     spconv::BackwardOptions o;
-    o.wgrad = spconv::WgradChoice{.variant = v};
+    o.wgrad = c;
+    std::string name = spconv::to_string(c.variant);
+    if (c.tile_ci) name += " " + std::to_string(c.tile_ci) + "x" + std::to_string(c.tile_co);
     const double t = median_event_ms(reps, [&] { backward(wgrad, o); });
-    variants += (variants.empty() ? "" : ", ") + std::string("\"") + spconv::to_string(v) + "\": " + std::to_string(t);
+    variants += (variants.empty() ? "" : ", ") + std::string("\"") + name + "\": " + std::to_string(t);
   }
   spconv::backend::WgradArgs wb;
   wb.n = n;
