@@ -60,7 +60,7 @@ struct Problem {
   int dim = 0, q_heads = 1, kv_heads = 1;
   attention::backend::CacheArgs k, v;
   float softmax_scale = 1.0f;
-  int64_t slice = 0;  // tokens a work item covers at most; ≤ 0: the whole range
+  int64_t slice = 0;        // tokens a work item covers at most; ≤ 0: the whole range
   const void* q = nullptr;  // head h of row r at q + rows.q_offset(r) + h*q_stride_h
   DType q_dtype = DType::f32;
   int64_t q_stride_h = 0;
@@ -68,6 +68,7 @@ struct Problem {
   DType out_dtype = DType::f32;
   float* lse = nullptr;  // [output rows, Hq] natural-log LSE, or nullptr
   const char* op = "";
+  bool portable = false;  // the portable pass even where a SIMD one runs (the tests compare the two)
 };
 
 // One work item's pass over the tokens [t0, t1) of row r and K/V head hk: the partial softmax states
@@ -102,6 +103,23 @@ FRUGAL_CPU_CLONES void attend_tokens(const Problem& p, const Rows& rows, int64_t
         for (int i = 0; i < D; ++i) og[i] += pv * vh[i];
     }
   }
+}
+
+}  // namespace frugal::cpu::rows
+
+#include "cpu/attention_avx2.h"  // the SIMD pass, over Problem and weight above
+
+namespace frugal::cpu::rows {
+
+// Whether the AVX2 pass serves problem p (its code widths and head dims) on this CPU.
+inline bool runs_avx2(const Problem& p) {
+#if FRUGAL_CPU_AVX2
+  const auto fits = [](int bits) { return bits == 4 || bits == 8; };
+  return !p.portable && cpu_has_avx2() && fits(p.k.bits) && fits(p.v.bits) && p.dim % 16 == 0;
+#else
+  (void)p;
+  return false;
+#endif
 }
 
 // Rows describes the rows: count(); begin(r), end(r) (the absolute token range row r attends);
@@ -161,9 +179,14 @@ void attend(const Problem& p, const Rows& rows) {
     if (p.v.bits == 4) vpairs[b][0] = p.v.centroids[b & 15], vpairs[b][1] = p.v.centroids[b >> 4];
   }
 
+  const bool simd = runs_avx2(p);
+
 #pragma omp parallel
   {
     std::vector<float> kh(D), vh(D), s(G), m(G), l(G), o(static_cast<size_t>(G) * D);
+#if FRUGAL_CPU_AVX2
+    std::vector<float> scratch(simd ? avx2::scratch_floats(G) : 0);
+#endif
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < n_items; ++it) {
       const Item& w = items[it];
@@ -173,8 +196,23 @@ void attend(const Problem& p, const Rows& rows) {
       std::fill(l.begin(), l.end(), 0.0f);
       std::fill(o.begin(), o.end(), 0.0f);
       const float* q = qf.data() + (static_cast<size_t>(w.r) * Hq + static_cast<size_t>(w.hk) * G) * D;
-      attend_tokens(p, rows, w.r, w.hk, w.t0, w.t1, q, factor, kpairs, vpairs, kh.data(), vh.data(), s.data(),
-                    m.data(), l.data(), o.data());
+      const auto scalar = [&](int64_t t0, int64_t t1) {
+        attend_tokens(p, rows, w.r, w.hk, t0, t1, q, factor, kpairs, vpairs, kh.data(), vh.data(), s.data(), m.data(),
+                      l.data(), o.data());
+      };
+#if FRUGAL_CPU_AVX2
+      if (simd) {
+        const auto pass = [&]<int KBits, int VBits>() {
+          avx2::attend_tokens<KBits, VBits>(p, rows, w.r, w.hk, w.t0, w.t1, q, factor, scratch.data(), m.data(),
+                                            l.data(), o.data(), scalar);
+        };
+        if (p.k.bits == 4)
+          p.v.bits == 4 ? pass.template operator()<4, 4>() : pass.template operator()<4, 8>();
+        else
+          p.v.bits == 4 ? pass.template operator()<8, 4>() : pass.template operator()<8, 8>();
+      } else
+#endif
+        scalar(w.t0, w.t1);
       std::copy(m.begin(), m.end(), part_m.begin() + it * G);
       std::copy(l.begin(), l.end(), part_l.begin() + it * G);
       std::copy(o.begin(), o.end(), part_o.begin() + it * G * D);

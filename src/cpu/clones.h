@@ -1,6 +1,8 @@
 // Hot CPU loops are compiled for three x86-64 levels (SSE2, AVX2 with FMA, AVX-512), the best one
 // the CPU runs picked at load time; other targets, and clang (whose target_clones takes no function
 // templates), compile them once. Helpers marked FRUGAL_INLINE are inlined into each clone.
+// Loops written in AVX2 intrinsics are compiled for that level alone (FRUGAL_AVX2) and called where
+// cpu_has_avx2() says the CPU runs them.
 #pragma once
 
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
@@ -9,3 +11,17 @@
 #define FRUGAL_CPU_CLONES
 #endif
 #define FRUGAL_INLINE [[gnu::always_inline]] inline
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FRUGAL_CPU_AVX2 1
+#define FRUGAL_AVX2 __attribute__((target("avx2,fma")))
+#define FRUGAL_AVX2_INLINE [[gnu::always_inline]] inline __attribute__((target("avx2,fma")))
+namespace frugal::cpu {
+inline bool cpu_has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+}  // namespace frugal::cpu
+#else
+#define FRUGAL_CPU_AVX2 0
+#endif
