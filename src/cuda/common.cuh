@@ -119,6 +119,24 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// The multistage cp.async pipeline over `steps` steps: load(s) issues step s's copies into its buffer
+// (s % STAGES), compute(s) reads that buffer; STAGES - 1 steps are in flight ahead of the one computed.
+// Each step's barrier both publishes its copies and frees the buffer that the next load overwrites.
+template <int STAGES, typename Load, typename Compute>
+__device__ __forceinline__ void cp_async_pipeline(int steps, Load&& load, Compute&& compute) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < steps) load(s);
+    cp_async_commit();
+  }
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
+    __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
+    if (s + STAGES - 1 < steps) load(s + STAGES - 1);
+    cp_async_commit();
+    compute(s);
+  }
+}
 
 // Programmatic dependent launch (sm_90). Device side: let the grid launched after this one as its
 // programmatic dependent be scheduled now (as resources free up); wait until the grids this one

@@ -210,16 +210,7 @@ __global__ void __launch_bounds__(256, 2) kernel_conv_wmma(ConvParams p, int col
     wmma_load_stage<T, Tile, kVec>(p, As + buf * BM * LDA, Bs + buf * BK * LDB, act.list[s / chunks], s % chunks * BK,
                                    row0, co0);
   };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < steps) load(s);
-    cp_async_commit();
-  }
-  for (int s = 0; s < steps; ++s) {
-    cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
-    __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
-    if (s + STAGES - 1 < steps) load(s + STAGES - 1);
-    cp_async_commit();
+  cp_async_pipeline<STAGES>(steps, load, [&](int s) {
     const T* a_s = As + (s % STAGES) * BM * LDA;
     const T* b_s = Bs + (s % STAGES) * BK * LDB;
 #pragma unroll
@@ -235,7 +226,7 @@ __global__ void __launch_bounds__(256, 2) kernel_conv_wmma(ConvParams p, int col
 #pragma unroll
         for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], af[i], bf[j], acc[i][j]);
     }
-  }
+  });
   cp_async_wait<0>();
   __syncthreads();  // the A buffers become the epilogue's staging
 

@@ -278,16 +278,7 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
       const int buf = s % STAGES;
       wgrad_load_stage<T, kVec>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, pairs, s * BK, count);
     };
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < steps) load(s);
-      cp_async_commit();
-    }
-    for (int s = 0; s < steps; ++s) {
-      cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
-      __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
-      if (s + STAGES - 1 < steps) load(s + STAGES - 1);
-      cp_async_commit();
+    cp_async_pipeline<STAGES>(steps, load, [&](int s) {
       const T* a_s = As + (s % STAGES) * BK * LDA;
       const T* g_s = Gs + (s % STAGES) * BK * LDB;
 #pragma unroll
@@ -305,7 +296,7 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
 #pragma unroll
           for (int j = 0; j < Tile::FN; ++j) wmma::mma_sync(acc[i][j], af[i], gf[j], acc[i][j]);
       }
-    }
+    });
     cp_async_wait<0>();
     __syncthreads();  // every step computed: the stages and the pairs are free for the next window
   }
@@ -388,16 +379,7 @@ __global__ void __launch_bounds__(Tile::THREADS) kernel_wgrad_mma(WgradParams p)
       const int buf = s % STAGES;
       wgrad_mma_load_stage<T, Tile>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, pairs, s * BK, count);
     };
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < steps) load(s);
-      cp_async_commit();
-    }
-    for (int s = 0; s < steps; ++s) {
-      cp_async_wait<STAGES - 2>();  // this thread's copies of step s have landed ...
-      __syncthreads();              // ... everyone's have, and step s-1's buffer is free again
-      if (s + STAGES - 1 < steps) load(s + STAGES - 1);
-      cp_async_commit();
+    cp_async_pipeline<STAGES>(steps, load, [&](int s) {
       const T* a_s = As + (s % STAGES) * BK * LDA;
       const T* g_s = Gs + (s % STAGES) * BK * LDB;
 #pragma unroll
@@ -419,7 +401,7 @@ __global__ void __launch_bounds__(Tile::THREADS) kernel_wgrad_mma(WgradParams p)
 #pragma unroll
           for (int j = 0; j < NI; ++j) mma16816<T>(acc[i][j], a[i], g[j][0], g[j][1]);
       }
-    }
+    });
     cp_async_wait<0>();
     __syncthreads();  // every step computed: the stages and the pairs are free for the next window
   }
