@@ -216,10 +216,9 @@ struct WmmaWgradTile {
 
 // Stage rows [q0, q0 + BK) of the window's pairs: A the neighbors' channels, G grad_out's; zeros past
 // `count` and past the channels.
-template <typename T, bool kVec>
+template <typename T, typename Tile, bool kVec>
 __device__ __forceinline__ void wgrad_load_stage(const WgradParams& p, const WgradBlock& b, T* As, T* Gs,
                                                  const int2* pairs, int q0, int count) {
-  using Tile = WmmaWgradTile;
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, LDA = Tile::LDA, LDB = Tile::LDB;
   const T* feats = static_cast<const T*>(p.feats);
   const T* grad = static_cast<const T*>(p.grad_out);
@@ -252,10 +251,32 @@ __device__ __forceinline__ void wgrad_load_stage(const WgradParams& p, const Wgr
   }
 }
 
+// Every window of the block's rows through the pipeline: the window's pairs compacted, its steps staged
+// (wgrad_load_stage) and multiplied (compute(a_s, g_s): the stage's gathered rows and grad_out rows), the
+// pipeline filled and drained per window.
+template <typename T, typename Tile, bool kVec, int WINDOW, typename Compute>
+__device__ __forceinline__ void wgrad_windows(const WgradParams& p, const WgradBlock& b, T* As, T* Gs, int2* pairs,
+                                              int* warp_count, Compute&& compute) {
+  constexpr int BK = Tile::BK, STAGES = Tile::STAGES;
+  for (int64_t w0 = b.row0; w0 < b.row1; w0 += WINDOW) {
+    const int count = compact_rows<Tile::THREADS, WINDOW>(p, b.k, w0, min(b.row1, w0 + WINDOW), pairs, warp_count);
+    cp_async_pipeline<STAGES>(
+        (count + BK - 1) / BK,
+        [&](int s) {
+          const int buf = s % STAGES;
+          wgrad_load_stage<T, Tile, kVec>(p, b, As + buf * BK * Tile::LDA, Gs + buf * BK * Tile::LDB, pairs, s * BK,
+                                          count);
+        },
+        [&](int s) { compute(As + s % STAGES * BK * Tile::LDA, Gs + s % STAGES * BK * Tile::LDB); });
+    cp_async_wait<0>();
+    __syncthreads();  // every step computed: the stages and the pairs are free for the next window
+  }
+}
+
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(WgradParams p) {
   using Tile = WmmaWgradTile;
-  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, LDA = Tile::LDA, LDB = Tile::LDB;
+  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, LDA = Tile::LDA, LDB = Tile::LDB;
   __shared__ __align__(128) unsigned char smem[Tile::SMEM];
   __shared__ int2 pairs[kWindowRows];
   __shared__ int warp_count[Tile::THREADS / 32];
@@ -271,35 +292,23 @@ __global__ void __launch_bounds__(WmmaWgradTile::THREADS) kernel_wgrad_wmma(Wgra
     for (int j = 0; j < Tile::FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
   // A window at a time: its rows with a neighbor, through the pipeline, filled and drained per window.
-  for (int64_t w0 = b.row0; w0 < b.row1; w0 += kWindowRows) {
-    const int count = compact_rows<Tile::THREADS>(p, b.k, w0, min(b.row1, w0 + kWindowRows), pairs, warp_count);
-    const int steps = (count + BK - 1) / BK;
-    auto load = [&](int s) {
-      const int buf = s % STAGES;
-      wgrad_load_stage<T, kVec>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, pairs, s * BK, count);
-    };
-    cp_async_pipeline<STAGES>(steps, load, [&](int s) {
-      const T* a_s = As + (s % STAGES) * BK * LDA;
-      const T* g_s = Gs + (s % STAGES) * BK * LDB;
+  wgrad_windows<T, Tile, kVec, kWindowRows>(p, b, As, Gs, pairs, warp_count, [&](const T* a_s, const T* g_s) {
 #pragma unroll
-      for (int kk = 0; kk < BK; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> af[Tile::FM];
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> gf[Tile::FN];
+    for (int kk = 0; kk < BK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> af[Tile::FM];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> gf[Tile::FN];
 #pragma unroll
-        for (int i = 0; i < Tile::FM; ++i)
-          wmma::load_matrix_sync(af[i], a_s + kk * LDA + wm * Tile::WARP_M + i * 16, LDA);
+      for (int i = 0; i < Tile::FM; ++i)
+        wmma::load_matrix_sync(af[i], a_s + kk * LDA + wm * Tile::WARP_M + i * 16, LDA);
 #pragma unroll
-        for (int j = 0; j < Tile::FN; ++j)
-          wmma::load_matrix_sync(gf[j], g_s + kk * LDB + wn * Tile::WARP_N + j * 16, LDB);
+      for (int j = 0; j < Tile::FN; ++j)
+        wmma::load_matrix_sync(gf[j], g_s + kk * LDB + wn * Tile::WARP_N + j * 16, LDB);
 #pragma unroll
-        for (int i = 0; i < Tile::FM; ++i)
+      for (int i = 0; i < Tile::FM; ++i)
 #pragma unroll
-          for (int j = 0; j < Tile::FN; ++j) wmma::mma_sync(acc[i][j], af[i], gf[j], acc[i][j]);
-      }
-    });
-    cp_async_wait<0>();
-    __syncthreads();  // every step computed: the stages and the pairs are free for the next window
-  }
+        for (int j = 0; j < Tile::FN; ++j) wmma::mma_sync(acc[i][j], af[i], gf[j], acc[i][j]);
+    }
+  });
   float* stage = reinterpret_cast<float*>(smem);
 #pragma unroll
   for (int i = 0; i < Tile::FM; ++i)
@@ -336,31 +345,8 @@ struct MmaWgradTile {
 };
 
 template <typename T, typename Tile>
-__device__ __forceinline__ void wgrad_mma_load_stage(const WgradParams& p, const WgradBlock& b, T* As, T* Gs,
-                                                     const int2* pairs, int q0, int count) {
-  constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK;
-  const T* feats = static_cast<const T*>(p.feats);
-  const T* grad = static_cast<const T*>(p.grad_out);
-#pragma unroll
-  for (int i = threadIdx.x; i < BK * (BM / 8); i += Tile::THREADS) {
-    const int r = i / (BM / 8), c = i % (BM / 8) * 8;
-    const bool ok = q0 + r < count && b.ci0 + c < p.ci;
-    const T* src = ok ? feats + static_cast<int64_t>(pairs[q0 + r].y) * p.ci + b.ci0 + c : feats;
-    cp_async16(As + r * Tile::LDA + c, src, ok ? 16 : 0);
-  }
-#pragma unroll
-  for (int i = threadIdx.x; i < BK * (BN / 8); i += Tile::THREADS) {
-    const int r = i / (BN / 8), c = i % (BN / 8) * 8;
-    const bool ok = q0 + r < count && b.co0 + c < p.co;
-    const T* src = ok ? grad + static_cast<int64_t>(pairs[q0 + r].x) * p.co + b.co0 + c : grad;
-    cp_async16(Gs + r * Tile::LDB + c, src, ok ? 16 : 0);
-  }
-}
-
-template <typename T, typename Tile>
 __global__ void __launch_bounds__(Tile::THREADS) kernel_wgrad_mma(WgradParams p) {
-  constexpr int BK = Tile::BK, STAGES = Tile::STAGES, LDA = Tile::LDA, LDB = Tile::LDB, MI = Tile::MI,
-                NI = Tile::NI;
+  constexpr int BK = Tile::BK, LDA = Tile::LDA, LDB = Tile::LDB, MI = Tile::MI, NI = Tile::NI;
   extern __shared__ __align__(128) unsigned char smem[];
   T* As = reinterpret_cast<T*>(smem);  // As[r][c]: channel ci0 + c of row r's neighbor
   T* Gs = reinterpret_cast<T*>(smem + Tile::A_BYTES);
@@ -371,40 +357,27 @@ __global__ void __launch_bounds__(Tile::THREADS) kernel_wgrad_mma(WgradParams p)
   const int wm = warp / Tile::WARPS_N, wn = warp % Tile::WARPS_N;
   float acc[MI][NI][4] = {};
 
-  for (int64_t w0 = b.row0; w0 < b.row1; w0 += kMmaWindowRows) {
-    const int count = compact_rows<Tile::THREADS, kMmaWindowRows>(p, b.k, w0, min(b.row1, w0 + kMmaWindowRows),
-                                                                  pairs, warp_count);
-    const int steps = (count + BK - 1) / BK;
-    auto load = [&](int s) {
-      const int buf = s % STAGES;
-      wgrad_mma_load_stage<T, Tile>(p, b, As + buf * BK * LDA, Gs + buf * BK * LDB, pairs, s * BK, count);
-    };
-    cp_async_pipeline<STAGES>(steps, load, [&](int s) {
-      const T* a_s = As + (s % STAGES) * BK * LDA;
-      const T* g_s = Gs + (s % STAGES) * BK * LDB;
+  wgrad_windows<T, Tile, true, kMmaWindowRows>(p, b, As, Gs, pairs, warp_count, [&](const T* a_s, const T* g_s) {
 #pragma unroll
-      for (int kk = 0; kk < BK; kk += 16) {
-        // A fragment (ci × rows): matrix j of lanes 8j.. is rows kk + (j / 2)·8, channels + (j % 2)·8.
-        uint32_t a[MI][4], g[NI][2];
+    for (int kk = 0; kk < BK; kk += 16) {
+      // A fragment (ci × rows): matrix j of lanes 8j.. is rows kk + (j / 2)·8, channels + (j % 2)·8.
+      uint32_t a[MI][4], g[NI][2];
 #pragma unroll
-        for (int i = 0; i < MI; ++i)
-          spconv_kernels::ldmatrix_x4_trans(
-              a[i][0], a[i][1], a[i][2], a[i][3],
-              a_s + (kk + (lane >> 4) * 8 + (lane & 7)) * LDA + wm * Tile::WM + i * 16 + ((lane >> 3) & 1) * 8);
+      for (int i = 0; i < MI; ++i)
+        spconv_kernels::ldmatrix_x4_trans(
+            a[i][0], a[i][1], a[i][2], a[i][3],
+            a_s + (kk + (lane >> 4) * 8 + (lane & 7)) * LDA + wm * Tile::WM + i * 16 + ((lane >> 3) & 1) * 8);
         // B fragments (rows × co), two n8 tiles a load: matrix j is rows kk + (j % 2)·8, channels + (j / 2)·8.
 #pragma unroll
-        for (int j = 0; j < NI; j += 2)
-          spconv_kernels::ldmatrix_x4_trans(g[j][0], g[j][1], g[j + 1][0], g[j + 1][1],
-                                            g_s + (kk + (lane & 15)) * LDB + wn * Tile::WN + j * 8 + (lane >> 4) * 8);
+      for (int j = 0; j < NI; j += 2)
+        spconv_kernels::ldmatrix_x4_trans(g[j][0], g[j][1], g[j + 1][0], g[j + 1][1],
+                                          g_s + (kk + (lane & 15)) * LDB + wn * Tile::WN + j * 8 + (lane >> 4) * 8);
 #pragma unroll
-        for (int i = 0; i < MI; ++i)
+      for (int i = 0; i < MI; ++i)
 #pragma unroll
-          for (int j = 0; j < NI; ++j) mma16816<T>(acc[i][j], a[i], g[j][0], g[j][1]);
-      }
-    });
-    cp_async_wait<0>();
-    __syncthreads();  // every step computed: the stages and the pairs are free for the next window
-  }
+        for (int j = 0; j < NI; ++j) mma16816<T>(acc[i][j], a[i], g[j][0], g[j][1]);
+    }
+  });
   // C fragment: rows (ci) lane / 4 and + 8, columns (co) 2 · (lane % 4) and + 1.
   const int64_t chunk = p.partial ? static_cast<int64_t>(blockIdx.y) * p.k * p.ci * p.co : 0;
 #pragma unroll
