@@ -121,11 +121,16 @@ TEST(ChooseSpconvWgrad, MmaTakesWholeCopiesAndItsTwoTiles) {
   std::string why;
   const backend::WgradArgs odd = args(1000, 12, 16);
   EXPECT_FALSE(can_implement(odd, h200, complete(odd, h200, {V::mma}), &why));
-  EXPECT_NE(why.find("multiples of 8 and 16-byte aligned rows, got Ci = 12, Co = 16"), std::string::npos) << why;
+  EXPECT_NE(why.find("multiples of 8, 16-byte aligned rows and a 4-byte aligned grad_weight, got Ci = 12, Co = 16"),
+            std::string::npos)
+      << why;
   backend::WgradArgs unaligned = args(1000, 16, 16);
   unaligned.feats = reinterpret_cast<const void*>(8);
   EXPECT_FALSE(can_implement(unaligned, h200, complete(unaligned, h200, {V::mma}), &why));
   EXPECT_EQ(choose(unaligned, h200).variant, V::wmma) << "rows that are not 16-byte aligned go to WMMA";
+  backend::WgradArgs odd_out = args(1000, 16, 16);
+  odd_out.grad_weight = reinterpret_cast<void*>(18);  // a view one f16 element into its storage
+  EXPECT_EQ(choose(odd_out, h200).variant, V::wmma) << "a grad_weight the pair stores cannot take goes to WMMA";
   const backend::WgradArgs a = args(1000, 256, 256);
   EXPECT_FALSE(can_implement(a, h200, complete(a, h200, {.variant = V::mma, .tile_ci = 96}), &why));
   EXPECT_NE(why.find("takes tiles of 64 or 128"), std::string::npos) << why;

@@ -1,27 +1,27 @@
 // The sparse conv's wgrad choice: the variant by dtype and architecture, the split of N by the shape
 // alone (never by the device's occupancy), each rule with its reason.
-#include "core/choose_common.h"
 #include "core/spconv_backward_choose.h"
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <sstream>
 
+#include "core/choose_common.h"
 #include "frugal/error.h"
 
 namespace frugal::spconv {
 
 namespace {
 
-using choose::aligned16;
+using backend::WgradArgs;
 using choose::align16;
+using choose::aligned16;
 using choose::cdiv;
 using choose::tensor_core_dtype;
-using backend::WgradArgs;
 using V = WgradVariant;
 
 constexpr const char* kOp = "spconv::submanifold_conv_backward";
-
 
 // Blocks of one chunk: every offset × input-channel tile × output-channel tile.
 int64_t tiles_of(const WgradArgs& a, const WgradChoice& c) {
@@ -32,9 +32,10 @@ int64_t tiles_of(const WgradArgs& a, const WgradChoice& c) {
 // mma's tile side: 128 where the channels fill more than one 64-wide tile (fewer gathers of each row).
 int mma_tile(int channels) { return channels > kWgradTile ? kWgradWideTile : kWgradTile; }
 
-// mma's operands: whole 16-byte copies of every row.
+// mma's operands: whole 16-byte copies of every row; its gradient stored in pairs of elements.
 bool mma_operands(const WgradArgs& a) {
-  return a.ci % 8 == 0 && a.co % 8 == 0 && aligned16(a.feats) && aligned16(a.grad_out);
+  return a.ci % 8 == 0 && a.co % 8 == 0 && aligned16(a.feats) && aligned16(a.grad_out) &&
+         reinterpret_cast<uintptr_t>(a.grad_weight) % 4 == 0;
 }
 
 // Splits by rule: enough chunks for kWgradTargetBlocks blocks, but no chunk under kWgradMinChunkRows rows
@@ -64,7 +65,9 @@ WgradChoice complete(const WgradArgs& a, const DeviceCaps& caps, const WgradChoi
     if (!ci_set) c.tile_ci = mma_tile(a.ci);
     if (!co_set) c.tile_co = mma_tile(a.co);
     // A device with less shared memory a block than the wide tiles' stages takes 64 where unset.
-    auto fits = [&] { return !caps.is_gpu() || wgrad_mma_smem_bytes(c.tile_ci, c.tile_co) <= size_t(caps.smem_per_block); };
+    auto fits = [&] {
+      return !caps.is_gpu() || wgrad_mma_smem_bytes(c.tile_ci, c.tile_co) <= size_t(caps.smem_per_block);
+    };
     if (!fits() && !co_set) c.tile_co = kWgradTile;
     if (!fits() && !ci_set) c.tile_ci = kWgradTile;
   }
@@ -107,12 +110,15 @@ bool can_implement(const WgradArgs& a, const DeviceCaps& caps, const WgradChoice
     return no("takes f16 or bf16, got ", to_string(a.dtype));
   if (c.variant == V::mma) {
     if (!mma_operands(a))
-      return no("takes channel counts that are multiples of 8 and 16-byte aligned rows, got Ci = ", a.ci,
-                ", Co = ", a.co);
+      return no(
+          "takes channel counts that are multiples of 8, 16-byte aligned rows and a 4-byte aligned "
+          "grad_weight, got Ci = ",
+          a.ci, ", Co = ", a.co);
     for (int t : {c.tile_ci, c.tile_co})
       if (t != kWgradTile && t != kWgradWideTile)
         return no("takes tiles of ", kWgradTile, " or ", kWgradWideTile, ", got ", to_string(c));
-    if (const size_t smem = wgrad_mma_smem_bytes(c.tile_ci, c.tile_co); caps.is_gpu() && smem > size_t(caps.smem_per_block))
+    if (const size_t smem = wgrad_mma_smem_bytes(c.tile_ci, c.tile_co);
+        caps.is_gpu() && smem > size_t(caps.smem_per_block))
       return no("needs ", smem, " bytes of shared memory a block, the device allows ", caps.smem_per_block);
   } else if ((c.tile_ci && c.tile_ci != kWgradTile) || (c.tile_co && c.tile_co != kWgradTile)) {
     return no("runs ", kWgradTile, " x ", kWgradTile, " tiles, got ", to_string(c));
