@@ -241,6 +241,7 @@ enum class WgradVariant : uint8_t {
   wmma,  // tensor cores through WMMA 16×16×16 with f32 accumulators (sm_80), f16/bf16, any channel count
   mma,   // tensor cores through ldmatrix + mma.sync m16n8k16 (sm_80), f16/bf16, 64- or 128-wide tiles of
          // [Ci, Co], a 4-stage cp.async pipeline: channel counts multiples of 8, 16-byte aligned rows
+         // (the rules' choice for such f16/bf16 calls; WMMA takes the others)
 };
 // Which kernel computes grad_weight (and grad_bias) and how N is split. A forced choice
 // (BackwardOptions::wgrad) may leave splits and chunk_rows at 0: the rules fill them.
