@@ -8,6 +8,7 @@
 #include "core/backend.h"
 #include "core/device_caps.h"
 #include "core/kv_choose.h"
+#include "core/spconv_backward_choose.h"
 #include "core/spconv_choose.h"
 
 namespace frugal::tools {
@@ -115,6 +116,19 @@ void print_conv_choices(const DeviceCaps& caps) {
     fmt::print("  submanifold conv  : N={} 3^3 C={} f16, built map -> {}; user map -> {}\n", built.rows, c,
                or_error([&] { return spconv::to_string(spconv::choose(a, caps, &built)); }),
                or_error([&] { return spconv::to_string(spconv::choose(a, caps, nullptr)); }));
+  }  // The backward's weight gradient of the same layers and of a C -> 8C upsampling conv (dgrad is a
+  // forward conv: the lines above with Ci and Co swapped).
+  for (auto [ci, co] : {std::pair{64, 64}, std::pair{128, 128}, std::pair{256, 256}, std::pair{128, 1024}}) {
+    spconv::backend::WgradArgs w;
+    w.feats = w.grad_out = reinterpret_cast<const void*>(uintptr_t{256});
+    w.grad_weight = w.grad_bias = reinterpret_cast<void*>(uintptr_t{256});
+    w.dtype = DType::f16;
+    w.n = built.rows;
+    w.k = 27;
+    w.ci = ci;
+    w.co = co;
+    fmt::print("  conv wgrad        : N={} 3^3 {} -> {} f16 -> {}\n", w.n, ci, co,
+               or_error([&] { return spconv::to_string(spconv::choose(w, caps)); }));
   }
 }
 
