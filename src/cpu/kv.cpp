@@ -18,6 +18,7 @@
 
 #include "cpu/clones.h"
 #include "core/kv_backend.h"
+#include "cpu/kv_avx2.h"
 #include "cpu/kv_common.h"
 #include "core/types.h"
 
@@ -183,18 +184,15 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
   float* y = bt.y.data();
   // Load (signs applied) and ‖x‖² in f64, element by element; lanes past `count` hold zeros.
   int64_t rows[kLanes];  // each lane's cache row
-  double ss[kLanes];
+  const T* xs[kLanes];   // each lane's vector, null past `count`
   for (int l = 0; l < kLanes; ++l) {
-    ss[l] = 0;
-    if (l >= count) {
-      for (int i = 0; i < dim; ++i) y[i * kLanes + l] = 0.0f;
-      continue;
-    }
+    xs[l] = nullptr;
+    if (l >= count) continue;
     const int64_t v = first + l;
     const int h = static_cast<int>(v % a.heads);
     const int64_t t = (v / a.heads) % a.tokens;
     const int s = static_cast<int>(v / (static_cast<int64_t>(a.heads) * a.tokens));
-    const T* x = static_cast<const T*>(a.x) + s * a.x_stride_seq + t * a.x_stride_tok + h * a.x_stride_head;
+    xs[l] = static_cast<const T*>(a.x) + s * a.x_stride_seq + t * a.x_stride_tok + h * a.x_stride_head;
     int64_t slot;
     if (a.slots) {
       slot = a.slots[t];  // a paged pool: seqs == 1
@@ -203,16 +201,36 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
       slot = a.sliding ? pos % a.capacity : pos;
     }
     rows[l] = (static_cast<int64_t>(s) * a.heads + h) * a.capacity + slot;
-    float* r = bt.row.data();
-    if (a.signs) {
-      for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]) * a.signs[i];
-    } else {
-      for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]);
-    }
-    for (int i = 0; i < dim; ++i) y[i * kLanes + l] = r[i];
   }
-  for (int i = 0; i < dim; ++i)
-    for (int l = 0; l < kLanes; ++l) ss[l] += static_cast<double>(y[i * kLanes + l]) * y[i * kLanes + l];
+  double ss[kLanes];
+#if FRUGAL_CPU_AVX2
+  const bool avx2 = !a.portable && cpu_has_avx2_f16c() && dim % 8 == 0;
+#else
+  constexpr bool avx2 = false;
+#endif
+  if (avx2) {
+#if FRUGAL_CPU_AVX2
+    kv_avx2::load_lanes<T>(xs, dim, a.signs, y, ss);
+#endif
+  } else {
+    for (int l = 0; l < kLanes; ++l) {
+      ss[l] = 0;
+      if (!xs[l]) {
+        for (int i = 0; i < dim; ++i) y[i * kLanes + l] = 0.0f;
+        continue;
+      }
+      const T* x = xs[l];
+      float* r = bt.row.data();
+      if (a.signs) {
+        for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]) * a.signs[i];
+      } else {
+        for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]);
+      }
+      for (int i = 0; i < dim; ++i) y[i * kLanes + l] = r[i];
+    }
+    for (int i = 0; i < dim; ++i)
+      for (int l = 0; l < kLanes; ++l) ss[l] += static_cast<double>(y[i * kLanes + l]) * y[i * kLanes + l];
+  }
 
   fwht_lanes(y, dim);
 
@@ -237,7 +255,12 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
       u[e] = std::bit_cast<float>(std::bit_cast<uint32_t>(y[e] * k[l]) & keep[l]);  // +0 where flagged
     }
   const int64_t n_elems = static_cast<int64_t>(dim) * kLanes;
-  if (bits == 8) {
+  if (bits == 8 && avx2) {
+#if FRUGAL_CPU_AVX2
+    const CellTable& t = cell_table(bits);
+    kv_avx2::codes_by_table(u, n_elems, t.cells.data(), t.inv_w, t.half, bt.code.data());
+#endif
+  } else if (bits == 8) {
     codes_by_table(u, n_elems, cell_table(bits), bt.code.data());
   } else if (bits == 4) {
     codes_by_search15(u, n_elems, a.boundaries, bt.code.data());

@@ -1,0 +1,104 @@
+// The AVX2 + F16C steps of the CPU's KV append (cpu/kv.cpp), for head dims that are multiples of 8:
+// the load of a batch's vectors into SIMD lanes by 8 × 8 register transposes, with ‖x‖² in f64, and
+// the 8-bit codes' cell-table lookup by gathers. Each computes what the portable loop computes, bit
+// for bit: the same f32 and f64 operations on every lane in the same order.
+#pragma once
+
+#include "cpu/clones.h"  // FRUGAL_AVX2_F16C: called where cpu_has_avx2_f16c()
+
+#if FRUGAL_CPU_AVX2
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "core/types.h"
+
+namespace frugal::cpu::kv_avx2 {
+
+constexpr int kLanes = 16;  // the batch's lanes (cpu/kv.cpp): two groups of eight
+
+// Elements [i, i + 8) of one vector as f32 (F16C converts f16 exactly, subnormals, inf and NaN included).
+FRUGAL_AVX2_F16C_INLINE __m256 load8(const float* x, int i) { return _mm256_loadu_ps(x + i); }
+FRUGAL_AVX2_F16C_INLINE __m256 load8(const f16_t* x, int i) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+}
+FRUGAL_AVX2_F16C_INLINE __m256 load8(const bf16_t* x, int i) {
+  const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+}
+
+// r[j] ← column j of the 8 × 8 matrix whose rows are r[0..7].
+FRUGAL_AVX2_F16C_INLINE void transpose8(__m256* r) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// y[i·kLanes + l] = f32(x[l][i]) · signs[i] (no multiply without signs), zeros in lanes whose x[l]
+// is null; ss[l] = Σ_i y² in f64, in element order (each square exact, so a fused add rounds alike).
+template <typename T>
+FRUGAL_AVX2_F16C void load_lanes(const T* const* x, int dim, const float* signs, float* y, double* ss) {
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (int i = 0; i < dim; i += 8) {
+    const __m256 s = signs ? _mm256_loadu_ps(signs + i) : _mm256_set1_ps(1.0f);
+    for (int g = 0; g < 2; ++g) {
+      __m256 r[8];
+      for (int l = 0; l < 8; ++l) {
+        const T* v = x[8 * g + l];
+        r[l] = v ? load8(v, i) : _mm256_setzero_ps();
+        if (signs) r[l] = _mm256_mul_ps(r[l], s);
+      }
+      transpose8(r);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(y + (i + j) * kLanes + 8 * g, r[j]);
+    }
+    for (int j = 0; j < 8; ++j)
+      for (int q = 0; q < 4; ++q) {
+        const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(y + (i + j) * kLanes + 4 * q));
+        acc[q] = _mm256_fmadd_pd(v, v, acc[q]);
+      }
+  }
+  for (int q = 0; q < 4; ++q) _mm256_storeu_pd(ss + 4 * q, acc[q]);
+}
+
+// code[e] = base + (bnd < u[e]) of u[e]'s cell (cells: {bnd, base} pairs of 8 bytes, cell j at index
+// j + half), as the portable codes_by_table; n a multiple of 8. One 8-byte gather a cell (two 4-byte
+// gathers load twice the elements, and measured slower), the pairs split by shuffles that leave the
+// lanes in the order 0 1 4 5 2 3 6 7 until the final permute.
+FRUGAL_AVX2_F16C inline void codes_by_table(const float* u, int64_t n, const void* cells, float inv_w, int32_t half,
+                                            int32_t* code) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f), scale = _mm256_set1_ps(inv_w);
+  const __m256i lo = _mm256_set1_epi32(-half), hi = _mm256_set1_epi32(half), off = _mm256_set1_epi32(half);
+  const auto* table = static_cast<const long long*>(cells);
+  for (int64_t e = 0; e < n; e += 8) {
+    const __m256 x = _mm256_loadu_ps(u + e);
+    const __m256 r = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, scale), magic), magic);
+    const __m256i j =
+        _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(r), lo), hi), off);
+    const __m256 c03 = _mm256_castsi256_ps(_mm256_i32gather_epi64(table, _mm256_castsi256_si128(j), 8));
+    const __m256 c47 = _mm256_castsi256_ps(_mm256_i32gather_epi64(table, _mm256_extracti128_si256(j, 1), 8));
+    const __m256 bnd = _mm256_shuffle_ps(c03, c47, 0x88);                          // lanes 0 1 4 5 2 3 6 7
+    const __m256i base = _mm256_castps_si256(_mm256_shuffle_ps(c03, c47, 0xdd));  // the same order
+    const __m256 xp = _mm256_castsi256_ps(_mm256_permute4x64_epi64(_mm256_castps_si256(x), 0xd8));
+    const __m256i above = _mm256_castps_si256(_mm256_cmp_ps(bnd, xp, _CMP_LT_OQ));  // all ones: +1
+    const __m256i c = _mm256_permute4x64_epi64(_mm256_sub_epi32(base, above), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(code + e), c);
+  }
+}
+
+}  // namespace frugal::cpu::kv_avx2
+
+#endif  // FRUGAL_CPU_AVX2
