@@ -232,7 +232,13 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
       for (int l = 0; l < kLanes; ++l) ss[l] += static_cast<double>(y[i * kLanes + l]) * y[i * kLanes + l];
   }
 
-  fwht_lanes(y, dim);
+  if (avx2) {
+#if FRUGAL_CPU_AVX2
+    kv_avx2::fwht_lanes(y, dim);
+#endif
+  } else {
+    fwht_lanes(y, dim);
+  }
 
   // u = y·k, k = f32(√D/n); a zero vector (n ≤ 1e-10) and a flagged one (n not finite or above
   // kMaxNorm: codes 0, a NaN scale) get u = 0, so every u is finite.

@@ -74,6 +74,37 @@ FRUGAL_AVX2_F16C void load_lanes(const T* const* x, int dim, const float* signs,
   for (int q = 0; q < 4; ++q) _mm256_storeu_pd(ss + 4 * q, acc[q]);
 }
 
+// Stages h, 2h, ..., 2^(S−1)·h of the batch's FWHT (y[i·kLanes + l]) with the 2^S rows each
+// butterfly group touches held in registers: one load and store of y for S stages.
+template <int S>
+FRUGAL_AVX2_F16C_INLINE void fwht_stages(float* y, int dim, int h) {
+  constexpr int kRows = 1 << S;
+  for (int blk = 0; blk < dim; blk += kRows * h)
+    for (int off = 0; off < h; ++off)
+      for (int g = 0; g < kLanes; g += 8) {
+        float* p = y + static_cast<int64_t>(blk + off) * kLanes + g;
+        __m256 r[kRows];
+        for (int k = 0; k < kRows; ++k) r[k] = _mm256_loadu_ps(p + static_cast<int64_t>(k) * h * kLanes);
+        for (int st = 1; st < kRows; st <<= 1)
+          for (int k = 0; k < kRows; ++k)
+            if ((k & st) == 0) {
+              const __m256 a = r[k], c = r[k + st];
+              r[k] = _mm256_add_ps(a, c);
+              r[k + st] = _mm256_sub_ps(a, c);
+            }
+        for (int k = 0; k < kRows; ++k) _mm256_storeu_ps(p + static_cast<int64_t>(k) * h * kLanes, r[k]);
+      }
+}
+
+// y ← FWHT(y) for the batch, the reference's stages h = 1, 2, 4, ... three at a time: every element
+// goes through the same additions as in the portable stage-by-stage loop, so the bits are the same.
+FRUGAL_AVX2_F16C inline void fwht_lanes(float* y, int dim) {
+  int h = 1;
+  for (; 4 * h < dim; h *= 8) fwht_stages<3>(y, dim, h);
+  if (2 * h < dim) fwht_stages<2>(y, dim, h);
+  else if (h < dim) fwht_stages<1>(y, dim, h);
+}
+
 // code[e] = base + (bnd < u[e]) of u[e]'s cell (cells: {bnd, base} pairs of 8 bytes, cell j at index
 // j + half), as the portable codes_by_table; n a multiple of 8. One 8-byte gather a cell (two 4-byte
 // gathers load twice the elements, and measured slower), the pairs split by shuffles that leave the
