@@ -253,27 +253,35 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
     keep[l] = flagged[l] ? 0u : ~0u;
   }
   const float inv = kv::backend::inv_sqrt_dim(dim);
-  float* u = bt.u.data();
-  for (int i = 0; i < dim; ++i)
-    for (int l = 0; l < kLanes; ++l) {
-      const int64_t e = static_cast<int64_t>(i) * kLanes + l;
-      y[e] *= inv;
-      u[e] = std::bit_cast<float>(std::bit_cast<uint32_t>(y[e] * k[l]) & keep[l]);  // +0 where flagged
-    }
-  const int64_t n_elems = static_cast<int64_t>(dim) * kLanes;
-  if (bits == 8 && avx2) {
+  const bool keep_y = a.rule == kv::ScaleRule::least_squares;  // the least-squares scale reads y·inv
+  if (avx2 && bits == 8) {
 #if FRUGAL_CPU_AVX2
     const CellTable& t = cell_table(bits);
-    kv_avx2::codes_by_table(u, n_elems, t.cells.data(), t.inv_w, t.half, bt.code.data());
+    kv_avx2::scale_and_code<8>(y, dim, inv, k, keep, keep_y, t.cells.data(), t.inv_w, t.half, nullptr,
+                               bt.code.data());
 #endif
-  } else if (bits == 8) {
-    codes_by_table(u, n_elems, cell_table(bits), bt.code.data());
-  } else if (bits == 4) {
-    codes_by_search15(u, n_elems, a.boundaries, bt.code.data());
-  } else if (bits == 3) {
-    codes_by_count<7>(u, n_elems, a.boundaries, bt.code.data());
+  } else if (avx2 && bits == 4) {
+#if FRUGAL_CPU_AVX2
+    kv_avx2::scale_and_code<4>(y, dim, inv, k, keep, keep_y, nullptr, 0.0f, 0, a.boundaries, bt.code.data());
+#endif
   } else {
-    codes_by_count<3>(u, n_elems, a.boundaries, bt.code.data());
+    float* u = bt.u.data();
+    for (int i = 0; i < dim; ++i)
+      for (int l = 0; l < kLanes; ++l) {
+        const int64_t e = static_cast<int64_t>(i) * kLanes + l;
+        y[e] *= inv;
+        u[e] = std::bit_cast<float>(std::bit_cast<uint32_t>(y[e] * k[l]) & keep[l]);  // +0 where flagged
+      }
+    const int64_t n_elems = static_cast<int64_t>(dim) * kLanes;
+    if (bits == 8) {
+      codes_by_table(u, n_elems, cell_table(bits), bt.code.data());
+    } else if (bits == 4) {
+      codes_by_search15(u, n_elems, a.boundaries, bt.code.data());
+    } else if (bits == 3) {
+      codes_by_count<7>(u, n_elems, a.boundaries, bt.code.data());
+    } else {
+      codes_by_count<3>(u, n_elems, a.boundaries, bt.code.data());
+    }
   }
 
   uint8_t* dst[kLanes];

@@ -105,27 +105,72 @@ FRUGAL_AVX2_F16C inline void fwht_lanes(float* y, int dim) {
   else if (h < dim) fwht_stages<1>(y, dim, h);
 }
 
-// code[e] = base + (bnd < u[e]) of u[e]'s cell (cells: {bnd, base} pairs of 8 bytes, cell j at index
-// j + half), as the portable codes_by_table; n a multiple of 8. One 8-byte gather a cell (two 4-byte
+// The 8-bit code of each of the eight u: base + (bnd < u) of u's cell (cells: {bnd, base} pairs of 8
+// bytes, cell j at index j + half), as the portable codes_by_table. One 8-byte gather a cell (two 4-byte
 // gathers load twice the elements, and measured slower), the pairs split by shuffles that leave the
 // lanes in the order 0 1 4 5 2 3 6 7 until the final permute.
-FRUGAL_AVX2_F16C inline void codes_by_table(const float* u, int64_t n, const void* cells, float inv_w, int32_t half,
-                                            int32_t* code) {
-  const __m256 magic = _mm256_set1_ps(12582912.0f), scale = _mm256_set1_ps(inv_w);
-  const __m256i lo = _mm256_set1_epi32(-half), hi = _mm256_set1_epi32(half), off = _mm256_set1_epi32(half);
-  const auto* table = static_cast<const long long*>(cells);
+struct CellLookup {
+  const long long* cells;
+  __m256 inv_w;
+  __m256i lo, hi;  // −half, half
+};
+FRUGAL_AVX2_F16C_INLINE __m256i code8(__m256 u, const CellLookup& t) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f);  // 1.5·2^23: rounds |v| < 2^22 to an integer
+  const __m256 r = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(u, t.inv_w), magic), magic);
+  const __m256i j = _mm256_sub_epi32(_mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(r), t.lo), t.hi), t.lo);
+  const __m256 c03 = _mm256_castsi256_ps(_mm256_i32gather_epi64(t.cells, _mm256_castsi256_si128(j), 8));
+  const __m256 c47 = _mm256_castsi256_ps(_mm256_i32gather_epi64(t.cells, _mm256_extracti128_si256(j, 1), 8));
+  const __m256 bnd = _mm256_shuffle_ps(c03, c47, 0x88);                          // lanes 0 1 4 5 2 3 6 7
+  const __m256i base = _mm256_castps_si256(_mm256_shuffle_ps(c03, c47, 0xdd));  // the same order
+  const __m256 up = _mm256_castsi256_ps(_mm256_permute4x64_epi64(_mm256_castps_si256(u), 0xd8));
+  const __m256i above = _mm256_castps_si256(_mm256_cmp_ps(bnd, up, _CMP_LT_OQ));  // all ones: +1
+  return _mm256_permute4x64_epi64(_mm256_sub_epi32(base, above), 0xd8);
+}
+
+// The 4-bit code of each of the eight u by the portable codes_by_search15's four comparisons, each
+// level's boundary picked by blends (b: the 15 boundaries broadcast).
+FRUGAL_AVX2_F16C_INLINE __m256 less(__m256 x, __m256 u) { return _mm256_cmp_ps(x, u, _CMP_LT_OQ); }
+FRUGAL_AVX2_F16C_INLINE __m256i code4(__m256 u, const __m256* b) {
+  const __m256 m8 = less(b[7], u);
+  const __m256 m4 = less(_mm256_blendv_ps(b[3], b[11], m8), u);
+  const __m256 m2 =
+      less(_mm256_blendv_ps(_mm256_blendv_ps(b[1], b[5], m4), _mm256_blendv_ps(b[9], b[13], m4), m8), u);
+  const __m256 p0 = _mm256_blendv_ps(b[12], b[14], m2), p1 = _mm256_blendv_ps(b[8], b[10], m2);
+  const __m256 p2 = _mm256_blendv_ps(b[4], b[6], m2), p3 = _mm256_blendv_ps(b[0], b[2], m2);
+  const __m256 m1 = less(_mm256_blendv_ps(_mm256_blendv_ps(p3, p2, m4), _mm256_blendv_ps(p1, p0, m4), m8), u);
+  return _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(m8), _mm256_set1_epi32(8)),
+                      _mm256_and_si256(_mm256_castps_si256(m4), _mm256_set1_epi32(4))),
+      _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(m2), _mm256_set1_epi32(2)),
+                      _mm256_and_si256(_mm256_castps_si256(m1), _mm256_set1_epi32(1))));
+}
+
+// y ← y·inv and code = the Bits-bit code of u = y·k[l] (+0 where keep[l] is zero), for the batch's
+// [dim][kLanes] elements, as the portable scaling loop and code search; y is stored back only where
+// `keep_y` (the least-squares scale reads it). Bits = 8: `cells`, inv_w and half of the cell table;
+// Bits = 4: the 15 `boundaries`.
+template <int Bits>
+FRUGAL_AVX2_F16C void scale_and_code(float* y, int dim, float inv, const float* k, const uint32_t* keep, bool keep_y,
+                                     const void* cells, float inv_w, int32_t half, const float* boundaries,
+                                     int32_t* code) {
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256 kg[2] = {_mm256_loadu_ps(k), _mm256_loadu_ps(k + 8)};
+  const __m256 keepg[2] = {_mm256_loadu_ps(reinterpret_cast<const float*>(keep)),
+                           _mm256_loadu_ps(reinterpret_cast<const float*>(keep + 8))};
+  const CellLookup t{static_cast<const long long*>(cells), _mm256_set1_ps(inv_w), _mm256_set1_epi32(-half),
+                     _mm256_set1_epi32(half)};
+  __m256 b[15];
+  if constexpr (Bits == 4)
+    for (int q = 0; q < 15; ++q) b[q] = _mm256_set1_ps(boundaries[q]);
+  const int64_t n = static_cast<int64_t>(dim) * kLanes;
   for (int64_t e = 0; e < n; e += 8) {
-    const __m256 x = _mm256_loadu_ps(u + e);
-    const __m256 r = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, scale), magic), magic);
-    const __m256i j =
-        _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(r), lo), hi), off);
-    const __m256 c03 = _mm256_castsi256_ps(_mm256_i32gather_epi64(table, _mm256_castsi256_si128(j), 8));
-    const __m256 c47 = _mm256_castsi256_ps(_mm256_i32gather_epi64(table, _mm256_extracti128_si256(j, 1), 8));
-    const __m256 bnd = _mm256_shuffle_ps(c03, c47, 0x88);                          // lanes 0 1 4 5 2 3 6 7
-    const __m256i base = _mm256_castps_si256(_mm256_shuffle_ps(c03, c47, 0xdd));  // the same order
-    const __m256 xp = _mm256_castsi256_ps(_mm256_permute4x64_epi64(_mm256_castps_si256(x), 0xd8));
-    const __m256i above = _mm256_castps_si256(_mm256_cmp_ps(bnd, xp, _CMP_LT_OQ));  // all ones: +1
-    const __m256i c = _mm256_permute4x64_epi64(_mm256_sub_epi32(base, above), 0xd8);
+    const int g = static_cast<int>(e / 8) & 1;
+    const __m256 yi = _mm256_mul_ps(_mm256_loadu_ps(y + e), vinv);
+    if (keep_y) _mm256_storeu_ps(y + e, yi);
+    const __m256 u = _mm256_and_ps(_mm256_mul_ps(yi, kg[g]), keepg[g]);
+    __m256i c;
+    if constexpr (Bits == 8) c = code8(u, t);
+    else c = code4(u, b);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(code + e), c);
   }
 }
