@@ -52,13 +52,26 @@ std::vector<uint8_t> make_input(DType dtype, int dim, Input kind, std::mt19937_6
       for (int i = 0; i < dim; ++i) {
         const int64_t e = v * dim + i;
         switch (v % 7) {
-          case 0: put(e, 0.0f, 0); break;                                              // zero
-          case 1: put(e, 1e-40f, static_cast<uint16_t>(rng() % 0x400)); break;         // subnormal
-          case 2: if (i == 3) put(e, INFINITY, dtype == DType::f16 ? 0x7c00 : 0x7f80); break;
-          case 3: if (i == 1) put(e, NAN, dtype == DType::f16 ? 0x7e01 : 0x7fc1); break;
-          case 4: put(e, 1e-30f, dtype == DType::f16 ? 0x0400 : 0x0d00); break;        // tiny
-          case 5: put(e, (i & 1 ? -3e38f : 3e38f), dtype == DType::f16 ? 0x7bff : 0x7f7f); break;  // huge
-          default: break;
+          case 0:
+            put(e, 0.0f, 0);
+            break;  // zero
+          case 1:
+            put(e, 1e-40f, static_cast<uint16_t>(rng() % 0x400));
+            break;  // subnormal
+          case 2:
+            if (i == 3) put(e, INFINITY, dtype == DType::f16 ? 0x7c00 : 0x7f80);
+            break;
+          case 3:
+            if (i == 1) put(e, NAN, dtype == DType::f16 ? 0x7e01 : 0x7fc1);
+            break;
+          case 4:
+            put(e, 1e-30f, dtype == DType::f16 ? 0x0400 : 0x0d00);
+            break;  // tiny
+          case 5:
+            put(e, (i & 1 ? -3e38f : 3e38f), dtype == DType::f16 ? 0x7bff : 0x7f7f);
+            break;  // huge
+          default:
+            break;
         }
       }
   }
@@ -117,9 +130,9 @@ TEST(CpuKvAppendPass, SimdStepsMatchThePortableLoopsBitForBit) {
           for (float& s : signs) s = rng() & 1 ? 1.0f : -1.0f;
           for (kv::ScaleRule rule : {kv::ScaleRule::l2_norm, kv::ScaleRule::least_squares})
             for (const std::vector<float>* sg : std::initializer_list<const std::vector<float>*>{nullptr, &signs}) {
-              SCOPED_TRACE("dtype " + std::to_string(static_cast<int>(dtype)) + " D " + std::to_string(dim) +
-                           " bits " + std::to_string(bits) + " input " + std::to_string(static_cast<int>(kind)) +
-                           " rule " + std::to_string(static_cast<int>(rule)) + (sg ? " signs" : ""));
+              SCOPED_TRACE("dtype " + std::to_string(static_cast<int>(dtype)) + " D " + std::to_string(dim) + " bits " +
+                           std::to_string(bits) + " input " + std::to_string(static_cast<int>(kind)) + " rule " +
+                           std::to_string(static_cast<int>(rule)) + (sg ? " signs" : ""));
               const Output simd = append(x, dtype, dim, bits, rule, sg, false);
               const Output portable = append(x, dtype, dim, bits, rule, sg, true);
               ASSERT_EQ(simd.packed, portable.packed);

@@ -1,5 +1,6 @@
 // CPU backend of the KV cache: FWHT, Lloyd–Max quantization and bit packing; the append sixteen
-// vectors at a time in SIMD lanes, OpenMP over those batches; dequantize one vector per iteration.
+// vectors at a time in SIMD lanes (its load, FWHT, scaling and 4- and 8-bit code search in AVX2 + F16C
+// where the CPU runs them, cpu/kv_avx2.h), OpenMP over those batches; dequantize one vector per iteration.
 // This is the reference the CUDA kernels must match bit for bit (packed codes and scales): same
 // FWHT stage order (h = 1, 2, 4, ...), same final multiply by 1/√D in f32, the norm and scale
 // reductions in f64 (the norm from x, see kv::backend::kMaxNorm). The tensor-core kernel of the
@@ -65,6 +66,7 @@ struct CellTable {
   };
   std::vector<Entry> cells;  // cell j at index j + half
 };
+static_assert(sizeof(CellTable::Entry) == 8, "kv_avx2::scale_and_code reads a cell as one 8-byte word");
 
 const CellTable& cell_table(int bits) {
   static std::array<CellTable, 9> tables;

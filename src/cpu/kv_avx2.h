@@ -101,8 +101,10 @@ FRUGAL_AVX2_F16C_INLINE void fwht_stages(float* y, int dim, int h) {
 FRUGAL_AVX2_F16C inline void fwht_lanes(float* y, int dim) {
   int h = 1;
   for (; 4 * h < dim; h *= 8) fwht_stages<3>(y, dim, h);
-  if (2 * h < dim) fwht_stages<2>(y, dim, h);
-  else if (h < dim) fwht_stages<1>(y, dim, h);
+  if (2 * h < dim)
+    fwht_stages<2>(y, dim, h);
+  else if (h < dim)
+    fwht_stages<1>(y, dim, h);
 }
 
 // The 8-bit code of each of the eight u: base + (bnd < u) of u's cell (cells: {bnd, base} pairs of 8
@@ -120,7 +122,7 @@ FRUGAL_AVX2_F16C_INLINE __m256i code8(__m256 u, const CellLookup& t) {
   const __m256i j = _mm256_sub_epi32(_mm256_min_epi32(_mm256_max_epi32(_mm256_cvttps_epi32(r), t.lo), t.hi), t.lo);
   const __m256 c03 = _mm256_castsi256_ps(_mm256_i32gather_epi64(t.cells, _mm256_castsi256_si128(j), 8));
   const __m256 c47 = _mm256_castsi256_ps(_mm256_i32gather_epi64(t.cells, _mm256_extracti128_si256(j, 1), 8));
-  const __m256 bnd = _mm256_shuffle_ps(c03, c47, 0x88);                          // lanes 0 1 4 5 2 3 6 7
+  const __m256 bnd = _mm256_shuffle_ps(c03, c47, 0x88);                         // lanes 0 1 4 5 2 3 6 7
   const __m256i base = _mm256_castps_si256(_mm256_shuffle_ps(c03, c47, 0xdd));  // the same order
   const __m256 up = _mm256_castsi256_ps(_mm256_permute4x64_epi64(_mm256_castps_si256(u), 0xd8));
   const __m256i above = _mm256_castps_si256(_mm256_cmp_ps(bnd, up, _CMP_LT_OQ));  // all ones: +1
@@ -133,16 +135,14 @@ FRUGAL_AVX2_F16C_INLINE __m256 less(__m256 x, __m256 u) { return _mm256_cmp_ps(x
 FRUGAL_AVX2_F16C_INLINE __m256i code4(__m256 u, const __m256* b) {
   const __m256 m8 = less(b[7], u);
   const __m256 m4 = less(_mm256_blendv_ps(b[3], b[11], m8), u);
-  const __m256 m2 =
-      less(_mm256_blendv_ps(_mm256_blendv_ps(b[1], b[5], m4), _mm256_blendv_ps(b[9], b[13], m4), m8), u);
+  const __m256 m2 = less(_mm256_blendv_ps(_mm256_blendv_ps(b[1], b[5], m4), _mm256_blendv_ps(b[9], b[13], m4), m8), u);
   const __m256 p0 = _mm256_blendv_ps(b[12], b[14], m2), p1 = _mm256_blendv_ps(b[8], b[10], m2);
   const __m256 p2 = _mm256_blendv_ps(b[4], b[6], m2), p3 = _mm256_blendv_ps(b[0], b[2], m2);
   const __m256 m1 = less(_mm256_blendv_ps(_mm256_blendv_ps(p3, p2, m4), _mm256_blendv_ps(p1, p0, m4), m8), u);
-  return _mm256_or_si256(
-      _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(m8), _mm256_set1_epi32(8)),
-                      _mm256_and_si256(_mm256_castps_si256(m4), _mm256_set1_epi32(4))),
-      _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(m2), _mm256_set1_epi32(2)),
-                      _mm256_and_si256(_mm256_castps_si256(m1), _mm256_set1_epi32(1))));
+  return _mm256_or_si256(_mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(m8), _mm256_set1_epi32(8)),
+                                         _mm256_and_si256(_mm256_castps_si256(m4), _mm256_set1_epi32(4))),
+                         _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(m2), _mm256_set1_epi32(2)),
+                                         _mm256_and_si256(_mm256_castps_si256(m1), _mm256_set1_epi32(1))));
 }
 
 // y ← y·inv and code = the Bits-bit code of u = y·k[l] (+0 where keep[l] is zero), for the batch's
@@ -169,8 +169,10 @@ FRUGAL_AVX2_F16C void scale_and_code(float* y, int dim, float inv, const float* 
     if (keep_y) _mm256_storeu_ps(y + e, yi);
     const __m256 u = _mm256_and_ps(_mm256_mul_ps(yi, kg[g]), keepg[g]);
     __m256i c;
-    if constexpr (Bits == 8) c = code8(u, t);
-    else c = code4(u, b);
+    if constexpr (Bits == 8)
+      c = code8(u, t);
+    else
+      c = code4(u, b);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(code + e), c);
   }
 }
