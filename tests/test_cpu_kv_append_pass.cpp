@@ -1,8 +1,8 @@
 // The CPU KV append's SIMD steps (cpu/kv_avx2.h) against its portable loops: packed codes and scales
 // bit for bit, for every input dtype, code width, scale rule, with and without signs, on Gaussian
 // vectors, on random 16-bit patterns (subnormal, inf and NaN halves), on whole vectors that are zero,
-// subnormal, non-finite, tiny or huge, and on a call whose vector count is not a multiple of the
-// batch's sixteen lanes.
+// subnormal, non-finite, tiny or huge, and on calls whose vector counts fill a batch's sixteen lanes
+// partly (three, and six batches and twelve).
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -22,7 +22,7 @@ namespace {
 enum class Input { gaussian, random_bits, edge_vectors };
 
 constexpr int kHeads = 3;
-constexpr int64_t kTokens = 37;  // 111 vectors: six full batches of sixteen and a partial one
+constexpr int64_t kTokens = 37;  // appended as 1 + 36 tokens: 3 vectors, then 108
 
 // kTokens × kHeads × dim inputs of `dtype` as raw elements (4 bytes for f32, 2 for f16/bf16).
 std::vector<uint8_t> make_input(DType dtype, int dim, Input kind, std::mt19937_64& rng) {
@@ -108,6 +108,13 @@ Output append(const std::vector<uint8_t>& x, DType dtype, int dim, int bits, kv:
   a.boundaries = cb.boundaries.data();
   a.rule = rule;
   a.portable = portable;
+  // Token 0 alone (a batch of kHeads lanes), then the rest (a partial last batch of twelve).
+  a.tokens = 1;
+  kv_append(a);
+  const int64_t rest = 1;
+  a.host_starts = a.starts = &rest;
+  a.x = x.data() + (dtype == DType::f32 ? 4 : 2) * a.x_stride_tok;
+  a.tokens = kTokens - 1;
   kv_append(a);
   return out;
 }

@@ -289,7 +289,11 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
   uint8_t* dst[kLanes];
   for (int l = 0; l < count; ++l) dst[l] = a.packed + rows[l] * row_bytes;
   const bool whole_words = std::endian::native == std::endian::little && dim * bits % 32 == 0;
-  if (whole_words && bits == 8) {
+  if (avx2 && bits == 8) {
+#if FRUGAL_CPU_AVX2
+    kv_avx2::pack_rows8(bt.code.data(), dim, count, dst);
+#endif
+  } else if (whole_words && bits == 8) {
     pack_rows<8>(bt.code.data(), dim, count, dst);
   } else if (whole_words && bits == 4) {
     pack_rows<4>(bt.code.data(), dim, count, dst);

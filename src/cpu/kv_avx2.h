@@ -177,6 +177,24 @@ FRUGAL_AVX2_F16C void scale_and_code(float* y, int dim, float inv, const float* 
   }
 }
 
+// The 8-bit rows of the first `count` lanes from code[i·kLanes + l]: eight codes of eight lanes a
+// register transpose, each lane's eight bytes packed from its register and stored at once.
+FRUGAL_AVX2_F16C inline void pack_rows8(const int32_t* code, int dim, int count, uint8_t* const* rows) {
+  for (int i = 0; i < dim; i += 8)
+    for (int g = 0; g < kLanes && g < count; g += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(reinterpret_cast<const float*>(code + (i + j) * kLanes + g));
+      transpose8(r);  // r[l]: lane g + l's codes i .. i + 7
+      for (int l = 0; l < 8 && g + l < count; ++l) {
+        const __m256i v = _mm256_castps_si256(r[l]);
+        const __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(v, v), _mm256_setzero_si256());
+        // w's 128-bit halves hold codes 0-3 and 4-7 in their low four bytes
+        const __m128i b8 = _mm_unpacklo_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(rows[g + l] + i), b8);
+      }
+    }
+}
+
 }  // namespace frugal::cpu::kv_avx2
 
 #endif  // FRUGAL_CPU_AVX2
