@@ -55,6 +55,7 @@ struct AppendArgs {
   const int32_t* slots = nullptr;
   ScaleRule rule = ScaleRule::l2_norm;
   int device = 0;  // the CUDA device holding the cache
+  bool portable = false;  // the CPU's portable loops even where its SIMD ones run (the tests compare the two)
   // Facts of x's layout, computed from the fields above before the choice (kv::describe_layout):
   bool aligned = false;  // every vector starts on its chunks' vector-load alignment (16 bytes at D >= 64)
   bool dense = false;    // x is a contiguous [seqs, tokens, heads, dim]: vector v starts at element v·dim

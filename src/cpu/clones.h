@@ -2,7 +2,8 @@
 // the CPU runs picked at load time; other targets, and clang (whose target_clones takes no function
 // templates), compile them once. Helpers marked FRUGAL_INLINE are inlined into each clone.
 // Loops written in AVX2 intrinsics are compiled for that level alone (FRUGAL_AVX2) and called where
-// cpu_has_avx2() says the CPU runs them.
+// cpu_has_avx2() says the CPU runs them; those that also convert f16 by F16C (FRUGAL_AVX2_F16C)
+// where cpu_has_avx2_f16c() does.
 #pragma once
 
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
@@ -16,9 +17,15 @@
 #define FRUGAL_CPU_AVX2 1
 #define FRUGAL_AVX2 __attribute__((target("avx2,fma")))
 #define FRUGAL_AVX2_INLINE [[gnu::always_inline]] inline __attribute__((target("avx2,fma")))
+#define FRUGAL_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
+#define FRUGAL_AVX2_F16C_INLINE [[gnu::always_inline]] inline __attribute__((target("avx2,fma,f16c")))
 namespace frugal::cpu {
 inline bool cpu_has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+inline bool cpu_has_avx2_f16c() {
+  static const bool yes = cpu_has_avx2() && __builtin_cpu_supports("f16c");
   return yes;
 }
 }  // namespace frugal::cpu

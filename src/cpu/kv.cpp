@@ -1,5 +1,6 @@
 // CPU backend of the KV cache: FWHT, Lloyd–Max quantization and bit packing; the append sixteen
-// vectors at a time in SIMD lanes, OpenMP over those batches; dequantize one vector per iteration.
+// vectors at a time in SIMD lanes (its load, FWHT, scaling and 4- and 8-bit code search in AVX2 + F16C
+// where the CPU runs them, cpu/kv_avx2.h), OpenMP over those batches; dequantize one vector per iteration.
 // This is the reference the CUDA kernels must match bit for bit (packed codes and scales): same
 // FWHT stage order (h = 1, 2, 4, ...), same final multiply by 1/√D in f32, the norm and scale
 // reductions in f64 (the norm from x, see kv::backend::kMaxNorm). The tensor-core kernel of the
@@ -18,6 +19,7 @@
 
 #include "cpu/clones.h"
 #include "core/kv_backend.h"
+#include "cpu/kv_avx2.h"
 #include "cpu/kv_common.h"
 #include "core/types.h"
 
@@ -64,6 +66,7 @@ struct CellTable {
   };
   std::vector<Entry> cells;  // cell j at index j + half
 };
+static_assert(sizeof(CellTable::Entry) == 8, "kv_avx2::scale_and_code reads a cell as one 8-byte word");
 
 const CellTable& cell_table(int bits) {
   static std::array<CellTable, 9> tables;
@@ -183,18 +186,15 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
   float* y = bt.y.data();
   // Load (signs applied) and ‖x‖² in f64, element by element; lanes past `count` hold zeros.
   int64_t rows[kLanes];  // each lane's cache row
-  double ss[kLanes];
+  const T* xs[kLanes];   // each lane's vector, null past `count`
   for (int l = 0; l < kLanes; ++l) {
-    ss[l] = 0;
-    if (l >= count) {
-      for (int i = 0; i < dim; ++i) y[i * kLanes + l] = 0.0f;
-      continue;
-    }
+    xs[l] = nullptr;
+    if (l >= count) continue;
     const int64_t v = first + l;
     const int h = static_cast<int>(v % a.heads);
     const int64_t t = (v / a.heads) % a.tokens;
     const int s = static_cast<int>(v / (static_cast<int64_t>(a.heads) * a.tokens));
-    const T* x = static_cast<const T*>(a.x) + s * a.x_stride_seq + t * a.x_stride_tok + h * a.x_stride_head;
+    xs[l] = static_cast<const T*>(a.x) + s * a.x_stride_seq + t * a.x_stride_tok + h * a.x_stride_head;
     int64_t slot;
     if (a.slots) {
       slot = a.slots[t];  // a paged pool: seqs == 1
@@ -203,18 +203,44 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
       slot = a.sliding ? pos % a.capacity : pos;
     }
     rows[l] = (static_cast<int64_t>(s) * a.heads + h) * a.capacity + slot;
-    float* r = bt.row.data();
-    if (a.signs) {
-      for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]) * a.signs[i];
-    } else {
-      for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]);
-    }
-    for (int i = 0; i < dim; ++i) y[i * kLanes + l] = r[i];
   }
-  for (int i = 0; i < dim; ++i)
-    for (int l = 0; l < kLanes; ++l) ss[l] += static_cast<double>(y[i * kLanes + l]) * y[i * kLanes + l];
+  double ss[kLanes];
+#if FRUGAL_CPU_AVX2
+  const bool avx2 = !a.portable && cpu_has_avx2_f16c() && dim % 8 == 0;
+#else
+  constexpr bool avx2 = false;
+#endif
+  if (avx2) {
+#if FRUGAL_CPU_AVX2
+    kv_avx2::load_lanes<T>(xs, dim, a.signs, y, ss);
+#endif
+  } else {
+    for (int l = 0; l < kLanes; ++l) {
+      ss[l] = 0;
+      if (!xs[l]) {
+        for (int i = 0; i < dim; ++i) y[i * kLanes + l] = 0.0f;
+        continue;
+      }
+      const T* x = xs[l];
+      float* r = bt.row.data();
+      if (a.signs) {
+        for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]) * a.signs[i];
+      } else {
+        for (int i = 0; i < dim; ++i) r[i] = load_f32(x[i]);
+      }
+      for (int i = 0; i < dim; ++i) y[i * kLanes + l] = r[i];
+    }
+    for (int i = 0; i < dim; ++i)
+      for (int l = 0; l < kLanes; ++l) ss[l] += static_cast<double>(y[i * kLanes + l]) * y[i * kLanes + l];
+  }
 
-  fwht_lanes(y, dim);
+  if (avx2) {
+#if FRUGAL_CPU_AVX2
+    kv_avx2::fwht_lanes(y, dim);
+#endif
+  } else {
+    fwht_lanes(y, dim);
+  }
 
   // u = y·k, k = f32(√D/n); a zero vector (n ≤ 1e-10) and a flagged one (n not finite or above
   // kMaxNorm: codes 0, a NaN scale) get u = 0, so every u is finite.
@@ -229,28 +255,45 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
     keep[l] = flagged[l] ? 0u : ~0u;
   }
   const float inv = kv::backend::inv_sqrt_dim(dim);
-  float* u = bt.u.data();
-  for (int i = 0; i < dim; ++i)
-    for (int l = 0; l < kLanes; ++l) {
-      const int64_t e = static_cast<int64_t>(i) * kLanes + l;
-      y[e] *= inv;
-      u[e] = std::bit_cast<float>(std::bit_cast<uint32_t>(y[e] * k[l]) & keep[l]);  // +0 where flagged
-    }
-  const int64_t n_elems = static_cast<int64_t>(dim) * kLanes;
-  if (bits == 8) {
-    codes_by_table(u, n_elems, cell_table(bits), bt.code.data());
-  } else if (bits == 4) {
-    codes_by_search15(u, n_elems, a.boundaries, bt.code.data());
-  } else if (bits == 3) {
-    codes_by_count<7>(u, n_elems, a.boundaries, bt.code.data());
+  const bool keep_y = a.rule == kv::ScaleRule::least_squares;  // the least-squares scale reads y·inv
+  if (avx2 && bits == 8) {
+#if FRUGAL_CPU_AVX2
+    const CellTable& t = cell_table(bits);
+    kv_avx2::scale_and_code<8>(y, dim, inv, k, keep, keep_y, t.cells.data(), t.inv_w, t.half, nullptr,
+                               bt.code.data());
+#endif
+  } else if (avx2 && bits == 4) {
+#if FRUGAL_CPU_AVX2
+    kv_avx2::scale_and_code<4>(y, dim, inv, k, keep, keep_y, nullptr, 0.0f, 0, a.boundaries, bt.code.data());
+#endif
   } else {
-    codes_by_count<3>(u, n_elems, a.boundaries, bt.code.data());
+    float* u = bt.u.data();
+    for (int i = 0; i < dim; ++i)
+      for (int l = 0; l < kLanes; ++l) {
+        const int64_t e = static_cast<int64_t>(i) * kLanes + l;
+        y[e] *= inv;
+        u[e] = std::bit_cast<float>(std::bit_cast<uint32_t>(y[e] * k[l]) & keep[l]);  // +0 where flagged
+      }
+    const int64_t n_elems = static_cast<int64_t>(dim) * kLanes;
+    if (bits == 8) {
+      codes_by_table(u, n_elems, cell_table(bits), bt.code.data());
+    } else if (bits == 4) {
+      codes_by_search15(u, n_elems, a.boundaries, bt.code.data());
+    } else if (bits == 3) {
+      codes_by_count<7>(u, n_elems, a.boundaries, bt.code.data());
+    } else {
+      codes_by_count<3>(u, n_elems, a.boundaries, bt.code.data());
+    }
   }
 
   uint8_t* dst[kLanes];
   for (int l = 0; l < count; ++l) dst[l] = a.packed + rows[l] * row_bytes;
   const bool whole_words = std::endian::native == std::endian::little && dim * bits % 32 == 0;
-  if (whole_words && bits == 8) {
+  if (avx2 && bits == 8) {
+#if FRUGAL_CPU_AVX2
+    kv_avx2::pack_rows8(bt.code.data(), dim, count, dst);
+#endif
+  } else if (whole_words && bits == 8) {
     pack_rows<8>(bt.code.data(), dim, count, dst);
   } else if (whole_words && bits == 4) {
     pack_rows<4>(bt.code.data(), dim, count, dst);
