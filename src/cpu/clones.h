@@ -14,6 +14,7 @@
 #define FRUGAL_INLINE [[gnu::always_inline]] inline
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #define FRUGAL_CPU_AVX2 1
 #define FRUGAL_AVX2 __attribute__((target("avx2,fma")))
 #define FRUGAL_AVX2_INLINE [[gnu::always_inline]] inline __attribute__((target("avx2,fma")))
@@ -24,8 +25,12 @@ inline bool cpu_has_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return yes;
 }
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not name it.
 inline bool cpu_has_avx2_f16c() {
-  static const bool yes = cpu_has_avx2() && __builtin_cpu_supports("f16c");
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return cpu_has_avx2() && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  }();
   return yes;
 }
 }  // namespace frugal::cpu
