@@ -116,7 +116,8 @@ void print_conv_choices(const DeviceCaps& caps) {
     fmt::print("  submanifold conv  : N={} 3^3 C={} f16, built map -> {}; user map -> {}\n", built.rows, c,
                or_error([&] { return spconv::to_string(spconv::choose(a, caps, &built)); }),
                or_error([&] { return spconv::to_string(spconv::choose(a, caps, nullptr)); }));
-  }  // The backward's weight gradient of the same layers and of a C -> 8C upsampling conv (dgrad is a
+  }
+  // The backward's weight gradient of the same layers and of a C -> 8C upsampling conv (dgrad is a
   // forward conv: the lines above with Ci and Co swapped).
   for (auto [ci, co] : {std::pair{64, 64}, std::pair{128, 128}, std::pair{256, 256}, std::pair{128, 1024}}) {
     spconv::backend::WgradArgs w;

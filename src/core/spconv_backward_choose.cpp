@@ -25,8 +25,7 @@ constexpr const char* kOp = "spconv::submanifold_conv_backward";
 
 // Blocks of one chunk: every offset × input-channel tile × output-channel tile.
 int64_t tiles_of(const WgradArgs& a, const WgradChoice& c) {
-  const int tci = c.tile_ci > 0 ? c.tile_ci : kWgradTile, tco = c.tile_co > 0 ? c.tile_co : kWgradTile;
-  return int64_t{a.k} * cdiv(a.ci, tci) * cdiv(a.co, tco);
+  return int64_t{a.k} * cdiv(a.ci, wgrad_tile_ci(c)) * cdiv(a.co, wgrad_tile_co(c));
 }
 
 // mma's tile side: 128 where the channels fill more than one 64-wide tile (fewer gathers of each row).

@@ -23,6 +23,9 @@ constexpr size_t wgrad_mma_smem_bytes(int tile_ci, int tile_co) {
   return size_t(kWgradMmaStages) * kWgradStepRows * (tile_ci + 8 + tile_co + 8) * 2 + size_t(kWgradMmaWindowRows) * 8 +
          32 * sizeof(int);
 }
+// The block's tile of [Ci, Co] a choice runs: mma's own (complete fills it), 64 × 64 for the others.
+constexpr int wgrad_tile_ci(const WgradChoice& c) { return c.tile_ci > 0 ? c.tile_ci : kWgradTile; }
+constexpr int wgrad_tile_co(const WgradChoice& c) { return c.tile_co > 0 ? c.tile_co : kWgradTile; }
 // Rows a chunk at least: a block then gathers up to 2·512·64 elements (a third of that on a sphere shell,
 // whose rows have about 9 of 27 neighbors) for each 64 × 64 f32 partial it writes and the reduction reads.
 constexpr int64_t kWgradMinChunkRows = 512;

@@ -455,10 +455,12 @@ void launch_wgrad(const WgradParams& p, const spconv::WgradChoice& c, bool vec, 
   const dim3 grid(static_cast<unsigned>(int64_t{p.k} * p.ci_tiles * p.co_tiles), static_cast<unsigned>(c.splits));
   if constexpr (!std::is_same_v<T, float>) {
     if (c.variant == spconv::WgradVariant::mma) {
-      if (c.tile_ci == 128 && c.tile_co == 128) return launch_wgrad_mma<T, MmaWgradTile<128, 128>>(p, grid, s);
-      if (c.tile_ci == 128) return launch_wgrad_mma<T, MmaWgradTile<128, 64>>(p, grid, s);
-      if (c.tile_co == 128) return launch_wgrad_mma<T, MmaWgradTile<64, 128>>(p, grid, s);
-      return launch_wgrad_mma<T, MmaWgradTile<64, 64>>(p, grid, s);
+      constexpr int W = spconv::kWgradWideTile, N = spconv::kWgradTile;
+      const bool wide_ci = p.tile_ci == W, wide_co = p.tile_co == W;
+      if (wide_ci && wide_co) return launch_wgrad_mma<T, MmaWgradTile<W, W>>(p, grid, s);
+      if (wide_ci) return launch_wgrad_mma<T, MmaWgradTile<W, N>>(p, grid, s);
+      if (wide_co) return launch_wgrad_mma<T, MmaWgradTile<N, W>>(p, grid, s);
+      return launch_wgrad_mma<T, MmaWgradTile<N, N>>(p, grid, s);
     }
     if (c.variant == spconv::WgradVariant::wmma) {
       if (vec)
@@ -507,8 +509,7 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
       spconv::bias_partial_bytes(a, c) ? reinterpret_cast<float*>(base + spconv::weight_partial_bytes(a, c)) : nullptr;
   dispatch_float(a.dtype, "spconv::submanifold_conv_backward", [&]<typename T>() {
     if (a.grad_weight) {
-      const int tile_ci = c.tile_ci > 0 ? c.tile_ci : spconv::kWgradTile;
-      const int tile_co = c.tile_co > 0 ? c.tile_co : spconv::kWgradTile;
+      const int tile_ci = spconv::wgrad_tile_ci(c), tile_co = spconv::wgrad_tile_co(c);
       WgradParams p{a.feats,
                     a.nbr,
                     a.grad_out,
