@@ -52,6 +52,8 @@ LABEL = {"frugal": "frugal", "flexgemm": "FlexGEMM", "spconv": "spconv"}
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--forward", action="store_true", help="forward conv and map build in several row orders")
+    p.add_argument("--map-only", action="store_true", help="--forward's map builds alone (no conv, so no FlexGEMM "
+                   "compiles)")
     p.add_argument("--rows", help=f"R:Ci[:Co],... (training default {TRAIN_ROWS}; --forward {FORWARD_ROWS})")
     p.add_argument("--sets", default="flexgemm,frugal", help="--forward's voxel sets: flexgemm (its sphere_coords), frugal")
     p.add_argument("--orders", default=",".join(cp.ORDERS), help="--forward's row orders")
@@ -271,7 +273,8 @@ def forward_row(args, peers, dev, coords, set_name, res_, ci, co, dname, order):
             t = time.time()
             layer = peers.layer(name, c, w5, None, res_, train=False)
             layer.build_map(f, train=False)
-            layer.forward(f)
+            if not args.map_only:
+                layer.forward(f)
             sync()
             row[f"{name}_first_s"] = time.time() - t
             layers[name] = layer
@@ -283,6 +286,8 @@ def forward_row(args, peers, dev, coords, set_name, res_, ci, co, dname, order):
     maps = {k: (lambda l=l: l.build_map(f, train=False)) for k, l in layers.items() if k != "spconv"}
     for k, v in alternating_medians_ms(maps, max(1, args.rounds - 1), args.reps).items():
         row[f"{k}_map_ms"] = v
+    if args.map_only:
+        return row, None
     convs = {k: (lambda l=l: l.forward(f)) for k, l in layers.items()}
     for k, v in alternating_medians_ms(convs, args.rounds, args.reps).items():
         row[f"{k}_ms"] = v

@@ -799,9 +799,21 @@ __global__ void __launch_bounds__(HaloPipe<BN>::THREADS, 1)
 }
 
 // ---- which rows suit the pipelined halo kernel ----------------------------------------------------
-// Block b looks at tile ⌊b · tiles / gridDim.x⌋ of the launch's rows (one thread a row) and counts it
-// in *fits when its three row ranges fit a halo buffer of cap rows: the decision the kernel's prologue makes.
-__global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, int cap, bool by_boxes, unsigned* fits) {
+// The configurations one probe launch measures (blockIdx.y picks one): each one's halo buffer rows,
+// whether it lays tiles out by boxes, and its counter.
+struct HaloProbes {
+  int cap[2 * kHaloPasses];
+  bool by_boxes[2 * kHaloPasses];
+  unsigned* fits[2 * kHaloPasses];
+};
+
+// Block (b, c) looks at tile ⌊b · tiles / gridDim.x⌋ of the launch's rows (one thread a row) and counts it
+// in *fits[c] when its three row ranges fit a halo buffer of cap[c] rows: the decision the kernel's
+// prologue makes.
+__global__ void __launch_bounds__(kTileRows) kernel_halo_probe(Params p, HaloProbes probes) {
+  const int cap = probes.cap[blockIdx.y];
+  const bool by_boxes = probes.by_boxes[blockIdx.y];
+  unsigned* fits = probes.fits[blockIdx.y];
   __shared__ int lo_s[3], hi_s[3], boxes_s;
   __shared__ alignas(16) uint8_t flags[3 * kHaloBoxSpan];  // as the halo kernel lays a tile out by boxes
   const int r = threadIdx.x, lane = r % 32, per = (p.k + 2) / 3;
@@ -889,13 +901,16 @@ int halo_pipe_cap(int bn, int64_t ci) {
 void launch_halo_probes(const int32_t* nbr, int64_t n, int k, unsigned* fits, cudaStream_t s) {
   Params p{{nullptr, nbr, nullptr, nullptr, nullptr, n, k, 0, 0, nullptr}, nullptr, 0, n};
   const auto samples = static_cast<unsigned>(spconv::halo_samples(n));
+  HaloProbes probes{};
   for (int t = 0; t < 2; ++t)
     for (int passes = 1; passes <= kHaloPasses; ++passes) {
-      const int bn = t ? 128 : 64, ci = spconv::kHaloChannels * passes;
-      kernel_halo_probe<<<samples, kTileRows, 0, s>>>(p, halo_pipe_cap(bn, ci), halo_by_boxes(ci, bn),
-                                                       fits + 2 * t + passes - 1);
-      FRUGAL_CUDA_CHECK_LAUNCH();
+      const int bn = t ? 128 : 64, ci = spconv::kHaloChannels * passes, c = kHaloPasses * t + passes - 1;
+      probes.cap[c] = halo_pipe_cap(bn, ci);
+      probes.by_boxes[c] = halo_by_boxes(ci, bn);
+      probes.fits[c] = fits + c;
     }
+  kernel_halo_probe<<<dim3(samples, 2 * kHaloPasses), kTileRows, 0, s>>>(p, probes);
+  FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
 ConvVariant launch_halo_pipe(const Params& p, DType dtype, int tile_co, cudaStream_t s) {
