@@ -70,6 +70,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from conv_peers import rel_err  # noqa: E402
 from flushed_timing import alternating_medians_ms  # noqa: E402
 
 dev = torch.device(args.device)
@@ -271,10 +272,6 @@ def attention_f64(q, k, v):
     qg = q.double().reshape(k.shape[1], Hq // k.shape[1], D)  # [Hkv, G, D]
     s = torch.einsum("kgd,lkd->kgl", qg, k.double()) / math.sqrt(D)
     return torch.einsum("kgl,lkd->kgd", torch.softmax(s, -1), v.double()).reshape(Hq, D)
-
-
-def rel_err(out, ref):
-    return ((out.double() - ref).abs().max() / ref.abs().max()).item()
 
 
 def fmt_err(e):

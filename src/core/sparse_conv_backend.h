@@ -48,8 +48,9 @@ FRUGAL_HD uint64_t hash_key(uint64_t k) {
   return k;
 }
 
-// The table holds row indices (int32, -1 = empty) in 2^p slots with 2^p ≥ 2N (load ≤ 0.5),
-// found by linear probing; a slot's key is keys[row], so a slot costs 4 bytes instead of 12.
+// The table holds row indices (int32) in 2^p slots with 2^p ≥ 2N (load ≤ 0.5), found by linear
+// probing; a slot's key is keys[row], so a slot costs 4 bytes instead of 12. kEmptySlot marks the CPU
+// table's empty slots; the CUDA table holds row + 1, so that one memset to zero clears it with its status.
 constexpr int32_t kEmptySlot = -1;
 inline uint64_t table_capacity(int64_t n) {
   uint64_t cap = 16;
