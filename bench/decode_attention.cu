@@ -10,7 +10,7 @@
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
 // Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L [--splits N]] [--sweep]
-//                         [--loops] [--mixes] [--floor]
+//                         [--loops] [--mixes] [--floor] [--exact W,S]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers; --splits N forces its slice count); --sweep: the slice sweep of every row too (the
 //   split heuristic's data; slices of >= 64 tokens); --loops: every row three times, the f16
@@ -20,6 +20,9 @@
 //   K8/V8), then the D = 64 long rows at K4/V4 and the same mixes; --floor: every main row also
 //   times the stream floor of its bytes (kernel_read over the row's four cache arrays, timed the
 //   same way, the best of four grid sizes): what a call that only read its cache would take.
+//   --exact W,S: caches with exact rows (a window of W f16 tokens and S sinks) on the quick rows and
+//   two head_dim-64 models' rows, each row right after the same row on plain caches (alternating),
+//   and the ratio of the two.
 //   Every row prints the choice that served it (attention::choose_decode) and a hash of its output
 //   bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
@@ -44,7 +47,8 @@ using namespace frugal;
 
 #include "cache_fill.cuh"
 
-kv::Cache random_cache(int batch, int heads, int dim, int64_t len, int bits, uint64_t seed) {
+kv::Cache random_cache(int batch, int heads, int dim, int64_t len, int bits, uint64_t seed, int window = 0,
+                       int sinks = 0) {
   kv::CacheConfig c;
   c.batch = batch;
   c.num_kv_heads = heads;
@@ -52,7 +56,10 @@ kv::Cache random_cache(int batch, int heads, int dim, int64_t len, int bits, uin
   c.capacity = len;
   c.bits = bits;
   c.sign_seed = seed;
+  c.window = window;
+  c.sinks = sinks;
   kv::Cache cache(c, Device::cuda());
+  if (cache.exact().defined()) kernel_fill_half<<<256, 256>>>(cache.exact().data_as<__half>(), cache.exact().numel(), seed);
   kernel_fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(cache.packed().data()), cache.packed().nbytes(), seed);
   kernel_fill_scales<<<1024, 256>>>(cache.scales().data_as<float>(), cache.scales().numel(), seed,
                                     std::sqrt(float(dim)));
@@ -88,6 +95,7 @@ int main(int argc, char** argv) {
   bool quick = false, sweep = false, loops = false, mixes = false, stream_floor = false;
   int one[5] = {0, 0, 0, 0, 0};
   int forced_splits = 0;  // --splits N: the slice count of the --shape row (0: the library's rule)
+  int exact_window = -1, exact_sinks = 0;  // --exact W,S
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -96,6 +104,10 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--mixes")) mixes = true;
     if (!std::strcmp(argv[i], "--floor")) stream_floor = true;
     if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) forced_splits = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--exact") && i + 1 < argc) {
+      std::sscanf(argv[++i], "%d,%d", &exact_window, &exact_sinks);
+      quick = true;
+    }
     if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       std::sscanf(argv[++i], "%d,%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3], &one[4]);
       quick = true;
@@ -145,14 +157,18 @@ int main(int argc, char** argv) {
                                              {8, 32, 8, 128, 16384},
                                              {32, 32, 8, 128, 8192}})
       shapes.push_back(s);
+  if (exact_window >= 0)
+    for (const Shape& s : std::vector<Shape>{{8, 32, 8, 64, 32768}, {1, 9, 3, 64, 4096}, {32, 9, 3, 64, 4096}, {32, 32, 8, 128, 8192}})
+      shapes.push_back(s);
   if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
+  int window = 0, sinks = 0;  // the exact rows of the caches run now (--exact)
   std::string loop = "auto";  // the f16 main loop of the rows run now (--loops)
   std::optional<attention::DecodeVariant> forced;  // its variant, when forced
 
   std::vector<Row> rows;
   auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits, int64_t len = 0) {
-    kv::Cache k = random_cache(s.B, s.Hkv, s.D, s.L, kb, 1000 + s.D + kb);
-    kv::Cache v = random_cache(s.B, s.Hkv, s.D, s.L, vb, 2000 + s.D + vb);
+    kv::Cache k = random_cache(s.B, s.Hkv, s.D, s.L, kb, 1000 + s.D + kb, window, sinks);
+    kv::Cache v = random_cache(s.B, s.Hkv, s.D, s.L, vb, 2000 + s.D + vb, window, sinks);
     Tensor q = Tensor::empty({s.B, s.Hq, s.D}, qd, Device::cuda());
     if (qd == DType::f16)
       kernel_fill_half<<<256, 256>>>(q.data_as<__half>(), q.numel(), 7);
@@ -239,6 +255,16 @@ int main(int argc, char** argv) {
   }
   for (const Shape& s : shapes) {
     each_loop([&] { run(s, 4, 4, attention::Math::f16, DType::f16, forced_splits); });
+    if (exact_window >= 0) {
+      window = exact_window;
+      sinks = exact_sinks;
+      run(s, 4, 4, attention::Math::f16, DType::f16, forced_splits);
+      window = sinks = 0;
+      const Row& plain = rows[rows.size() - 2];
+      const Row& exact = rows.back();
+      std::printf("  exact rows W=%d S=%d: %.4f ms against %.4f ms plain: %.3fx\n", exact_window, exact_sinks, exact.ms,
+                  plain.ms, exact.ms / plain.ms);
+    }
     if (!sweep) continue;
     // The slice count around the automatic pick, for the split heuristic: one block per (sequence,
     // K/V head) times s, up to ~4 blocks per SM.

@@ -38,6 +38,8 @@ namespace frugal::cuda {
 void kv_append(const kv::backend::AppendArgs&, Stream) { FRUGAL_NO_CUDA("kv::append"); }
 void kv_dequantize(const kv::backend::DequantizeArgs&, Stream) { FRUGAL_NO_CUDA("kv::dequantize"); }
 void hadamard_transform(const float*, float*, int64_t, int, int, Stream) { FRUGAL_NO_CUDA("kv::hadamard_transform"); }
+void kv_store_exact(const kv::backend::ExactArgs&, Stream) { FRUGAL_NO_CUDA("kv::append"); }
+void kv_load_exact(const kv::backend::ExactArgs&, Stream) { FRUGAL_NO_CUDA("kv::dequantize"); }
 }  // namespace frugal::cuda
 
 // ---- sparse conv (src/cuda/spconv/) ----

@@ -27,6 +27,7 @@ struct Shape {
   int64_t capacity = 0;  // 0: the longest sequence
   bool sliding = false;
   std::optional<uint64_t> k_seed, v_seed;
+  int window = 0, sinks = 0;  // exact rows (kv::CacheConfig)
 };
 
 // A K and a V cache on the CPU filled with `lens[b]` random tokens per sequence (appended in pieces
@@ -45,6 +46,8 @@ inline kv::CacheConfig config_of(const Shape& s, int bits, std::optional<uint64_
   c.sliding = s.sliding;
   c.bits = bits;
   c.sign_seed = seed;
+  c.window = s.window;
+  c.sinks = s.sinks;
   return c;
 }
 

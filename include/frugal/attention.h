@@ -25,6 +25,14 @@
 //     of zeros (the empty sum), not an error and not NaN.
 // K and V must have been written in lockstep: equal write positions for every sequence.
 //
+// Exact rows (kv::CacheConfig::window and sinks, equal for K and V): the tokens the caches hold in
+// f16 rows (the first `sinks` of a sequence, and its newest `window` ones) are attended through those
+// rows, the others through their codes, in one softmax: the kernel of the choice attends the codes'
+// tokens (writing its output and LSE to the workspace), then one more kernel attends the f16 rows'
+// tokens and merges the two states (in f32, a warp per output row). A ring with sinks attends them
+// besides the tokens it still holds (StreamingLLM's attention sinks): with explicit lengths L_b, the
+// sinks [0, min(sinks, L_b)) and [max(sinks, L_b − capacity), L_b).
+//
 // Non-finite input: NaN poisons attention. A NaN or ±Inf in a query head, a query whose scores
 // overflow (values near 1e38), or a token the cache flags non-finite (a NaN scale: NaN or ±Inf in
 // the vector, or a norm above 2^120; see frugal/kv_cache.h) makes NaN every output row that sees
@@ -105,11 +113,12 @@ struct DecodeChoice {
   int dims_per_lane = 0;         // f32: the dims a lane accumulates, max(1, head_dim / 32) (its instance); else 0
   int splits = 1;                // slices per sequence (the GPU grid's; the CPU slices each sequence by its length)
   int64_t tokens_per_split = 0;  // tokens a slice holds (the last slices of a shorter sequence hold fewer or none)
+  bool exact_rows = false;       // the caches' exact rows are attended too, and merged (see "Exact rows")
   bool operator==(const DecodeChoice&) const = default;
 };
 
 std::string to_string(DecodeVariant v);  // "cpu" | "f32" | "f16_registers" | "f16_wide"
-// "f16_wide, 16 splits of 256 tokens" | "f32 (4 dims a lane), 1 split of 4096 tokens"
+// "f16_wide, 16 splits of 256 tokens" | "f32 (4 dims a lane), 1 split of 4096 tokens, + exact rows"
 std::string to_string(const DecodeChoice& c);
 
 struct DecodeOptions {

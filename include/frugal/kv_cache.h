@@ -21,6 +21,14 @@
 // NaN, so it dequantizes to NaN and poisons attention over it just as an fp16 cache would. The
 // check costs nothing on the hot path; callers that want an exception can test the scales (see
 // count_nonfinite_scales).
+// Exact rows (CacheConfig::window, sinks; off in the original format): the cache also keeps the f16
+// values of the newest `window` tokens of each sequence (a ring: token t in row sinks + t mod window)
+// and of its first `sinks` tokens (row t), in exact [batch, H, sinks + window, D] f16. Every token is
+// still quantized into packed/scales as above (those stay byte-identical); a token held in an exact row
+// is read from it instead (dequantize, decode attention), so the codes serve the tokens that have slid
+// out of the window. A ring keeps its sinks after it has wrapped past them (StreamingLLM's attention
+// sinks): they stay readable and attended. A vector that has a non-finite value or one beyond f16's
+// range (|x| > 65504) is stored as a row of NaN, so it poisons attention as its NaN scale does.
 // Backends: the CPU is the reference. On the GPU, appends of 16K+ vectors at D = 64, 128 or 256
 // (4 or 8 bits, f16/bf16 input on 16 bytes, L2 scale) run the transform on tensor cores: the same
 // scales, and the same codes except where u lies within ~1e-6 of a boundary (about one row in
@@ -71,6 +79,9 @@ struct CacheConfig {
   int bits = 4;          // 2, 3, 4 or 8 bits per coordinate; head_dim × bits must fill whole bytes
   ScaleRule scale_rule = ScaleRule::l2_norm;
   std::optional<uint64_t> sign_seed;  // random signs before the FWHT; off in the original format
+  int window = 0;  // the newest tokens of each sequence also kept in f16 (≤ capacity; 0: none)
+  int sinks = 0;   // the first tokens of each sequence kept in f16 (≤ capacity; 0: none)
+  int exact_rows() const { return window + sinks; }
 };
 
 // Throws frugal::Error naming `op` and the offending field when the config is unusable.
@@ -113,6 +124,7 @@ struct CacheStorage {
   Tensor signs;       // [D] f32 ±1, or undefined when the config has no sign seed
   Tensor centroids;   // [2^bits] f32
   Tensor boundaries;  // [2^bits − 1] f32
+  Tensor exact;       // [batch, H, sinks + window, D] f16 (16-byte aligned), or undefined without exact rows
 };
 
 // One layer's K (or V) cache for `batch` sequences. Write positions live on the host; each
@@ -143,8 +155,9 @@ class Cache {
   std::optional<AppendChoice> append_choice(const TensorView& x, const AppendOptions& options = {}) const;
 
   // Tokens [begin, end) of sequence `seq` (absolute positions), dequantized into
-  // out [end - begin, H, D] (f32 | f16 | bf16, on the cache's device). Every token must still
-  // be held: begin ≥ write_pos - capacity for a ring, end ≤ write_pos.
+  // out [end - begin, H, D] (f32 | f16 | bf16, on the cache's device): what attention reads, so the
+  // f16 values of the tokens in exact rows. Every token must still be held: end ≤ write_pos, and
+  // begin ≥ write_pos - capacity for a ring (or the whole range among its sinks).
   void dequantize(int seq, int64_t begin, int64_t end, const TensorView& out, Stream stream = nullptr) const;
   Tensor dequantize(int seq, int64_t begin, int64_t end, DType dtype = DType::f32, Stream stream = nullptr) const;
 
@@ -154,8 +167,13 @@ class Cache {
   // keeps a tensor over, so that its custom ops advance the positions this cache reads (frugal.torch
   // does). The cache trusts them: write only what an append leaves (≥ 0, ≤ capacity in a global cache).
   std::span<int64_t> write_positions_memory() { return positions_; }
-  // Oldest token position still held by sequence `seq`.
+  // Oldest token position still held by sequence `seq` in the codes (a ring's sinks stay held below it).
   int64_t first_held(int seq = 0) const;
+  // Whether token t (< write_pos) of sequence `seq` is read from an exact row: t < sinks, or one of
+  // the newest `window` tokens.
+  bool is_exact(int seq, int64_t t) const {
+    return t < config_.sinks || t >= positions_.at(seq) - config_.window;
+  }
   int64_t slot(int64_t token) const { return config_.sliding ? token % config_.capacity : token; }
   void reset();  // all write positions back to 0 (storage is left as it is)
   // A copy of the whole cache (storage and write positions) on another device.
@@ -166,6 +184,7 @@ class Cache {
   const Tensor& signs() const { return signs_; }    // [D] f32 ±1 on the cache's device, or undefined
   const Tensor& centroids() const { return centroids_; }    // [2^bits] f32 on the cache's device
   const Tensor& boundaries() const { return boundaries_; }  // [2^bits - 1] f32 on the cache's device
+  const Tensor& exact() const { return exact_; }  // [batch, H, sinks + window, D] f16, or undefined
 
  private:
   Cache() = default;
@@ -174,7 +193,7 @@ class Cache {
   void check_range(int seq, int64_t begin, int64_t end) const;  // dequantize's sequence and token range
 
   CacheConfig config_;
-  Tensor packed_, scales_, signs_, centroids_, boundaries_;
+  Tensor packed_, scales_, signs_, centroids_, boundaries_, exact_;
   Tensor device_starts_;  // [batch] i64 scratch for the CUDA kernel's start positions
   std::vector<int64_t> positions_;
 };

@@ -2,6 +2,7 @@
 // (core/attention_choose.h), then dispatch the choice to the CPU or CUDA backend.
 #include "frugal/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -26,6 +27,10 @@ void check_caches(const kv::Cache& k, const kv::Cache& v) {
                    << a.capacity << (a.sliding ? ", ring" : ", global") << "] and V [batch " << b.batch << ", heads "
                    << b.num_kv_heads << ", head_dim " << b.head_dim << ", capacity " << b.capacity
                    << (b.sliding ? ", ring" : ", global") << "]");
+  FRUGAL_CHECK(a.window == b.window && a.sinks == b.sinks, invalid_argument, kOp,
+               "the K and V caches must keep the same exact rows, got K window " << a.window << " and sinks " << a.sinks
+                                                                              << ", V window " << b.window
+                                                                              << " and sinks " << b.sinks);
   FRUGAL_CHECK(k.device() == v.device(), invalid_argument, kOp,
                "the K cache is on " << to_string(k.device()) << " but the V cache is on " << to_string(v.device()));
   for (int s = 0; s < a.batch; ++s)
@@ -89,12 +94,35 @@ backend::CacheArgs cache_args(const kv::Cache& c) {
   return a;
 }
 
-// A validated call: its token ranges, softmax scale and what its choice depends on.
+// A validated call: its token ranges (the codes' ones, and with exact rows the sinks' and the
+// window's: see split_exact), softmax scale and what its choice depends on.
 struct Call {
   std::vector<int64_t> begin, end;
+  std::vector<int64_t> sink_end, win_begin, win_end;
   float scale = 1.0f;
   DecodeProblem problem;
 };
+
+// Splits each attended range [begin, end) of caches with exact rows into the sinks [0, min(sinks,
+// end)), the codes' tokens [max(begin, sinks), q) and the window's [q, end), q the first token at or
+// after them that the window holds (the window holds the newest `window` tokens written).
+void split_exact(const kv::Cache& k, Call& call) {
+  const kv::CacheConfig& c = k.config();
+  const int64_t batch = c.batch;
+  call.sink_end.resize(batch);
+  call.win_begin.resize(batch);
+  call.win_end.resize(batch);
+  for (int b = 0; b < batch; ++b) {
+    const int64_t end = call.end[b];
+    const int64_t codes_begin = std::min(end, std::max<int64_t>(call.begin[b], c.sinks));
+    const int64_t codes_end = std::max(codes_begin, std::min(end, k.write_pos(b) - c.window));
+    call.sink_end[b] = std::min<int64_t>(c.sinks, end);
+    call.win_begin[b] = codes_end;
+    call.win_end[b] = end;
+    call.begin[b] = codes_begin;
+    call.end[b] = codes_end;
+  }
+}
 
 // Validates q, the caches and the options (everything but out and the workspace's size).
 Call prepare(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const DecodeOptions& options) {
@@ -105,6 +133,7 @@ Call prepare(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const 
   call.scale = options.softmax_scale.value_or(static_cast<float>(1.0 / std::sqrt(double(c.head_dim))));
   FRUGAL_CHECK(std::isfinite(call.scale), invalid_argument, kOp, "softmax_scale must be finite, got " << call.scale);
   resolve_ranges(k, options.lengths, call.begin, call.end);
+  if (c.exact_rows() > 0) split_exact(k, call);
 
   DecodeProblem& p = call.problem;
   p.batch = c.batch;
@@ -121,6 +150,7 @@ Call prepare(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const 
   p.math = options.math;
   p.variant = options.variant;
   p.num_splits = options.num_splits;
+  p.exact_rows = c.exact_rows() > 0;
 
   const int64_t splits_cap = backend::max_splits(p.batch, p.kv_heads, p.q_heads / p.kv_heads, p.capacity);
   FRUGAL_CHECK(
@@ -151,7 +181,7 @@ size_t decode_attention_workspace_bytes(const TensorView& q, const kv::Cache& k)
   const kv::CacheConfig& c = k.config();
   const int q_heads = static_cast<int>(q.size(1));
   const int64_t splits = backend::max_splits(c.batch, c.num_kv_heads, q_heads / c.num_kv_heads, c.capacity);
-  return backend::workspace_bytes(c.batch, q_heads, c.head_dim, splits);
+  return backend::workspace_bytes(c.batch, q_heads, c.head_dim, splits, c.exact_rows() > 0);
 }
 
 DecodeChoice choose_decode(const TensorView& q, const kv::Cache& k, const kv::Cache& v, const DecodeOptions& options) {
@@ -194,12 +224,23 @@ void decode_attention(const TensorView& q, const kv::Cache& k, const kv::Cache& 
   a.end = call.end.data();
   a.softmax_scale = call.scale;
   a.choice = choose_on(call.problem, device);
+  backend::ExactArgs exact;
+  if (c.exact_rows() > 0) {
+    exact.k = k.exact().data_as<const uint16_t>();
+    exact.v = v.exact().data_as<const uint16_t>();
+    exact.sinks = c.sinks;
+    exact.window = c.window;
+    exact.sink_end = call.sink_end.data();
+    exact.win_begin = call.win_begin.data();
+    exact.win_end = call.win_end.data();
+    a.exact = &exact;
+  }
   if (options.workspace.data != nullptr) {
     a.workspace = options.workspace.data;
     a.workspace_bytes = options.workspace.nbytes();
-    const size_t need =
-        backend::workspace_bytes(c.batch, q_heads, c.head_dim,
-                                 backend::max_splits(c.batch, c.num_kv_heads, q_heads / c.num_kv_heads, c.capacity));
+    const size_t need = backend::workspace_bytes(
+        c.batch, q_heads, c.head_dim, backend::max_splits(c.batch, c.num_kv_heads, q_heads / c.num_kv_heads, c.capacity),
+        c.exact_rows() > 0);
     FRUGAL_CHECK(
         a.workspace_bytes >= need, invalid_argument, kOp,
         "workspace holds " << a.workspace_bytes << " bytes, needs " << need << " (decode_attention_workspace_bytes)");

@@ -21,6 +21,18 @@ struct CacheArgs {
   int bits = 4;
 };
 
+// The exact rows of a K/V pair of caches with a window or sinks (kv_cache.h, "Exact rows"), and the
+// tokens each sequence reads from them: decode attention attends the codes' range (DecodeArgs::begin
+// .. end) and these, and merges the two softmax states.
+struct ExactArgs {
+  const uint16_t* k = nullptr;  // [B, Hkv, sinks + window, D] f16 bits
+  const uint16_t* v = nullptr;
+  int sinks = 0, window = 0;
+  const int64_t* sink_end = nullptr;   // host [B]: the sinks attended, [0, sink_end)
+  const int64_t* win_begin = nullptr;  // host [B]: the window's tokens attended, [win_begin, win_end)
+  const int64_t* win_end = nullptr;
+};
+
 struct DecodeArgs {
   const void* q = nullptr;  // element (b, h, i) at q[b*q_stride_b + h*q_stride_h + i]
   DType q_dtype = DType::f32;
@@ -34,6 +46,7 @@ struct DecodeArgs {
   const int64_t* begin = nullptr;  // host [batch]: first absolute token position attended
   const int64_t* end = nullptr;    // host [batch]: one past the last (end == begin: no tokens)
   float softmax_scale = 1.0f;
+  const ExactArgs* exact = nullptr;  // the caches' exact rows, or nullptr: the codes alone
   DecodeChoice choice;        // resolved by choose (src/core/attention_choose.h): what runs, how sliced
   void* workspace = nullptr;  // device scratch of workspace_bytes, or nullptr (allocate per call)
   size_t workspace_bytes = 0;
@@ -79,11 +92,14 @@ inline int64_t max_splits(int batch, int kv_heads, int group, int64_t capacity) 
 //    tile) — at a fixed place so every call finds them whatever its slice count; ZERO before the
 //    first call, and every call leaves them zero]
 //   [partial O: B*Hq*splits*D f32][partial (m, l): B*Hq*splits*2 f32][ranges: 2*B i64]
+//   with exact rows: [the codes' output: B*Hq*D f32][its LSE: B*Hq f32][exact ranges: 3*B i64]
 constexpr size_t kWorkspaceAlign = 256;
 struct WorkspaceLayout {
-  size_t counters = 0, partial_o = 0, partial_ml = 0, ranges = 0, end = 0;  // byte offsets; end = bytes used
+  size_t counters = 0, partial_o = 0, partial_ml = 0, ranges = 0;  // byte offsets
+  size_t exact_out = 0, exact_lse = 0, exact_ranges = 0;          // (with exact rows)
+  size_t end = 0;                                                  // bytes used
 };
-inline WorkspaceLayout workspace_layout(int batch, int q_heads, int dim, int64_t splits) {
+inline WorkspaceLayout workspace_layout(int batch, int q_heads, int dim, int64_t splits, bool exact = false) {
   auto up = [](size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; };
   const size_t rows = static_cast<size_t>(batch) * q_heads;
   WorkspaceLayout l;
@@ -91,14 +107,22 @@ inline WorkspaceLayout workspace_layout(int batch, int q_heads, int dim, int64_t
   l.partial_ml = l.partial_o + rows * splits * dim * sizeof(float);
   l.ranges = up(l.partial_ml + rows * splits * 2 * sizeof(float));
   l.end = l.ranges + (batch > kInlineBatch ? 2 * sizeof(int64_t) * batch : 0);
+  if (exact) {
+    l.exact_out = up(l.end);
+    l.exact_lse = l.exact_out + rows * dim * sizeof(float);
+    l.exact_ranges = up(l.exact_lse + rows * sizeof(float));
+    l.end = l.exact_ranges + (batch > kInlineBatch ? 3 * sizeof(int64_t) * batch : 0);
+  }
   return l;
 }
-inline size_t workspace_bytes(int batch, int q_heads, int dim, int64_t splits) {
-  return workspace_layout(batch, q_heads, dim, splits).end + kWorkspaceAlign;
+inline size_t workspace_bytes(int batch, int q_heads, int dim, int64_t splits, bool exact = false) {
+  return workspace_layout(batch, q_heads, dim, splits, exact).end + kWorkspaceAlign;
 }
 // A GPU call uses its workspace when it is split (partials, counters) or its ranges do not fit
-// in the kernel parameters.
-inline bool uses_workspace(int batch, int64_t splits) { return splits > 1 || batch > kInlineBatch; }
+// in the kernel parameters, or it reads exact rows.
+inline bool uses_workspace(int batch, int64_t splits, bool exact = false) {
+  return splits > 1 || batch > kInlineBatch || exact;
+}
 
 }  // namespace frugal::attention::backend
 

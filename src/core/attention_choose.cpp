@@ -88,6 +88,7 @@ std::string to_string(const DecodeChoice& c) {
   if (c.variant == DecodeVariant::f32)
     os << " (" << c.dims_per_lane << (c.dims_per_lane == 1 ? " dim" : " dims") << " a lane)";
   os << ", " << c.splits << (c.splits == 1 ? " split" : " splits") << " of " << c.tokens_per_split << " tokens";
+  if (c.exact_rows) os << ", + exact rows";
   return os.str();
 }
 
@@ -147,6 +148,7 @@ DecodeVariant choose_variant(const DecodeProblem& p, const DeviceCaps& caps) {
 DecodeChoice choose(const DecodeProblem& p, const DeviceCaps& caps, int resident_blocks) {
   DecodeChoice c;
   c.variant = choose_variant(p, caps);
+  c.exact_rows = p.exact_rows;
   if (c.variant == DecodeVariant::cpu) {
     c.tokens_per_split = kCpuSliceTokens;
     c.splits = static_cast<int>(std::max<int64_t>(1, (p.max_len + kCpuSliceTokens - 1) / kCpuSliceTokens));
@@ -173,8 +175,8 @@ DecodeChoice choose(const DecodeProblem& p, const DeviceCaps& caps, int resident
 }
 
 size_t workspace_bytes(const DecodeChoice& c, const DecodeProblem& p) {
-  if (c.variant == DecodeVariant::cpu || !backend::uses_workspace(p.batch, c.splits)) return 0;
-  return backend::workspace_bytes(p.batch, p.q_heads, p.dim, c.splits);
+  if (c.variant == DecodeVariant::cpu || !backend::uses_workspace(p.batch, c.splits, p.exact_rows)) return 0;
+  return backend::workspace_bytes(p.batch, p.q_heads, p.dim, c.splits, p.exact_rows);
 }
 
 }  // namespace frugal::attention

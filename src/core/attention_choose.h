@@ -23,6 +23,7 @@ struct DecodeProblem {
   Math math = Math::automatic;
   std::optional<DecodeVariant> variant;  // DecodeOptions::variant (forced), or empty
   int num_splits = 0;                    // DecodeOptions::num_splits (forced, validated), or 0
+  bool exact_rows = false;               // the caches have exact rows (a window or sinks)
 };
 
 // The CPU's slice: long enough to amortize the per-item setup, short enough that the f32 running

@@ -80,16 +80,49 @@ struct DequantizeArgs {
   int device = 0;  // the CUDA device holding the cache
 };
 
+// Copies between token vectors and a cache's exact rows (f16 bits; kv_cache.h, "Exact rows"): row r
+// < sinks holds token r, row sinks + t mod window token t. store: the tokens of an append that land
+// in exact rows (the first `sinks` positions, the last min(tokens, window) of each sequence), a
+// vector with a non-finite value or one beyond f16's range as a row of NaN. load: tokens
+// [begin, begin + tokens) of one sequence, every one of them in an exact row, into out.
+struct ExactArgs {
+  uint16_t* rows = nullptr;  // [seqs, heads, sinks + window, dim] (offset to the first sequence)
+  int seqs = 1, heads = 1, dim = 0, sinks = 0, window = 0;
+  int64_t tokens = 0;
+  // store: x as AppendArgs::x (its dtype and strides in elements), each sequence's first write position
+  const void* x = nullptr;
+  DType x_dtype = DType::f32;
+  int64_t x_stride_seq = 0, x_stride_tok = 0, x_stride_head = 0;
+  const int64_t* host_starts = nullptr;  // [seqs] host memory
+  const int64_t* starts = nullptr;       // the same in device memory (CUDA) when seqs > kInlineStarts, else null
+  // load: out [tokens, heads, dim] contiguous
+  void* out = nullptr;
+  DType out_dtype = DType::f32;
+  int64_t begin = 0;
+  int device = 0;
+};
+
+// The exact row of token t (one that a cache of these sinks and window holds in f16); constexpr, so
+// kernels call it too.
+constexpr int64_t exact_row(int64_t t, int sinks, int window) { return t < sinks ? t : sinks + t % window; }
+
+// f16's largest finite value: a vector beyond it is stored as NaN (its f16 copy would overflow).
+constexpr float kHalfMax = 65504.0f;
+
 }  // namespace frugal::kv::backend
 
 namespace frugal::cpu {
 void kv_append(const kv::backend::AppendArgs& a);
 void kv_dequantize(const kv::backend::DequantizeArgs& a);
 void hadamard_transform(const float* x, float* out, int64_t rows, int dim);
+void kv_store_exact(const kv::backend::ExactArgs& a);
+void kv_load_exact(const kv::backend::ExactArgs& a);
 }  // namespace frugal::cpu
 
 namespace frugal::cuda {
 void kv_append(const kv::backend::AppendArgs& a, Stream stream);
 void kv_dequantize(const kv::backend::DequantizeArgs& a, Stream stream);
 void hadamard_transform(const float* x, float* out, int64_t rows, int dim, int device, Stream stream);
+void kv_store_exact(const kv::backend::ExactArgs& a, Stream stream);
+void kv_load_exact(const kv::backend::ExactArgs& a, Stream stream);
 }  // namespace frugal::cuda

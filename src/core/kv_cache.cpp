@@ -39,6 +39,18 @@ void validate(const CacheConfig& c, const char* op) {
                "unknown scale rule " << static_cast<int>(c.scale_rule));
   detail::checked_product({c.batch, c.num_kv_heads, c.capacity, c.head_dim * c.bits / 8 + 4}, op,
                           "the cache's size (batch × heads × capacity × (row bytes + 4))");
+  FRUGAL_CHECK(c.window >= 0 && c.window <= c.capacity, invalid_argument, op,
+               "window must be in [0, capacity = " << c.capacity << "] tokens, got " << c.window);
+  FRUGAL_CHECK(c.sinks >= 0 && c.sinks <= c.capacity, invalid_argument, op,
+               "sinks must be in [0, capacity = " << c.capacity << "] tokens, got " << c.sinks);
+  if (c.exact_rows() > 0) {
+    // The exact rows' GPU copies take a grid of (token, head, sequence).
+    FRUGAL_CHECK(c.batch <= 65535 && c.num_kv_heads <= 65535, invalid_argument, op,
+                 "a cache with exact rows (window or sinks) holds at most 65535 sequences and heads, got batch "
+                     << c.batch << " and " << c.num_kv_heads << " heads");
+    detail::checked_product({c.batch, c.num_kv_heads, c.exact_rows(), c.head_dim, 2}, op,
+                            "the exact rows' size (batch × heads × (sinks + window) × head_dim × 2)");
+  }
 }
 
 void hadamard_transform(const TensorView& x, const TensorView& out, Stream stream) {
@@ -72,6 +84,7 @@ Cache::Cache(const CacheConfig& config, Device device, Stream stream) : config_(
   centroids_ = upload(cb.centroids, device, stream);
   boundaries_ = upload(cb.boundaries, device, stream);
   if (config.sign_seed) signs_ = upload(random_signs(*config.sign_seed, config.head_dim), device, stream);
+  if (config.exact_rows() > 0) exact_ = Tensor::zeros({b, h, config.exact_rows(), config.head_dim}, DType::f16, device);
   if (device.is_cuda()) device_starts_ = Tensor::empty({b}, DType::i64, device);
   positions_.assign(config.batch, 0);
 }
@@ -90,6 +103,7 @@ Cache Cache::to(Device device, Stream stream) const {
   c.centroids_ = centroids_.to(device, stream);
   c.boundaries_ = boundaries_.to(device, stream);
   if (signs_.defined()) c.signs_ = signs_.to(device, stream);
+  if (exact_.defined()) c.exact_ = exact_.to(device, stream);
   if (device.is_cuda()) c.device_starts_ = Tensor::empty({config_.batch}, DType::i64, device);
   c.positions_ = positions_;
   return c;
@@ -219,6 +233,29 @@ void Cache::append_impl(int seq_begin, int seq_count, const TensorView& x, int64
     }
     cuda::kv_append(a, stream);
   }
+  if (exact_.defined()) {
+    backend::ExactArgs e;
+    e.rows = exact_.data_as<uint16_t>() +
+             static_cast<int64_t>(seq_begin) * config_.num_kv_heads * config_.exact_rows() * config_.head_dim;
+    e.seqs = seq_count;
+    e.heads = config_.num_kv_heads;
+    e.dim = config_.head_dim;
+    e.sinks = config_.sinks;
+    e.window = config_.window;
+    e.tokens = tokens;
+    e.x = x.data;
+    e.x_dtype = x.dtype;
+    e.x_stride_seq = a.x_stride_seq;
+    e.x_stride_tok = a.x_stride_tok;
+    e.x_stride_head = a.x_stride_head;
+    e.host_starts = a.host_starts;
+    e.starts = a.starts;
+    e.device = device().index;
+    if (device().is_cpu())
+      cpu::kv_store_exact(e);
+    else
+      cuda::kv_store_exact(e, stream);
+  }
   for (int s = seq_begin; s < seq_begin + seq_count; ++s) positions_[s] += tokens;
 }
 
@@ -230,9 +267,10 @@ void Cache::check_range(int seq, int64_t begin, int64_t end) const {
   FRUGAL_CHECK(begin >= 0 && begin <= end, invalid_argument, op, "bad token range [" << begin << ", " << end << ")");
   FRUGAL_CHECK(end <= w, out_of_range, op,
                "token range [" << begin << ", " << end << ") passes write_pos " << w << " of sequence " << seq);
-  FRUGAL_CHECK(begin >= first_held(seq), out_of_range, op,
+  FRUGAL_CHECK(begin >= first_held(seq) || end <= config_.sinks, out_of_range, op,
                "tokens before " << first_held(seq) << " have been overwritten in the ring of capacity "
-                                << config_.capacity << "; asked for [" << begin << ", " << end << ")");
+                                << config_.capacity << " (but for its " << config_.sinks << " sinks); asked for ["
+                                << begin << ", " << end << ")");
 }
 
 void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& out, Stream stream) const {
@@ -260,11 +298,38 @@ void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& ou
   a.signs = signs_.defined() ? signs_.data_as<const float>() : nullptr;
   a.centroids = centroids_.data_as<const float>();
   a.device = device().index;
-  if (device().is_cpu()) {
-    cpu::kv_dequantize(a);
-  } else {
-    cuda::kv_dequantize(a, stream);
+  // The codes of the tokens that are not in exact rows (a range among a ring's sinks has none).
+  if (begin >= first_held(seq)) {
+    if (device().is_cpu()) {
+      cpu::kv_dequantize(a);
+    } else {
+      cuda::kv_dequantize(a, stream);
+    }
   }
+  if (!exact_.defined()) return;
+  // The exact rows' tokens overwrite theirs: the sinks, then the window.
+  backend::ExactArgs e;
+  e.rows = exact_.data_as<uint16_t>() + static_cast<int64_t>(seq) * config_.num_kv_heads * config_.exact_rows() * config_.head_dim;
+  e.heads = config_.num_kv_heads;
+  e.dim = config_.head_dim;
+  e.sinks = config_.sinks;
+  e.window = config_.window;
+  e.out_dtype = out.dtype;
+  e.device = device().index;
+  const int64_t row_elems = static_cast<int64_t>(config_.num_kv_heads) * config_.head_dim;
+  const int64_t window_begin = std::max<int64_t>(config_.sinks, positions_[seq] - config_.window);
+  auto load = [&](int64_t lo, int64_t hi) {
+    if (lo >= hi) return;
+    e.begin = lo;
+    e.tokens = hi - lo;
+    e.out = static_cast<char*>(out.data) + (lo - begin) * row_elems * static_cast<int64_t>(size_of(out.dtype));
+    if (device().is_cpu())
+      cpu::kv_load_exact(e);
+    else
+      cuda::kv_load_exact(e, stream);
+  };
+  load(begin, std::min<int64_t>(end, config_.sinks));
+  load(std::max(begin, window_begin), end);
 }
 
 Tensor Cache::dequantize(int seq, int64_t begin, int64_t end, DType dtype, Stream stream) const {

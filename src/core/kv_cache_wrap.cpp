@@ -1,6 +1,7 @@
 // kv::Cache over storage someone else allocates (a framework's tensors): the checks that the
 // tensors are the config's, then a Cache that holds them instead of allocating its own.
 #include <climits>
+#include <cstdint>
 
 #include "core/kv_backend.h"
 #include "core/validate.h"
@@ -26,6 +27,14 @@ Cache Cache::wrap(const CacheConfig& config, CacheStorage storage, std::span<con
     FRUGAL_CHECK(!storage.signs.defined(), invalid_argument, op,
                  "signs were given but the config has no sign seed (set one: its value is not read)");
   }
+  if (config.exact_rows() > 0) {
+    detail::check_storage(storage.exact, op, "exact", DType::f16, {b, h, config.exact_rows(), config.head_dim}, device);
+    FRUGAL_CHECK(reinterpret_cast<uintptr_t>(storage.exact.data()) % 16 == 0, invalid_argument, op,
+                 "exact must start on a 16-byte boundary");
+  } else {
+    FRUGAL_CHECK(!storage.exact.defined(), invalid_argument, op,
+                 "exact rows were given but the config has no window or sinks");
+  }
   FRUGAL_CHECK(write_positions.size() == static_cast<size_t>(b), invalid_argument, op,
                "write_positions must hold one entry per sequence (" << b << "), got " << write_positions.size());
   for (int s = 0; s < config.batch; ++s) {
@@ -41,6 +50,7 @@ Cache Cache::wrap(const CacheConfig& config, CacheStorage storage, std::span<con
   c.signs_ = std::move(storage.signs);
   c.centroids_ = std::move(storage.centroids);
   c.boundaries_ = std::move(storage.boundaries);
+  c.exact_ = std::move(storage.exact);
   // append's device copy of the start positions, only where it uses one (kv_cache.cpp's rule).
   if (device.is_cuda() && (config.batch > backend::kInlineStarts || cap > INT32_MAX))
     c.device_starts_ = Tensor::empty({b}, DType::i64, device);

@@ -83,9 +83,9 @@ __device__ __forceinline__ void load_vec_cg(const float* src, float (&v)[N]) {
 // a butterfly, then warp 0's + 1's + 2's + 3's; and the O of dims 4v..4v+3 was summed by
 // G = 512/D groups of threads, group i over the slices i, i + G, ... in order, then group 0's + 1's
 // + ... — here lk[k] and acc[i] are those sums, in the same order.
-// kLse: also the row's LSE (paged calls; decode has none). prow: the row of its partials
+// Also the row's LSE where Params::lse asks for it. prow: the row of its partials
 // (part_o[prow · splits + slice]); qrow, hq: its output row and head.
-template <int D, bool kLse>
+template <int D>
 __device__ __forceinline__ void merge_slices(const Params& p, int64_t prow, int64_t qrow, int hq) {
   constexpr int E = D / 32;        // dims a lane holds: lane + 32j
   constexpr int G = 512 / D;       // kernel_combine's slice groups (kThreads threads of float4 each)
@@ -138,8 +138,7 @@ __device__ __forceinline__ void merge_slices(const Params& p, int64_t prow, int6
   float L = warp_sum(lk[0]);
 #pragma unroll
   for (int k = 1; k < 4; ++k) L = L + warp_sum(lk[k]);
-  if constexpr (kLse)
-    if (p.lse && lane == 0) p.lse[qrow * p.q_heads + hq] = lse_of(M, L);
+  if (p.lse && lane == 0) p.lse[qrow * p.q_heads + hq] = lse_of(M, L);
   float v[E];
 #pragma unroll
   for (int j = 0; j < E; ++j) {
@@ -801,8 +800,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     if (p.splits == 1) {
       float vsg[D / 32];
       load_vsign<D>(p, vsg);
-      if constexpr (kPaged)
-        if (p.lse && lane == 0) p.lse[col_row(r) * p.q_heads + col_head(r)] = lse_of(M, L);
+      if (p.lse && lane == 0) p.lse[col_row(r) * p.q_heads + col_head(r)] = lse_of(M, L);
       warp_store_row<D>(p, col_row(r), col_head(r), v, L, vsg);
     } else {
       // This slice's partial; dims lane + 32j at lane·(D/32) + j (one vector store a lane).
@@ -836,7 +834,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   for (int r0 = 0; r0 < kHeadsPerBlock; r0 += NW) {
     const int r = r0 + warp;
     if (r >= w.heads) break;
-    merge_slices<D, kPaged>(p, part_row(r), col_row(r), col_head(r));
+    merge_slices<D>(p, part_row(r), col_row(r), col_head(r));
   }
 }
 

@@ -132,10 +132,21 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
   // Workspace: counters and partials when split, ranges when the batch is too large for the
   // parameters (layout: be::workspace_layout; its base rounded up to be::kWorkspaceAlign).
   const bool f16 = c.variant != DecodeVariant::f32;
-  const be::WorkspaceLayout lay = be::workspace_layout(a.batch, a.q_heads, a.dim, c.splits);
+  const bool exact = a.exact != nullptr;
+  const be::WorkspaceLayout lay = be::workspace_layout(a.batch, a.q_heads, a.dim, c.splits, exact);
   std::optional<Scratch> scratch;  // when the caller gave no workspace: stream-ordered, from frugal's pool
-  uint8_t* ws = attach_workspace(p, static_cast<uint8_t*>(a.workspace), lay, be::uses_workspace(a.batch, c.splits), f16,
-                                 scratch, st);
+  uint8_t* ws = attach_workspace(p, static_cast<uint8_t*>(a.workspace), lay, be::uses_workspace(a.batch, c.splits, exact),
+                                 f16, scratch, st);
+  // With exact rows the codes' attention goes to the workspace (f32, with its LSE) for the merge.
+  float* part_out = exact ? reinterpret_cast<float*>(ws + lay.exact_out) : nullptr;
+  float* part_lse = exact ? reinterpret_cast<float*>(ws + lay.exact_lse) : nullptr;
+  int64_t* exact_ranges = exact && a.batch > decode::kInlineBatch ? reinterpret_cast<int64_t*>(ws + lay.exact_ranges) : nullptr;
+  if (exact) {
+    p.out = part_out;
+    p.out_dtype = decode::dtype_code(DType::f32);
+    p.lse = part_lse;
+    if (exact_ranges) decode::upload_exact_ranges(a, exact_ranges, st);
+  }
   // [begin, end) pairs: in the parameters for small batches, else through the workspace.
   auto put_ranges = [&](int64_t* r) {
     for (int b = 0; b < a.batch; ++b) {
@@ -147,12 +158,14 @@ void decode_attention(const DecodeArgs& a, Device device, Stream stream) {
     std::vector<int64_t> ranges(2 * static_cast<size_t>(a.batch));
     put_ranges(ranges.data());
     int64_t* dev = reinterpret_cast<int64_t*>(ws + lay.ranges);
-    FRUGAL_CUDA_CHECK(cudaMemcpyAsync(dev, ranges.data(), lay.end - lay.ranges, cudaMemcpyHostToDevice, st));
+    FRUGAL_CUDA_CHECK(
+        cudaMemcpyAsync(dev, ranges.data(), 2 * sizeof(int64_t) * a.batch, cudaMemcpyHostToDevice, st));
     p.ranges_dev = dev;
   } else {
     put_ranges(p.ranges);
   }
   launch_choice(p, launch, a.batch, f16, st);
+  if (exact) decode::launch_exact(a, part_out, part_lse, exact_ranges, st);
 }
 
 // ---- the paged row kernels --------------------------------------------------------------------

@@ -82,6 +82,13 @@ Launch f16_wide_paged_kernel(int dim, int k_bits, int v_bits, bool multi);  // p
 // The f32 kernel's second pass: merges the `splits` partial states of each of `rows` output rows
 // (combine.cu), launched as a programmatic dependent of the main kernel.
 void launch_combine(const Params& p, int dim, int rows, int splits, cudaStream_t stream);
+// Exact rows (exact.cu): the rows' f16 tokens attended and merged with the codes' output and LSE
+// (part_out, part_lse) into a.out, as a programmatic dependent of the kernels before it. The ranges
+// travel in the parameters for batches up to kInlineBatch, else in ranges_dev, which
+// upload_exact_ranges fills (before those kernels: a copy between them would end the dependence).
+void upload_exact_ranges(const attention::backend::DecodeArgs& a, int64_t* ranges_dev, cudaStream_t stream);
+void launch_exact(const attention::backend::DecodeArgs& a, const float* part_out, const float* part_lse,
+                  const int64_t* ranges_dev, cudaStream_t stream);
 
 namespace {
 
