@@ -257,6 +257,9 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
   static_assert(S::KS * kQfStride * 8 <= kHeadsPerBlock * D * 4, "q fragments fit in qs");
   uint2* qf = reinterpret_cast<uint2*>(qs);
 
+  // The exact rows' kernel after this one (a programmatic dependent) may be scheduled into what
+  // this grid leaves free: it reads only its own rows until it waits for this grid.
+  grid_launch_dependents();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t4 = lane & 3;
   // Sᵀ's rows in token order (see tile_token) where measured faster: D = 128 at 4 bits (64-byte K

@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
   float* cw = cbv + 256;                              // [kWarps][8][D]
   float* cml = cw + kWarps * kHeadsPerBlock * D;      // [kWarps][8][2]
   float* fin_ml = cml + kWarps * kHeadsPerBlock * 2;  // [8][2]
+  grid_launch_dependents();  // (as the f16 kernel: for the exact rows' kernel, or the combine)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const BlockWork w = p.items ? block_work<true>(p) : block_work<false>(p);
 
