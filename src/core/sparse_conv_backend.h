@@ -48,13 +48,15 @@ FRUGAL_HD uint64_t hash_key(uint64_t k) {
   return k;
 }
 
-// The table holds row indices (int32) in 2^p slots with 2^p ≥ 2N (load ≤ 0.5), found by linear
-// probing; a slot's key is keys[row], so a slot costs 4 bytes instead of 12. kEmptySlot marks the CPU
+// The table holds row indices (int32) in 2^p slots with 2^p ≥ 3N (load ≤ 1/3: each occupied slot a
+// probe passes costs a dependent read of its row's key, and at loads near 1/2 those reads doubled the
+// GPU build's time; docs/performance.md, "Kernel map"), found by linear probing; a slot's key is
+// keys[row], so a slot costs 4 bytes instead of 12. kEmptySlot marks the CPU
 // table's empty slots; the CUDA table holds row + 1, so that one memset to zero clears it with its status.
 constexpr int32_t kEmptySlot = -1;
 inline uint64_t table_capacity(int64_t n) {
   uint64_t cap = 16;
-  while (cap < 2 * static_cast<uint64_t>(n)) cap <<= 1;
+  while (cap < 3 * static_cast<uint64_t>(n)) cap <<= 1;
   return cap;
 }
 

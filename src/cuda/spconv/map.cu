@@ -1,5 +1,5 @@
 // The kernel map on CUDA: one kernel packs every coordinate into a 64-bit key (checking its range)
-// and inserts the rows into an open-addressing table (2^p ≥ 2N slots holding row + 1, 0 when empty;
+// and inserts the rows into an open-addressing table (2^p ≥ 3N slots holding row + 1, 0 when empty;
 // linear probing, atomicCAS on the empty slot; an equal key already there is a duplicate); a second
 // probes every offset of every row and writes nbr[k, n], a warp's 32 rows of one offset one coalesced
 // line (writing the mirrored entries through the submanifold symmetry instead halves the probes but
