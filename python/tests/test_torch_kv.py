@@ -11,11 +11,11 @@ from frugal import kv  # noqa: E402
 devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() and frugal.cuda_available() else [])
 
 
-def caches(device, batch=2, heads=2, dim=64, capacity=64, sliding=False):
+def caches(device, batch=2, heads=2, dim=64, capacity=64, sliding=False, window=0, sinks=0):
     k = kv.Cache(batch=batch, num_kv_heads=heads, head_dim=dim, capacity=capacity, sliding=sliding, sign_seed=11,
-                 device=device)
+                 window=window, sinks=sinks, device=device)
     v = kv.Cache(batch=batch, num_kv_heads=heads, head_dim=dim, capacity=capacity, sliding=sliding, bits=8,
-                 scale_rule=kv.ScaleRule.least_squares, device=device)
+                 scale_rule=kv.ScaleRule.least_squares, window=window, sinks=sinks, device=device)
     return k, v
 
 
@@ -83,15 +83,15 @@ def test_custom_ops_pass_opcheck(device):
     t, u = ft.cache_tensors(k), ft.cache_tensors(v)
     x = torch.randn(2, 3, 2, 64, device=device)
     # The storage as fresh tensors: opcheck runs the op several times and compares what it mutates.
-    args = (x, t.packed.clone(), t.scales.clone(), t.signs.clone(), t.centroids, t.boundaries, t.positions.clone(),
-            False, "l2_norm", -1)
+    args = (x, t.packed.clone(), t.scales.clone(), t.signs.clone(), t.centroids, t.boundaries, t.exact.clone(),
+            t.positions.clone(), False, "l2_norm", 0, 0, -1)
     torch.library.opcheck(ft.cache_append_op, args)
     ft.cache_append(k, torch.randn(2, 5, 2, 64, device=device))
     q = torch.randn(2, 4, 64, device=device)
-    storage = (t.packed, t.scales, t.signs, t.centroids, t.boundaries, t.positions, u.packed, u.scales, u.signs,
-               u.centroids, u.boundaries, u.positions, False)
+    storage = (t.packed, t.scales, t.signs, t.centroids, t.boundaries, t.exact, t.positions, u.packed, u.scales,
+               u.signs, u.centroids, u.boundaries, u.exact, u.positions, False)
     torch.library.opcheck(ft.decode_attention_op, (q,) + storage)
-    torch.library.opcheck(ft.decode_attention_op, (q,) + storage + (torch.tensor([2, 5]), 0.5, "f32", 0))
+    torch.library.opcheck(ft.decode_attention_op, (q,) + storage + (0, 0, torch.tensor([2, 5]), 0.5, "f32", 0))
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "counting"])
@@ -144,15 +144,16 @@ def test_wrap_refuses_storage_that_is_not_the_configs():
     t = ft.cache_tensors(k)
     from frugal._torch_kv import _wrap_cache as wrap
     with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] scales must have shape \[2, 2, 64\], got \[2, 2, 63\]"):
-        wrap(t.packed, t.scales[:, :, :63].contiguous(), t.signs, t.centroids, t.boundaries, t.positions, False,
-             "l2_norm")
+        wrap(t.packed, t.scales[:, :, :63].contiguous(), t.signs, t.centroids, t.boundaries, t.exact, t.positions,
+             False, "l2_norm")
     with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] write_positions\[1\] = 65 passes"):
-        wrap(t.packed, t.scales, t.signs, t.centroids, t.boundaries, torch.tensor([0, 65]), False, "l2_norm")
+        wrap(t.packed, t.scales, t.signs, t.centroids, t.boundaries, t.exact, torch.tensor([0, 65]), False, "l2_norm")
     with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] positions must be i64"):
-        wrap(t.packed, t.scales, t.signs, t.centroids, t.boundaries, torch.tensor([0, 1], dtype=torch.int32), False,
-             "l2_norm")
+        wrap(t.packed, t.scales, t.signs, t.centroids, t.boundaries, t.exact, torch.tensor([0, 1], dtype=torch.int32),
+             False, "l2_norm")
     with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] signs must have shape \[64\]"):
-        wrap(t.packed, t.scales, t.signs[:32].contiguous(), t.centroids, t.boundaries, t.positions, False, "l2_norm")
+        wrap(t.packed, t.scales, t.signs[:32].contiguous(), t.centroids, t.boundaries, t.exact, t.positions, False,
+             "l2_norm")
 
 
 def test_an_older_cache_gets_its_tensors_on_first_use():
@@ -179,3 +180,4 @@ def test_inductor_compiles_the_step_and_matches_eager(rng):
         xv = torch.from_numpy(rng.standard_normal((2, 1, 2, 64)).astype(np.float32))
         assert torch.allclose(compiled(q, xk, xv, k1, v1), step(q, xk, xv, k2, v2), rtol=1e-6, atol=1e-6), i
     assert k1.write_pos(0) == 3 and torch.equal(ft.cache_tensors(k1).packed, ft.cache_tensors(k2).packed)
+
