@@ -97,8 +97,8 @@ void bind_kv(nb::module_& m) {
             c.sinks = sinks;
             new (self) kv::Cache(c, parse_device(device), to_stream(stream));
           },
-          nb::kw_only(), "batch"_a = 1, "num_kv_heads"_a, "head_dim"_a, "capacity"_a, "sliding"_a = false,
-          "bits"_a = 4, "scale_rule"_a = kv::ScaleRule::l2_norm, "sign_seed"_a = nb::none(), "window"_a = 0, "sinks"_a = 0,
+          nb::kw_only(), "batch"_a = 1, "num_kv_heads"_a, "head_dim"_a, "capacity"_a, "sliding"_a = false, "bits"_a = 4,
+          "scale_rule"_a = kv::ScaleRule::l2_norm, "sign_seed"_a = nb::none(), "window"_a = 0, "sinks"_a = 0,
           "device"_a = "cpu", "stream"_a = nb::none(),
           "window: the newest tokens of each sequence also kept in f16; sinks: its first tokens kept in f16\n"
           "(both at most capacity; attention and dequantize read those tokens' f16 values).")

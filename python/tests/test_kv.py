@@ -251,7 +251,8 @@ def test_decode_attention_with_exact_rows_matches_the_oracle(rng, sliding, t, le
 
 @pytest.mark.parametrize("field,value", [("window", 9), ("window", -1), ("sinks", 9), ("sinks", -2)])
 def test_bad_window_or_sinks_raise_naming_the_field(field, value):
-    with pytest.raises(frugal.Error, match=rf"\[kv::Cache\] {field} must be in \[0, capacity = 8\] tokens, got {value}"):
+    message = rf"\[kv::Cache\] {field} must be in \[0, capacity = 8\] tokens, got {value}"
+    with pytest.raises(frugal.Error, match=message):
         kv.Cache(num_kv_heads=2, head_dim=16, capacity=8, **{field: value})
 
 
