@@ -29,17 +29,23 @@ class CacheTensors(NamedTuple):
     signs: Optional[torch.Tensor]  # [D] float32, or None
     centroids: torch.Tensor  # [2**bits] float32
     boundaries: torch.Tensor  # [2**bits - 1] float32
+    exact: torch.Tensor  # [batch, H, sinks + window, D] float16: the exact rows (no rows without window or sinks)
     positions: torch.Tensor  # [batch] int64 on the CPU: the cache's write positions, the same memory
     sliding: bool
     scale_rule: str
+    window: int
+    sinks: int
 
 
 def _attach(cache: kv.Cache) -> CacheTensors:
-    packed, scales, signs, centroids, boundaries, positions = (
+    packed, scales, signs, centroids, boundaries, positions, exact = (
         None if a is None else torch.from_dlpack(a) for a in cache._impl._storage)
     cfg = cache._impl.config
-    cache._torch = CacheTensors(packed, scales, signs, centroids, boundaries, positions, bool(cfg["sliding"]),
-                                cfg["scale_rule"].name)
+    if exact is None:  # a tensor all the same, so that the append op's mutated arguments are all tensors
+        exact = torch.empty((cfg["batch"], cfg["num_kv_heads"], 0, cfg["head_dim"]), dtype=torch.float16,
+                            device=packed.device)
+    cache._torch = CacheTensors(packed, scales, signs, centroids, boundaries, exact, positions, bool(cfg["sliding"]),
+                                cfg["scale_rule"].name, int(cfg["window"]), int(cfg["sinks"]))
     return cache._torch
 
 
@@ -54,43 +60,52 @@ def cache_tensors(cache: kv.Cache) -> CacheTensors:
     return t if t is not None else _attach(cache)
 
 
-def _wrap_cache(packed, scales, signs, centroids, boundaries, positions, sliding, scale_rule):
+def _wrap_cache(packed, scales, signs, centroids, boundaries, exact, positions, sliding, scale_rule, window=0,
+                sinks=0):
+    rows = window + sinks > 0  # without exact rows `exact` is a tensor of no rows, not storage
     return _frugal.Cache._wrap(_dl(packed), _dl(scales), None if signs is None else _dl(signs), _dl(centroids),
-                               _dl(boundaries), _dl(positions), sliding, _frugal.ScaleRule.__members__[scale_rule])
+                               _dl(boundaries), _dl(positions), sliding, _frugal.ScaleRule.__members__[scale_rule],
+                               exact=_dl(exact) if rows else None, window=window, sinks=sinks)
 
 
-@torch.library.custom_op("frugal::cache_append", mutates_args=("packed", "scales", "positions"))
+@torch.library.custom_op("frugal::cache_append", mutates_args=("packed", "scales", "exact", "positions"))
 def cache_append_op(x: torch.Tensor, packed: torch.Tensor, scales: torch.Tensor, signs: Optional[torch.Tensor],
-                    centroids: torch.Tensor, boundaries: torch.Tensor, positions: torch.Tensor, sliding: bool,
-                    scale_rule: str, seq: int = -1) -> None:
+                    centroids: torch.Tensor, boundaries: torch.Tensor, exact: torch.Tensor, positions: torch.Tensor,
+                    sliding: bool, scale_rule: str, window: int = 0, sinks: int = 0, seq: int = -1) -> None:
     """Quantizes x [T, H, D] (batch 1, or sequence `seq` >= 0) or [batch, T, H, D] into the cache whose
-    storage these are, at its write positions (positions: CPU int64 [batch]), and advances them by T.
-    A refused append writes nothing (frugal.Error naming kv::append)."""
+    storage these are, at its write positions (positions: CPU int64 [batch]), and advances them by T;
+    with window or sinks, the f16 values of the tokens they keep go to `exact` too. A refused append
+    writes nothing (frugal.Error naming kv::append)."""
     x = x if x.stride(-1) == 1 else x.contiguous()
-    c = _wrap_cache(packed, scales, signs, centroids, boundaries, positions, sliding, scale_rule)
+    c = _wrap_cache(packed, scales, signs, centroids, boundaries, exact, positions, sliding, scale_rule, window, sinks)
     c.append(_dl(x), seq=None if seq < 0 else seq, stream=_stream(x))
     positions.copy_(torch.from_dlpack(c._storage[5]))
 
 
 @cache_append_op.register_fake
-def _(x, packed, scales, signs, centroids, boundaries, positions, sliding, scale_rule, seq=-1):
+def _(x, packed, scales, signs, centroids, boundaries, exact, positions, sliding, scale_rule, window=0, sinks=0,
+      seq=-1):
     return None
 
 
 @torch.library.custom_op("frugal::decode_attention", mutates_args=())
 def decode_attention_op(q: torch.Tensor, k_packed: torch.Tensor, k_scales: torch.Tensor,
                         k_signs: Optional[torch.Tensor], k_centroids: torch.Tensor, k_boundaries: torch.Tensor,
-                        k_positions: torch.Tensor, v_packed: torch.Tensor, v_scales: torch.Tensor,
-                        v_signs: Optional[torch.Tensor], v_centroids: torch.Tensor, v_boundaries: torch.Tensor,
-                        v_positions: torch.Tensor, sliding: bool, lengths: Optional[torch.Tensor] = None,
+                        k_exact: torch.Tensor, k_positions: torch.Tensor, v_packed: torch.Tensor,
+                        v_scales: torch.Tensor, v_signs: Optional[torch.Tensor], v_centroids: torch.Tensor,
+                        v_boundaries: torch.Tensor, v_exact: torch.Tensor, v_positions: torch.Tensor, sliding: bool,
+                        window: int = 0, sinks: int = 0, lengths: Optional[torch.Tensor] = None,
                         softmax_scale: Optional[float] = None, math: str = "auto",
                         num_splits: int = 0) -> torch.Tensor:
     """Decode attention (frugal.kv.decode_attention) of q [B, Hq, D] over the K and V caches whose
-    storage and write positions these are -> [B, Hq, D] of q's dtype. lengths: None (every held token)
-    or a CPU int64 tensor [B]."""
+    storage and write positions these are -> [B, Hq, D] of q's dtype; window and sinks are both
+    caches' (their exact rows are attended too). lengths: None (every held token) or a CPU int64
+    tensor [B]."""
     q = q if q.stride(-1) == 1 else q.contiguous()
-    k = _wrap_cache(k_packed, k_scales, k_signs, k_centroids, k_boundaries, k_positions, sliding, "l2_norm")
-    v = _wrap_cache(v_packed, v_scales, v_signs, v_centroids, v_boundaries, v_positions, sliding, "l2_norm")
+    k = _wrap_cache(k_packed, k_scales, k_signs, k_centroids, k_boundaries, k_exact, k_positions, sliding, "l2_norm",
+                    window, sinks)
+    v = _wrap_cache(v_packed, v_scales, v_signs, v_centroids, v_boundaries, v_exact, v_positions, sliding, "l2_norm",
+                    window, sinks)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     _frugal.decode_attention(_dl(q), k, v, out=_dl(out), softmax_scale=softmax_scale,
                              lengths=None if lengths is None else lengths.tolist(), math=math,
@@ -99,16 +114,17 @@ def decode_attention_op(q: torch.Tensor, k_packed: torch.Tensor, k_scales: torch
 
 
 @decode_attention_op.register_fake
-def _(q, k_packed, k_scales, k_signs, k_centroids, k_boundaries, k_positions, v_packed, v_scales, v_signs,
-      v_centroids, v_boundaries, v_positions, sliding, lengths=None, softmax_scale=None, math="auto", num_splits=0):
+def _(q, k_packed, k_scales, k_signs, k_centroids, k_boundaries, k_exact, k_positions, v_packed, v_scales, v_signs,
+      v_centroids, v_boundaries, v_exact, v_positions, sliding, window=0, sinks=0, lengths=None, softmax_scale=None,
+      math="auto", num_splits=0):
     return q.new_empty(q.shape)
 
 
 def cache_append(cache: kv.Cache, x: torch.Tensor, seq: Optional[int] = None) -> None:
     """cache.append(x, seq=seq) as the custom op frugal::cache_append: compiles without a graph break."""
     t = cache_tensors(cache)
-    cache_append_op(x, t.packed, t.scales, t.signs, t.centroids, t.boundaries, t.positions, t.sliding, t.scale_rule,
-                    -1 if seq is None else seq)
+    cache_append_op(x, t.packed, t.scales, t.signs, t.centroids, t.boundaries, t.exact, t.positions, t.sliding,
+                    t.scale_rule, t.window, t.sinks, -1 if seq is None else seq)
 
 
 def _lengths_tensor(lengths) -> Optional[torch.Tensor]:
@@ -126,9 +142,12 @@ def decode_attention(q: torch.Tensor, k: kv.Cache, v: kv.Cache, *, softmax_scale
     if a.sliding != b.sliding:
         raise _frugal.Error("[attention::decode_attention] the K and V caches must have the same shape, got a "
                             f"{'ring' if a.sliding else 'global'} K cache and a {'ring' if b.sliding else 'global'} V cache")
-    return decode_attention_op(q, a.packed, a.scales, a.signs, a.centroids, a.boundaries, a.positions, b.packed,
-                               b.scales, b.signs, b.centroids, b.boundaries, b.positions, a.sliding,
-                               _lengths_tensor(lengths), softmax_scale, math, num_splits)
+    if (a.window, a.sinks) != (b.window, b.sinks):  # the op takes one window and sinks for both
+        raise _frugal.Error(f"[attention::decode_attention] the K and V caches must keep the same exact rows, got K "
+                            f"window {a.window} and sinks {a.sinks}, V window {b.window} and sinks {b.sinks}")
+    return decode_attention_op(q, a.packed, a.scales, a.signs, a.centroids, a.boundaries, a.exact, a.positions,
+                               b.packed, b.scales, b.signs, b.centroids, b.boundaries, b.exact, b.positions, a.sliding,
+                               a.window, a.sinks, _lengths_tensor(lengths), softmax_scale, math, num_splits)
 
 
 # ---- the paged cache ------------------------------------------------------------------------

@@ -47,6 +47,10 @@ class Cache:
       packed  [batch, num_kv_heads, capacity, head_dim*bits/8] uint8  (little-endian bit stream of codes)
       scales  [batch, num_kv_heads, capacity] float32
     A sliding cache is a ring (token t at slot t % capacity); a global one refuses to overflow.
+    Exact rows: `window` keeps each sequence's newest `window` tokens also in f16 and `sinks` its first
+    `sinks` tokens (both at most capacity), in `exact` [batch, num_kv_heads, sinks + window, head_dim]
+    float16; dequantize and decode attention read those tokens' f16 values and the codes serve the rest
+    (the codes are the same as without exact rows). A ring keeps its sinks after it has wrapped.
     `packed` and `scales` are read-only views in numpy and as frugal's own DLPack objects (torch and
     cupy have no read-only arrays); `writable_views()` gives the same storage writable, for tools
     that load or patch a cache.
@@ -54,13 +58,15 @@ class Cache:
 
     def __init__(self, *, num_kv_heads: int, head_dim: int, capacity: int, batch: int = 1,
                  sliding: bool = False, bits: int = 4, scale_rule: ScaleRule = ScaleRule.l2_norm,
-                 sign_seed: Optional[int] = None, device: str = "cpu", _impl: Any = None):
+                 sign_seed: Optional[int] = None, window: int = 0, sinks: int = 0, device: str = "cpu",
+                 _impl: Any = None):
         op = "kv::Cache"
         self._impl = _impl if _impl is not None else _frugal.Cache(
             batch=int_arg(op, "batch", batch), num_kv_heads=int_arg(op, "num_kv_heads", num_kv_heads),
             head_dim=int_arg(op, "head_dim", head_dim), capacity=int_arg(op, "capacity", capacity, "int64"),
             sliding=sliding, bits=int_arg(op, "bits", bits), scale_rule=scale_rule,
-            sign_seed=int_arg(op, "sign_seed", sign_seed, "uint64"), device=str(device))
+            sign_seed=int_arg(op, "sign_seed", sign_seed, "uint64"), window=int_arg(op, "window", window),
+            sinks=int_arg(op, "sinks", sinks), device=str(device))
         self._like: Any = None  # the framework results come back in: that of the last accepted array
         self._torch: Any = None  # frugal.torch's tensors over the storage (frugal.torch.cache_tensors)
         for hook in _new_cache_hooks:
@@ -93,7 +99,14 @@ class Cache:
         return self._impl.write_pos(int_arg("kv::write_pos", "seq", seq))
 
     def first_held(self, seq: int = 0) -> int:
+        """The oldest token of sequence `seq` its codes still hold (a ring's sinks stay held below it)."""
         return self._impl.first_held(int_arg("kv::first_held", "seq", seq))
+
+    def is_exact(self, seq: int, t: int) -> bool:
+        """Whether token t (< write_pos) of sequence `seq` is read from an exact row: t < sinks, or one
+        of its newest `window` tokens."""
+        op = "kv::is_exact"
+        return self._impl.is_exact(int_arg(op, "seq", seq), int_arg(op, "t", t, "int64"))
 
     def reset(self) -> None:
         self._impl.reset()
@@ -112,6 +125,15 @@ class Cache:
     def scales(self) -> Any:
         """A zero-copy view of the scales (keeps the cache alive); read-only in numpy."""
         return _storage_view(self._like, lambda: self._impl.scales, lambda: self._impl.writable_views()[1])
+
+    @property
+    def exact(self) -> Any:
+        """A zero-copy view of the exact rows [batch, H, sinks + window, D] float16 (keeps the cache alive;
+        read-only in numpy): sequence b's token t < sinks in row t, a window token in row sinks + t % window.
+        None without window or sinks."""
+        if self._impl.exact is None:
+            return None
+        return _storage_view(self._like, lambda: self._impl.exact, lambda: self._impl._storage[6])
 
     def writable_views(self) -> tuple:
         """(packed, scales) as writable zero-copy views. What you write is what the cache holds:
@@ -140,7 +162,9 @@ def decode_attention(q: Any, k: Cache, v: Cache, *, softmax_scale: Optional[floa
     Computed in the rotated domain (q rotated once, one inverse transform per output row), f32
     softmax; GQA when Hq is a multiple of the caches' heads; `lengths` (one per sequence) attends the
     last `capacity` tokens before L of a ring, or [0, L) of a global cache; default (None): every held
-    token. An empty list is refused (it has no entry for any sequence).
+    token. An empty list is refused (it has no entry for any sequence). Caches with exact rows (equal
+    window and sinks for K and V) attend those tokens' f16 values, in the same softmax; a ring attends
+    its sinks besides the tokens it holds.
     math: 'auto' (tensor cores for f16/bf16 queries on a GPU), 'f32' or 'f16'.
     """
     op = "attention::decode_attention"

@@ -13,6 +13,11 @@ A configuration is a comma-separated list of options (see `CacheSpec.parse`):
   kscale=qk | kscale=A  per-channel key scale s (k/s stored, q∘s used): s = √(rms_k/rms_q) or rms_k^A
   win=W / sinks=S       the most recent W tokens and the first S tokens kept in f16
   alloc=BITS            per-layer K/V bit widths from a calibration, within BITS per element
+  engine=sim | lib      how each layer's causal attention is computed (default sim): `attend` simulates the
+                        cache in numpy (every token quantized and dequantized, the window and sinks in f16);
+                        lib runs it through frugal's caches as a serving decode loop does (`attend_library`:
+                        per position, append its K and V, then decode attention for its query); calibration
+                        (alloc=) always simulates
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ SCALE_BITS = 32          # one f32 scale per quantized vector
 STAT_BITS = 32           # the per-head mean and per-channel scale are stored as f32
 BIT_CHOICES = (2, 3, 4, 8)  # the code widths the cache supports
 CALIB_TOKENS = 512       # calibration prefix for alloc= (a few hundred tokens)
+ENGINES = ("sim", "lib")  # engine=: attention simulated in numpy, or through frugal's caches
 
 
 # ---------------------------------------------------------------- the model
@@ -159,6 +165,7 @@ class CacheSpec:
     win: int = 0
     sinks: int = 0
     alloc: Optional[float] = None
+    engine: str = "sim"
 
     @staticmethod
     def parse(text: str, n_layers: int) -> "CacheSpec":
@@ -180,6 +187,8 @@ class CacheSpec:
                 setattr(spec, key, val)
             elif key == "alloc":
                 spec.alloc = float(val)
+            elif key == "engine" and val in ENGINES:
+                spec.engine = val
             else:
                 raise ValueError(f"[kv_eval] unknown cache option '{opt}' in '{text}'")
         for bits in spec.k_bits + spec.v_bits:
@@ -287,6 +296,35 @@ def attend(spec: CacheSpec, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndar
     return out + mu_v
 
 
+def attend_library(spec: CacheSpec, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Causal attention through frugal's caches, as a serving decode loop computes it: `transform`, then
+    K and V caches of the layer's bits, rule, signs, window and sinks (batch 1, capacity T); for each
+    position p, append token p's K and V and run decode attention for query p (all query heads). The
+    result is `attend`'s up to the f32 rounding of the codes' rotated-domain arithmetic (~1e-6 per layer;
+    through the layers the quantizer amplifies it, a code next to a boundary flipping, so the two engines'
+    perplexities differ by about as much as a 1e-6 relative change of the input moves either). A layer whose
+    K or V is f16 or f32 (16, 32) has no such cache and goes through `attend`."""
+    kb, vb = spec.k_bits[layer], spec.v_bits[layer]
+    if kb not in BIT_CHOICES or vb not in BIT_CHOICES:
+        return attend(spec, layer, q, k, v)
+    from . import _frugal
+    q, k, v, mu_v = transform(spec, layer, q, k, v)
+    t, hq, d = q.shape
+    rule = _frugal.ScaleRule.least_squares if spec.rule == "ls" else _frugal.ScaleRule.l2_norm
+    kc, vc = (_frugal.Cache(num_kv_heads=k.shape[1], head_dim=d, capacity=t, bits=b, scale_rule=rule,
+                            sign_seed=spec.signs, window=min(spec.win, t), sinks=min(spec.sinks, t))
+              for b in (kb, vb))
+    # One [1, H, D] view per position, made up front: the loop is only the three calls.
+    rows = lambda a: list(np.ascontiguousarray(a, dtype=np.float32)[:, None])
+    out = np.empty((t, hq, d), dtype=np.float32)
+    append_k, append_v, decode = kc.append, vc.append, _frugal.decode_attention
+    for qp, kp, vp, op in zip(rows(q), rows(k), rows(v), out[:, None]):
+        append_k(kp)
+        append_v(vp)
+        decode(qp, kc, vc, out=op)
+    return out + mu_v
+
+
 # ---------------------------------------------------------------- calibration
 
 def calibrate_bits(m: Model, tokens: Sequence[int], spec: CacheSpec, budget: float, context: int) -> CacheSpec:
@@ -341,7 +379,8 @@ def evaluate(m: Model, tokens: Sequence[int], spec: CacheSpec, ref_logp: np.ndar
         a, b = exact.reshape(len(tokens), -1), out.reshape(len(tokens), -1)
         cos[i] = float(np.mean(np.sum(a * b, -1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))))
 
-    logp = log_softmax(forward(m, tokens, attend=lambda *a: attend(spec, *a), capture=capture))
+    engine = attend_library if spec.engine == "lib" else attend
+    logp = log_softmax(forward(m, tokens, attend=lambda *a: engine(spec, *a), capture=capture))
     nxt = np.asarray(tokens[1:])
     nll = -logp[np.arange(len(nxt)), nxt].mean()
     p_ref = np.exp(ref_logp)

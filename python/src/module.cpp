@@ -40,7 +40,8 @@ nb::tuple cache_storage(nb::handle self) {
   return nb::make_tuple(to_array(c.packed().view(), self), to_array(c.scales().view(), self),
                         c.signs().defined() ? nb::cast(to_array(c.signs().view(), self)) : nb::none(),
                         to_array(c.centroids().view(), self), to_array(c.boundaries().view(), self),
-                        to_array(positions, self));
+                        to_array(positions, self),
+                        c.exact().defined() ? nb::cast(to_array(c.exact().view(), self)) : nb::none());
 }
 
 void bind_kv(nb::module_& m) {
@@ -76,12 +77,13 @@ void bind_kv(nb::module_& m) {
 
   nb::class_<kv::Cache>(m, "Cache",
                         "One layer's quantized K (or V) cache for a batch of sequences.\n"
-                        "packed: [batch, heads, capacity, head_dim*bits/8] u8; scales: [batch, heads, capacity] f32.")
+                        "packed: [batch, heads, capacity, head_dim*bits/8] u8; scales: [batch, heads, capacity] f32;\n"
+                        "exact: [batch, heads, sinks + window, head_dim] f16 (the exact rows), or None.")
       .def(
           "__init__",
           [](kv::Cache* self, int batch, int num_kv_heads, int head_dim, int64_t capacity, bool sliding, int bits,
-             kv::ScaleRule scale_rule, std::optional<uint64_t> sign_seed, const std::string& device,
-             std::optional<uintptr_t> stream) {
+             kv::ScaleRule scale_rule, std::optional<uint64_t> sign_seed, int window, int sinks,
+             const std::string& device, std::optional<uintptr_t> stream) {
             kv::CacheConfig c;
             c.batch = batch;
             c.num_kv_heads = num_kv_heads;
@@ -91,11 +93,15 @@ void bind_kv(nb::module_& m) {
             c.bits = bits;
             c.scale_rule = scale_rule;
             c.sign_seed = sign_seed;
+            c.window = window;
+            c.sinks = sinks;
             new (self) kv::Cache(c, parse_device(device), to_stream(stream));
           },
-          nb::kw_only(), "batch"_a = 1, "num_kv_heads"_a, "head_dim"_a, "capacity"_a, "sliding"_a = false,
-          "bits"_a = 4, "scale_rule"_a = kv::ScaleRule::l2_norm, "sign_seed"_a = nb::none(), "device"_a = "cpu",
-          "stream"_a = nb::none())
+          nb::kw_only(), "batch"_a = 1, "num_kv_heads"_a, "head_dim"_a, "capacity"_a, "sliding"_a = false, "bits"_a = 4,
+          "scale_rule"_a = kv::ScaleRule::l2_norm, "sign_seed"_a = nb::none(), "window"_a = 0, "sinks"_a = 0,
+          "device"_a = "cpu", "stream"_a = nb::none(),
+          "window: the newest tokens of each sequence also kept in f16; sinks: its first tokens kept in f16\n"
+          "(both at most capacity; attention and dequantize read those tokens' f16 values).")
       .def(
           "append",
           [](kv::Cache& c, InArray x, std::optional<int> seq, std::optional<uintptr_t> stream) {
@@ -129,6 +135,16 @@ void bind_kv(nb::module_& m) {
           "write_pos", [](const kv::Cache& c, int seq) { return c.write_pos(checked_seq(c, seq, "kv::write_pos")); },
           "seq"_a = 0)
       .def(
+          "is_exact",
+          [](const kv::Cache& c, int seq, int64_t t) {
+            constexpr const char* op = "kv::is_exact";
+            const int64_t w = c.write_pos(checked_seq(c, seq, op));
+            FRUGAL_CHECK(t >= 0 && t < w, out_of_range, op,
+                         "token " << t << " has not been written: sequence " << seq << " holds [0, " << w << ")");
+            return c.is_exact(seq, t);
+          },
+          "seq"_a, "t"_a, "Whether token t (< write_pos) of sequence `seq` is read from an exact (f16) row.")
+      .def(
           "first_held", [](const kv::Cache& c, int seq) { return c.first_held(checked_seq(c, seq, "kv::first_held")); },
           "seq"_a = 0)
       .def("reset", &kv::Cache::reset)
@@ -142,6 +158,11 @@ void bind_kv(nb::module_& m) {
                    [](nb::handle self) { return to_readonly_array(nb::cast<kv::Cache&>(self).packed().view(), self); })
       .def_prop_ro("scales",
                    [](nb::handle self) { return to_readonly_array(nb::cast<kv::Cache&>(self).scales().view(), self); })
+      .def_prop_ro("exact",
+                   [](nb::handle self) -> nb::object {
+                     const Tensor& e = nb::cast<kv::Cache&>(self).exact();
+                     return e.defined() ? nb::cast(to_readonly_array(e.view(), self)) : nb::none();
+                   })
       .def(
           "writable_views",
           [](nb::handle self) {
@@ -152,7 +173,8 @@ void bind_kv(nb::module_& m) {
       .def_static(
           "_wrap",
           [](nb::ndarray<> packed, nb::ndarray<> scales, std::optional<nb::ndarray<>> signs, nb::ndarray<> centroids,
-             nb::ndarray<> boundaries, InArray positions, bool sliding, kv::ScaleRule scale_rule) {
+             nb::ndarray<> boundaries, InArray positions, bool sliding, kv::ScaleRule scale_rule,
+             std::optional<nb::ndarray<>> exact, int window, int sinks) {
             constexpr const char* op = "kv::Cache::wrap";
             FRUGAL_CHECK(packed.ndim() == 4, invalid_argument, op,
                          "packed must be [batch, heads, capacity, row bytes], got rank " << packed.ndim());
@@ -168,6 +190,8 @@ void bind_kv(nb::module_& m) {
             c.head_dim = s.head_dim;
             c.sliding = sliding;
             c.scale_rule = scale_rule;
+            c.window = window;
+            c.sinks = sinks;
             kv::CacheStorage st;
             st.packed = to_tensor(packed, op, "packed");
             st.scales = to_tensor(scales, op, "scales");
@@ -177,15 +201,18 @@ void bind_kv(nb::module_& m) {
             }
             st.centroids = to_tensor(centroids, op, "centroids");
             st.boundaries = to_tensor(boundaries, op, "boundaries");
+            if (exact) st.exact = to_tensor(*exact, op, "exact");
             return kv::Cache::wrap(c, std::move(st), to_host_i64(positions, op, "positions"));
           },
           "packed"_a, "scales"_a, "signs"_a.none(), "centroids"_a, "boundaries"_a, "positions"_a, "sliding"_a,
-          "scale_rule"_a,
+          "scale_rule"_a, "exact"_a.none() = nb::none(), "window"_a = 0, "sinks"_a = 0,
           "A cache over these arrays (no copy; kept alive by it) from these write positions (host i64 [batch]):\n"
-          "what frugal.torch's custom ops run on. Its positions are its own copy (see _storage).")
+          "what frugal.torch's custom ops run on. Its positions are its own copy (see _storage). exact: the\n"
+          "[batch, heads, sinks + window, head_dim] f16 rows (16-byte aligned) when window or sinks is set.")
       .def_prop_ro("_storage", &cache_storage,
-                   "(packed, scales, signs or None, centroids, boundaries, positions) as writable views of the\n"
-                   "cache's memory; positions (host i64 [batch]) is where the cache keeps its write positions.")
+                   "(packed, scales, signs or None, centroids, boundaries, positions, exact or None) as writable\n"
+                   "views of the cache's memory; positions (host i64 [batch]) is where the cache keeps its write\n"
+                   "positions.")
       .def_prop_ro("config", [](const kv::Cache& c) {
         const kv::CacheConfig& k = c.config();
         nb::dict d;
@@ -197,6 +224,8 @@ void bind_kv(nb::module_& m) {
         d["bits"] = k.bits;
         d["scale_rule"] = k.scale_rule;
         d["sign_seed"] = k.sign_seed;
+        d["window"] = k.window;
+        d["sinks"] = k.sinks;
         return d;
       });
 }

@@ -159,3 +159,139 @@ def test_decode_attention_refuses_mismatched_heads(rng):
     v.append(x)
     with pytest.raises(frugal.Error, match=r"\[attention::decode_attention\]"):
         kv.decode_attention(rng.standard_normal((1, 3, 16)).astype(np.float32), k, v)
+
+
+# ---- exact rows (window, sinks) -----------------------------------------------------------------
+
+def f16(x):
+    return x.astype(np.float16).astype(np.float32)
+
+
+def fill(c, x, t):
+    """Tokens [0, t) of x [b, t + 3, h, d] into every sequence of c, 5 at a time, and 3 more into sequence 1."""
+    for i in range(0, t, 5):
+        c.append(x[:, i:min(i + 5, t)])
+    c.append(x[1, t:], seq=1)
+
+
+def fill_pair(rng, b, h, d, cap, t, sliding, bits=4, sign_seed=5, **exact):
+    """A cache with exact rows and the same cache without, given the same random tokens by `fill`,
+    and those tokens [b, t + 3, h, d]."""
+    x = rng.standard_normal((b, t + 3, h, d)).astype(np.float32)
+    kw = dict(batch=b, num_kv_heads=h, head_dim=d, capacity=cap, sliding=sliding, bits=bits, sign_seed=sign_seed)
+    plain, rows = kv.Cache(**kw), kv.Cache(**kw, **exact)
+    fill(plain, x, t)
+    fill(rows, x, t)
+    return plain, rows, x
+
+
+@pytest.mark.parametrize("sliding", [False, True])
+def test_exact_rows_leave_the_codes_byte_identical(rng, sliding):
+    plain, rows, _ = fill_pair(rng, 2, 2, 32, 16, 13 if not sliding else 30, sliding, window=4, sinks=2)
+    assert np.array_equal(np.asarray(rows.packed), np.asarray(plain.packed))
+    assert np.asarray(rows.scales).tobytes() == np.asarray(plain.scales).tobytes()
+    assert rows.config["window"] == 4 and rows.config["sinks"] == 2 and plain.exact is None
+
+
+@pytest.mark.parametrize("sliding", [False, True])
+def test_dequantize_reads_the_f16_values_of_window_and_sink_tokens(rng, sliding):
+    win, sinks, t = 5, 3, (13 if not sliding else 30)
+    plain, rows, x = fill_pair(rng, 2, 2, 32, 16, t, sliding, window=win, sinks=sinks)
+    exact = np.asarray(rows.exact)
+    assert exact.shape == (2, 2, sinks + win, 32) and exact.dtype == np.float16
+    for b in range(2):
+        w, first = rows.write_pos(b), rows.first_held(b)
+        for tok in list(range(sinks)) + list(range(first, w)):
+            held = tok < sinks or tok >= w - win
+            assert rows.is_exact(b, tok) == held, (b, tok)
+            got = rows.dequantize(b, tok, tok + 1)[0]
+            want = f16(x[b, tok]) if held else plain.dequantize(b, tok, tok + 1)[0]
+            assert np.array_equal(got, want), (b, tok)
+            if held:  # and the row the header says holds it
+                row = tok if tok < sinks else sinks + tok % win
+                assert np.array_equal(exact[b, :, row], x[b, tok].astype(np.float16)), (b, tok)
+
+
+def exact_rows_oracle(q, k, v, lengths, scale):
+    """Double precision softmax attention of q [B, Hq, D] over the tokens each sequence attends, as
+    dequantize gives them: the sinks and the held tokens [first, L) (explicit lengths L, or write_pos)."""
+    out = np.zeros(q.shape)
+    g = q.shape[1] // k.config["num_kv_heads"]
+    sinks, cap = k.config["sinks"], k.config["capacity"]
+    for b in range(q.shape[0]):
+        n = lengths[b] if lengths else k.write_pos(b)
+        first = max(sinks, n - cap) if k.config["sliding"] else 0
+        parts = [(0, min(sinks, n)), (first, n)] if first > 0 else [(0, n)]
+        kd = np.concatenate([k.dequantize(b, lo, hi) for lo, hi in parts]).astype(np.float64)
+        vd = np.concatenate([v.dequantize(b, lo, hi) for lo, hi in parts]).astype(np.float64)
+        for h in range(q.shape[1]):
+            s = kd[:, h // g] @ q[b, h].astype(np.float64) * scale
+            p = np.exp(s - s.max())
+            out[b, h] = p / p.sum() @ vd[:, h // g]
+    return out
+
+
+@pytest.mark.parametrize("sliding,t,lengths", [(False, 37, None), (False, 37, [20, 39]), (True, 37, None),
+                                               (True, 61, None), (True, 61, [61, 64])])
+def test_decode_attention_with_exact_rows_matches_the_oracle(rng, sliding, t, lengths):
+    """A ring of 16 written with 37 or 61 tokens has wrapped past its sinks: it attends them besides
+    the 16 tokens it holds, the newest 6 of which are f16 rows."""
+    b, hkv, hq, d, cap = 2, 2, 6, 32, (16 if sliding else 48)
+    exact = dict(window=6, sinks=3)
+    plain_k, k, _ = fill_pair(rng, b, hkv, d, cap, t, sliding, **exact)
+    plain_v, v, _ = fill_pair(rng, b, hkv, d, cap, t, sliding, bits=8, sign_seed=None, **exact)
+    assert not sliding or k.first_held(0) > exact["sinks"]
+    q = rng.standard_normal((b, hq, d)).astype(np.float32)
+    out = kv.decode_attention(q, k, v, lengths=lengths, softmax_scale=0.3)
+    ref = exact_rows_oracle(q, k, v, lengths, 0.3)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-5
+    without = kv.decode_attention(q, plain_k, plain_v, lengths=lengths, softmax_scale=0.3)
+    assert np.linalg.norm(without - ref) / np.linalg.norm(ref) > 1e-3  # the rows changed the result
+
+
+@pytest.mark.parametrize("field,value", [("window", 9), ("window", -1), ("sinks", 9), ("sinks", -2)])
+def test_bad_window_or_sinks_raise_naming_the_field(field, value):
+    message = rf"\[kv::Cache\] {field} must be in \[0, capacity = 8\] tokens, got {value}"
+    with pytest.raises(frugal.Error, match=message):
+        kv.Cache(num_kv_heads=2, head_dim=16, capacity=8, **{field: value})
+
+
+def test_is_exact_refuses_a_token_not_written(rng):
+    c = kv.Cache(num_kv_heads=1, head_dim=16, capacity=8, window=2)
+    c.append(rng.standard_normal((3, 1, 16)).astype(np.float32))
+    assert [c.is_exact(0, t) for t in range(3)] == [False, True, True]
+    with pytest.raises(frugal.Error, match=r"\[kv::is_exact\] token 3 has not been written"):
+        c.is_exact(0, 3)
+
+
+def test_wrap_over_another_caches_storage_shares_its_exact_rows(rng):
+    c = kv.Cache(batch=2, num_kv_heads=2, head_dim=16, capacity=8, window=3, sinks=1)
+    packed, scales, signs, centroids, boundaries, positions, exact = c._impl._storage
+    assert signs is None
+    w = frugal._frugal.Cache._wrap(packed, scales, None, centroids, boundaries, positions, False,
+                                   kv.ScaleRule.l2_norm, exact=exact, window=3, sinks=1)
+    x = rng.standard_normal((2, 5, 2, 16)).astype(np.float32)
+    w.append(x)
+    assert w.config["window"] == 3 and w.config["sinks"] == 1
+    assert np.array_equal(np.asarray(c.exact)[:, :, 0], x[:, 0].astype(np.float16))
+    c.append(x)  # c's own positions are still 0: it writes the same tokens again
+    assert np.array_equal(np.asarray(w.dequantize(1)), np.asarray(c.dequantize(1)))
+
+
+def test_wrap_refuses_exact_rows_that_do_not_fit(rng):
+    c = kv.Cache(num_kv_heads=2, head_dim=16, capacity=8, window=3, sinks=1)
+    packed, scales, _, centroids, boundaries, positions, exact = c._impl._storage
+    wrap = lambda e, **kw: frugal._frugal.Cache._wrap(packed, scales, None, centroids, boundaries, positions, False,
+                                                      kv.ScaleRule.l2_norm, exact=e, **kw)
+    with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] exact must have shape \[1, 2, 5, 16\]"):
+        wrap(exact, window=4, sinks=1)
+    with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] exact rows were given but the config has no"):
+        wrap(exact)
+    with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] exact"):
+        wrap(None, window=3, sinks=1)
+    size = 2 * 4 * 16 * 2
+    buf = np.zeros(size + 32, np.uint8)
+    at = (2 - buf.ctypes.data) % 16  # 2 bytes past a 16-byte boundary
+    shifted = buf[at:at + size].view(np.float16).reshape(1, 2, 4, 16)
+    with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] exact must start on a 16-byte boundary"):
+        wrap(shifted, window=3, sinks=1)

@@ -87,6 +87,41 @@ def test_window_and_sinks_hold_f16_tokens(rng):
     assert np.max(np.abs(low - ref)) > 1e-3  # the older tokens are 2-bit
 
 
+@pytest.mark.parametrize("config", ["k4v4", "k4v4,win=6,sinks=2", "k8v4,signs=3,rule=ls,win=5,sinks=1",
+                                    "k4v4,kmean=8,kscale=qk,vmean=8,win=6,sinks=2", "k=4/16,v=3/8,win=30"])
+def test_library_engine_computes_the_simulated_attention(rng, config):
+    """engine=lib (append each token, decode attention for its query) gives the simulation's attention
+    output on every layer of a tiny random model, and so its logits; 24 tokens slide through the window."""
+    m = tiny_model(rng)
+    tokens = rng.integers(0, 50, 24)
+    sim, lib = E.CacheSpec.parse(config, m.n_layers), E.CacheSpec.parse(config + ",engine=lib", m.n_layers)
+    assert (sim.engine, lib.engine) == ("sim", "lib")
+    seen = []
+
+    def capture(i, q, k, v, exact, out):
+        ref = E.attend(sim, i, q, k, v)
+        got = E.attend_library(lib, i, q, k, v)
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-4, i
+        seen.append(i)
+
+    logits_sim = E.forward(m, tokens, attend=lambda *a: E.attend(sim, *a), capture=capture)
+    assert seen == list(range(m.n_layers))
+    logits_lib = E.forward(m, tokens, attend=lambda *a: E.attend_library(lib, *a))
+    assert np.linalg.norm(logits_lib - logits_sim) / np.linalg.norm(logits_sim) < 1e-4
+    assert np.max(np.abs(logits_lib - E.forward(m, tokens))) > 1e-4  # and the cache did change something
+
+
+def test_library_engine_is_a_config_option(rng):
+    m = tiny_model(rng)
+    tokens = rng.integers(0, 50, 16)
+    ref = E.log_softmax(E.forward(m, tokens))
+    a = E.evaluate(m, tokens, E.CacheSpec.parse("k4v4,win=4,sinks=1", m.n_layers), ref)
+    b = E.evaluate(m, tokens, E.CacheSpec.parse("k4v4,win=4,sinks=1,engine=lib", m.n_layers), ref)
+    assert b["ppl"] == pytest.approx(a["ppl"], rel=1e-4) and b["kl"] == pytest.approx(a["kl"], rel=1e-2, abs=1e-7)
+    with pytest.raises(ValueError, match="unknown cache option 'engine=gpu'"):
+        E.CacheSpec.parse("k4v4,engine=gpu", m.n_layers)
+
+
 def test_bits_per_element():
     spec = E.CacheSpec.parse("k4v4", 3)
     assert E.bits_per_element(spec, 4096, 64) == pytest.approx(4.5)
