@@ -28,6 +28,7 @@ struct Shape {
   bool sliding = false;
   std::optional<uint64_t> k_seed, v_seed;
   int window = 0, sinks = 0;  // exact rows (kv::CacheConfig)
+  kv::ScaleFormat k_scales = kv::ScaleFormat::f32, v_scales = kv::ScaleFormat::f32;
 };
 
 // A K and a V cache on the CPU filled with `lens[b]` random tokens per sequence (appended in pieces
@@ -37,7 +38,8 @@ struct Filled {
   std::vector<std::vector<float>> k_raw, v_raw;
 };
 
-inline kv::CacheConfig config_of(const Shape& s, int bits, std::optional<uint64_t> seed, int64_t capacity) {
+inline kv::CacheConfig config_of(const Shape& s, int bits, std::optional<uint64_t> seed, int64_t capacity,
+                                 kv::ScaleFormat scales) {
   kv::CacheConfig c;
   c.batch = s.batch;
   c.num_kv_heads = s.kv_heads;
@@ -48,6 +50,7 @@ inline kv::CacheConfig config_of(const Shape& s, int bits, std::optional<uint64_
   c.sign_seed = seed;
   c.window = s.window;
   c.sinks = s.sinks;
+  c.scale_format = scales;
   return c;
 }
 
@@ -56,7 +59,8 @@ inline Filled fill(const Shape& s, const std::vector<int64_t>& lens, std::mt1993
   int64_t longest = 1;
   for (int64_t l : lens) longest = std::max(longest, l);
   const int64_t cap = s.capacity > 0 ? s.capacity : longest;
-  Filled f{kv::Cache(config_of(s, s.k_bits, s.k_seed, cap)), kv::Cache(config_of(s, s.v_bits, s.v_seed, cap)), {}, {}};
+  Filled f{kv::Cache(config_of(s, s.k_bits, s.k_seed, cap, s.k_scales)),
+           kv::Cache(config_of(s, s.v_bits, s.v_seed, cap, s.v_scales)), {}, {}};
   const int64_t row = static_cast<int64_t>(s.kv_heads) * s.dim;
   for (int b = 0; b < s.batch; ++b) {
     std::vector<float> kr = testing::randn(static_cast<size_t>(lens[b] * row), rng, k_std);

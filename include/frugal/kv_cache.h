@@ -4,7 +4,7 @@
 //
 // Storage (the original format, bit-compatible when batch == 1, bits == 4, no signs, L2 scale):
 //   packed  [batch, num_kv_heads, capacity, head_dim * bits / 8]  u8
-//   scales  [batch, num_kv_heads, capacity]                       f32
+//   scales  [batch, num_kv_heads, capacity]                       f32 (f16 with ScaleFormat::f16)
 // Codes are a little-endian bit stream: element i of a vector occupies bits [i*bits, (i+1)*bits)
 // of its row, so at 4 bits element 2j is the low nibble of byte j and element 2j+1 the high one.
 //
@@ -21,6 +21,11 @@
 // NaN, so it dequantizes to NaN and poisons attention over it just as an fp16 cache would. The
 // check costs nothing on the hot path; callers that want an exception can test the scales (see
 // count_nonfinite_scales).
+// f16 scales (CacheConfig::scale_format = ScaleFormat::f16; off in the original format): each scale is
+// stored as the f16 rounding (to nearest even) of the f32 scale above, 2 bytes a vector instead of 4
+// (at D = 64 and 4 bits, 4.25 bits per element instead of 4.5). The codes are the f32 format's, byte
+// for byte (they are chosen before the scale is stored); a scale beyond f16's range (≥ 65520) is stored
+// as NaN, so that vector reads as a non-finite one does.
 // Exact rows (CacheConfig::window, sinks; off in the original format): the cache also keeps the f16
 // values of the newest `window` tokens of each sequence (a ring: token t in row sinks + t mod window)
 // and of its first `sinks` tokens (row t), in exact [batch, H, sinks + window, D] f16. Every token is
@@ -70,6 +75,14 @@ enum class ScaleRule : uint8_t {
   least_squares,  // scale = √D·⟨y,c⟩/⟨c,c⟩: never a larger error, same storage
 };
 
+// How each vector's scale is stored.
+enum class ScaleFormat : uint8_t {
+  f32,  // the original format
+  f16,  // half the scale bytes; the f16 rounding of the f32 scale (see "f16 scales" above)
+};
+const char* to_string(ScaleFormat format);
+DType scale_dtype(ScaleFormat format);  // f32 or f16
+
 struct CacheConfig {
   int batch = 1;         // sequences held by this cache
   int num_kv_heads = 8;  // heads per token
@@ -79,6 +92,7 @@ struct CacheConfig {
   int bits = 4;          // 2, 3, 4 or 8 bits per coordinate; head_dim × bits must fill whole bytes
   ScaleRule scale_rule = ScaleRule::l2_norm;
   std::optional<uint64_t> sign_seed;  // random signs before the FWHT; off in the original format
+  ScaleFormat scale_format = ScaleFormat::f32;
   int window = 0;  // the newest tokens of each sequence also kept in f16 (≤ capacity; 0: none)
   int sinks = 0;   // the first tokens of each sequence kept in f16 (≤ capacity; 0: none)
   int exact_rows() const { return window + sinks; }
@@ -120,7 +134,7 @@ struct AppendOptions {
 // Cache accessors of the same names say.
 struct CacheStorage {
   Tensor packed;      // [batch, H, capacity, D*bits/8] u8
-  Tensor scales;      // [batch, H, capacity] f32
+  Tensor scales;      // [batch, H, capacity] f32, or f16 with ScaleFormat::f16
   Tensor signs;       // [D] f32 ±1, or undefined when the config has no sign seed
   Tensor centroids;   // [2^bits] f32
   Tensor boundaries;  // [2^bits − 1] f32
@@ -140,7 +154,7 @@ class Cache {
 
   const CacheConfig& config() const { return config_; }
   Device device() const { return packed_.device(); }
-  int bytes_per_vector() const { return config_.head_dim * config_.bits / 8; }
+  int bytes_per_vector() const { return config_.head_dim * config_.bits / 8; }  // the codes' row
 
   // Quantizes T ≥ 1 tokens into every sequence at its own write position and advances it by T,
   // in one launch. x: [T, H, D] when batch == 1, or [batch, T, H, D]; f32 | f16 | bf16; the
@@ -180,7 +194,7 @@ class Cache {
   Cache to(Device device, Stream stream = nullptr) const;
 
   const Tensor& packed() const { return packed_; }  // [batch, H, capacity, D*bits/8] u8
-  const Tensor& scales() const { return scales_; }  // [batch, H, capacity] f32
+  const Tensor& scales() const { return scales_; }  // [batch, H, capacity] f32 (f16 with ScaleFormat::f16)
   const Tensor& signs() const { return signs_; }    // [D] f32 ±1 on the cache's device, or undefined
   const Tensor& centroids() const { return centroids_; }    // [2^bits] f32 on the cache's device
   const Tensor& boundaries() const { return boundaries_; }  // [2^bits - 1] f32 on the cache's device

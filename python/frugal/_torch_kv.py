@@ -25,7 +25,7 @@ class CacheTensors(NamedTuple):
     """A kv.Cache's storage as torch tensors (views of its memory) and the flags its ops need."""
 
     packed: torch.Tensor  # [batch, H, capacity, D*bits/8] uint8
-    scales: torch.Tensor  # [batch, H, capacity] float32
+    scales: torch.Tensor  # [batch, H, capacity] float32, or float16 (f16 scales)
     signs: Optional[torch.Tensor]  # [D] float32, or None
     centroids: torch.Tensor  # [2**bits] float32
     boundaries: torch.Tensor  # [2**bits - 1] float32

@@ -10,6 +10,7 @@ from . import _frugal
 from ._interop import check_result_dtype, dl, framework_of, int_arg, stream_of, wrap
 
 ScaleRule = _frugal.ScaleRule
+ScaleFormat = _frugal.ScaleFormat
 lloyd_max_codebook = _frugal.lloyd_max_codebook
 random_signs = _frugal.random_signs
 
@@ -45,7 +46,8 @@ class Cache:
 
     Storage (bit-compatible with the original format when batch=1, bits=4, no signs, L2 scale):
       packed  [batch, num_kv_heads, capacity, head_dim*bits/8] uint8  (little-endian bit stream of codes)
-      scales  [batch, num_kv_heads, capacity] float32
+      scales  [batch, num_kv_heads, capacity] float32, or float16 with scale_format="f16" (each the f16
+              rounding of the f32 scale, NaN past f16's range; the codes are the f32 format's)
     A sliding cache is a ring (token t at slot t % capacity); a global one refuses to overflow.
     Exact rows: `window` keeps each sequence's newest `window` tokens also in f16 and `sinks` its first
     `sinks` tokens (both at most capacity), in `exact` [batch, num_kv_heads, sinks + window, head_dim]
@@ -58,14 +60,19 @@ class Cache:
 
     def __init__(self, *, num_kv_heads: int, head_dim: int, capacity: int, batch: int = 1,
                  sliding: bool = False, bits: int = 4, scale_rule: ScaleRule = ScaleRule.l2_norm,
-                 sign_seed: Optional[int] = None, window: int = 0, sinks: int = 0, device: str = "cpu",
-                 _impl: Any = None):
+                 sign_seed: Optional[int] = None, scale_format: Union[str, ScaleFormat] = "f32", window: int = 0,
+                 sinks: int = 0, device: str = "cpu", _impl: Any = None):
         op = "kv::Cache"
+        if isinstance(scale_format, str):
+            if scale_format not in ("f32", "f16"):
+                raise _frugal.Error(f"[{op}] scale_format must be 'f32' or 'f16', got '{scale_format}'")
+            scale_format = getattr(ScaleFormat, scale_format)
         self._impl = _impl if _impl is not None else _frugal.Cache(
             batch=int_arg(op, "batch", batch), num_kv_heads=int_arg(op, "num_kv_heads", num_kv_heads),
             head_dim=int_arg(op, "head_dim", head_dim), capacity=int_arg(op, "capacity", capacity, "int64"),
             sliding=sliding, bits=int_arg(op, "bits", bits), scale_rule=scale_rule,
-            sign_seed=int_arg(op, "sign_seed", sign_seed, "uint64"), window=int_arg(op, "window", window),
+            sign_seed=int_arg(op, "sign_seed", sign_seed, "uint64"), scale_format=scale_format,
+            window=int_arg(op, "window", window),
             sinks=int_arg(op, "sinks", sinks), device=str(device))
         self._like: Any = None  # the framework results come back in: that of the last accepted array
         self._torch: Any = None  # frugal.torch's tensors over the storage (frugal.torch.cache_tensors)

@@ -9,6 +9,7 @@ A configuration is a comma-separated list of options (see `CacheSpec.parse`):
   k4v4 / k=B / v=B      code bits of K and V (2, 3, 4, 8 or 16 for f16); per layer as k=8/4/4/...
   rule=ls               least-squares scale (default: the original L2-norm scale)
   signs=SEED            random signs before the rotation
+  scale=f16             f16 scales (ScaleFormat.f16: 16 bits a vector instead of 32)
   kmean=N / vmean=N     subtract the per-head mean of the first N tokens (exact: see `attend`)
   kscale=qk | kscale=A  per-channel key scale s (k/s stored, q∘s used): s = √(rms_k/rms_q) or rms_k^A
   win=W / sinks=S       the most recent W tokens and the first S tokens kept in f16
@@ -30,7 +31,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 F16_BITS = 16
-SCALE_BITS = 32          # one f32 scale per quantized vector
+SCALE_BITS = {"f32": 32, "f16": 16}  # one scale per quantized vector, in the cache's scale format
 STAT_BITS = 32           # the per-head mean and per-channel scale are stored as f32
 BIT_CHOICES = (2, 3, 4, 8)  # the code widths the cache supports
 CALIB_TOKENS = 512       # calibration prefix for alloc= (a few hundred tokens)
@@ -159,6 +160,7 @@ class CacheSpec:
     v_bits: List[int] = None
     rule: str = "l2"
     signs: Optional[int] = None
+    scale: str = "f32"
     kmean: int = 0
     vmean: int = 0
     kscale: Optional[str] = None
@@ -185,6 +187,8 @@ class CacheSpec:
                 setattr(spec, key, int(val))
             elif key in ("rule", "kscale"):
                 setattr(spec, key, val)
+            elif key == "scale" and val in SCALE_BITS:
+                spec.scale = val
             elif key == "alloc":
                 spec.alloc = float(val)
             elif key == "engine" and val in ENGINES:
@@ -199,9 +203,9 @@ class CacheSpec:
         return spec
 
 
-def vector_bits(bits: int, head_dim: int) -> float:
-    """Stored bits per element of one vector: its codes and its share of the f32 scale."""
-    return float(bits) if bits >= F16_BITS else bits + SCALE_BITS / head_dim
+def vector_bits(bits: int, head_dim: int, scale: str = "f32") -> float:
+    """Stored bits per element of one vector: its codes and its share of the scale."""
+    return float(bits) if bits >= F16_BITS else bits + SCALE_BITS[scale] / head_dim
 
 
 def bits_per_element(spec: CacheSpec, context: int, head_dim: int) -> float:
@@ -211,13 +215,13 @@ def bits_per_element(spec: CacheSpec, context: int, head_dim: int) -> float:
     total = 0.0
     for bits in spec.k_bits + spec.v_bits:
         b = min(bits, F16_BITS)
-        total += (f16_tokens * F16_BITS + (context - f16_tokens) * vector_bits(b, head_dim)) / context
+        total += (f16_tokens * F16_BITS + (context - f16_tokens) * vector_bits(b, head_dim, spec.scale)) / context
     n = len(spec.k_bits)
     stats = (spec.kmean > 0) + (spec.vmean > 0) + (spec.kscale is not None)
     return total / (2 * n) + stats * STAT_BITS / context / 2
 
 
-def quantize_roundtrip(x: np.ndarray, bits: int, rule: str, signs: Optional[int]) -> np.ndarray:
+def quantize_roundtrip(x: np.ndarray, bits: int, rule: str, signs: Optional[int], scale: str = "f32") -> np.ndarray:
     """x [T, H, D] f32 through frugal's CPU cache: quantize every vector, dequantize it back."""
     if bits == 32:
         return x
@@ -226,7 +230,7 @@ def quantize_roundtrip(x: np.ndarray, bits: int, rule: str, signs: Optional[int]
     from . import kv
     c = kv.Cache(num_kv_heads=x.shape[1], head_dim=x.shape[2], capacity=x.shape[0], bits=bits,
                  scale_rule=kv.ScaleRule.least_squares if rule == "ls" else kv.ScaleRule.l2_norm,
-                 sign_seed=signs)
+                 sign_seed=signs, scale_format=scale)
     c.append(np.ascontiguousarray(x, dtype=np.float32))
     return np.asarray(c.dequantize(like=x))
 
@@ -273,7 +277,7 @@ def attend(spec: CacheSpec, layer: int, q: np.ndarray, k: np.ndarray, v: np.ndar
     g = hq // k.shape[1]
     kb, vb = spec.k_bits[layer], spec.v_bits[layer]
     q, k, v, mu_v = transform(spec, layer, q, k, v)
-    kq, vq = quantize_roundtrip(k, kb, spec.rule, spec.signs), quantize_roundtrip(v, vb, spec.rule, spec.signs)
+    kq, vq = (quantize_roundtrip(x, b, spec.rule, spec.signs, spec.scale) for x, b in ((k, kb), (v, vb)))
     pos = np.arange(t)
     causal = pos[None, :] > pos[:, None]
     full = None  # tokens held in f16: the last `win` before each query and the first `sinks`
@@ -312,7 +316,8 @@ def attend_library(spec: CacheSpec, layer: int, q: np.ndarray, k: np.ndarray, v:
     t, hq, d = q.shape
     rule = _frugal.ScaleRule.least_squares if spec.rule == "ls" else _frugal.ScaleRule.l2_norm
     kc, vc = (_frugal.Cache(num_kv_heads=k.shape[1], head_dim=d, capacity=t, bits=b, scale_rule=rule,
-                            sign_seed=spec.signs, window=min(spec.win, t), sinks=min(spec.sinks, t))
+                            sign_seed=spec.signs, scale_format=getattr(_frugal.ScaleFormat, spec.scale),
+                            window=min(spec.win, t), sinks=min(spec.sinks, t))
               for b in (kb, vb))
     # One [1, H, D] view per position, made up front: the loop is only the three calls.
     rows = lambda a: list(np.ascontiguousarray(a, dtype=np.float32)[:, None])

@@ -48,6 +48,9 @@ void bind_kv(nb::module_& m) {
   nb::enum_<kv::ScaleRule>(m, "ScaleRule", "How a quantized vector's scale is chosen.")
       .value("l2_norm", kv::ScaleRule::l2_norm, "the original format: the rotated vector's L2 norm")
       .value("least_squares", kv::ScaleRule::least_squares, "the least-squares scale: never a larger error");
+  nb::enum_<kv::ScaleFormat>(m, "ScaleFormat", "How each vector's scale is stored.")
+      .value("f32", kv::ScaleFormat::f32, "the original format")
+      .value("f16", kv::ScaleFormat::f16, "the f16 rounding of the f32 scale: half its bytes (NaN past f16's range)");
 
   m.def(
       "lloyd_max_codebook",
@@ -77,13 +80,14 @@ void bind_kv(nb::module_& m) {
 
   nb::class_<kv::Cache>(m, "Cache",
                         "One layer's quantized K (or V) cache for a batch of sequences.\n"
-                        "packed: [batch, heads, capacity, head_dim*bits/8] u8; scales: [batch, heads, capacity] f32;\n"
+                        "packed: [batch, heads, capacity, head_dim*bits/8] u8; scales: [batch, heads, capacity] f32 (f16 with\n"
+                        "scale_format f16); "
                         "exact: [batch, heads, sinks + window, head_dim] f16 (the exact rows), or None.")
       .def(
           "__init__",
           [](kv::Cache* self, int batch, int num_kv_heads, int head_dim, int64_t capacity, bool sliding, int bits,
-             kv::ScaleRule scale_rule, std::optional<uint64_t> sign_seed, int window, int sinks,
-             const std::string& device, std::optional<uintptr_t> stream) {
+             kv::ScaleRule scale_rule, std::optional<uint64_t> sign_seed, kv::ScaleFormat scale_format, int window,
+             int sinks, const std::string& device, std::optional<uintptr_t> stream) {
             kv::CacheConfig c;
             c.batch = batch;
             c.num_kv_heads = num_kv_heads;
@@ -93,13 +97,15 @@ void bind_kv(nb::module_& m) {
             c.bits = bits;
             c.scale_rule = scale_rule;
             c.sign_seed = sign_seed;
+            c.scale_format = scale_format;
             c.window = window;
             c.sinks = sinks;
             new (self) kv::Cache(c, parse_device(device), to_stream(stream));
           },
           nb::kw_only(), "batch"_a = 1, "num_kv_heads"_a, "head_dim"_a, "capacity"_a, "sliding"_a = false, "bits"_a = 4,
-          "scale_rule"_a = kv::ScaleRule::l2_norm, "sign_seed"_a = nb::none(), "window"_a = 0, "sinks"_a = 0,
-          "device"_a = "cpu", "stream"_a = nb::none(),
+          "scale_rule"_a = kv::ScaleRule::l2_norm, "sign_seed"_a = nb::none(), "scale_format"_a = kv::ScaleFormat::f32,
+          "window"_a = 0, "sinks"_a = 0, "device"_a = "cpu", "stream"_a = nb::none(),
+          "scale_format: f32 (the original format) or f16 scales (scales is then an f16 array).\n"
           "window: the newest tokens of each sequence also kept in f16; sinks: its first tokens kept in f16\n"
           "(both at most capacity; attention and dequantize read those tokens' f16 values).")
       .def(
@@ -195,6 +201,8 @@ void bind_kv(nb::module_& m) {
             kv::CacheStorage st;
             st.packed = to_tensor(packed, op, "packed");
             st.scales = to_tensor(scales, op, "scales");
+            // The scales' dtype says their format (the config then checks it against the shape).
+            if (st.scales.dtype() == DType::f16) c.scale_format = kv::ScaleFormat::f16;
             if (signs) {
               c.sign_seed = 0;  // says "signs are used"; wrap reads their values from the storage
               st.signs = to_tensor(*signs, op, "signs");
@@ -224,6 +232,7 @@ void bind_kv(nb::module_& m) {
         d["bits"] = k.bits;
         d["scale_rule"] = k.scale_rule;
         d["sign_seed"] = k.sign_seed;
+        d["scale_format"] = k.scale_format;
         d["window"] = k.window;
         d["sinks"] = k.sinks;
         return d;

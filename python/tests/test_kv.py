@@ -295,3 +295,58 @@ def test_wrap_refuses_exact_rows_that_do_not_fit(rng):
     shifted = buf[at:at + size].view(np.float16).reshape(1, 2, 4, 16)
     with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] exact must start on a 16-byte boundary"):
         wrap(shifted, window=3, sinks=1)
+
+
+# ---- f16 scales ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rule", [kv.ScaleRule.l2_norm, kv.ScaleRule.least_squares])
+def test_f16_scales_are_the_f16_rounding_of_the_f32_ones_over_the_same_codes(rng, rule):
+    kw = dict(batch=2, num_kv_heads=2, head_dim=32, capacity=16, sliding=True, bits=3, scale_rule=rule, sign_seed=4)
+    full, half = kv.Cache(**kw), kv.Cache(**kw, scale_format="f16")
+    x = (rng.standard_normal((2, 30, 2, 32)) * 50).astype(np.float32)
+    x[0, 29, 1] = 20000.0  # a norm past f16's range: NaN in the f16 format
+    for i in range(0, 30, 7):
+        full.append(x[:, i:i + 7])
+        half.append(x[:, i:i + 7])
+    assert half.config["scale_format"] == kv.ScaleFormat.f16
+    assert np.asarray(half.scales).dtype == np.float16
+    assert np.array_equal(np.asarray(half.packed), np.asarray(full.packed))
+    s32, s16 = np.asarray(full.scales), np.asarray(half.scales)
+    with np.errstate(over="ignore"):
+        want = s32.astype(np.float16)
+    want[np.isinf(want)] = np.nan
+    assert np.array_equal(s16, want, equal_nan=True) and np.isnan(s16[0, 1, 29 % 16])
+    # dequantize: the f32 format's reconstruction scaled by h/s, vector by vector
+    first = full.first_held()
+    ratio = (s16.astype(np.float64) / s32)[1][:, [t % 16 for t in range(first, 30)]].T  # [t, h]
+    ref = np.asarray(full.dequantize(1, first, 30)) * ratio[:, :, None]
+    assert np.abs(np.asarray(half.dequantize(1, first, 30)) - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_decode_attention_over_f16_scales_matches_the_oracle(rng):
+    b, hkv, hq, d, t = 2, 2, 6, 64, 40
+    k = kv.Cache(batch=b, num_kv_heads=hkv, head_dim=d, capacity=t, scale_format="f16", window=8, sinks=2)
+    v = kv.Cache(batch=b, num_kv_heads=hkv, head_dim=d, capacity=t, bits=8, window=8, sinks=2)  # V's f32 scales
+    k.append(rng.standard_normal((b, t, hkv, d)).astype(np.float32))
+    v.append(rng.standard_normal((b, t, hkv, d)).astype(np.float32))
+    q = rng.standard_normal((b, hq, d)).astype(np.float32)
+    kd = np.stack([k.dequantize(i) for i in range(b)])
+    vd = np.stack([v.dequantize(i) for i in range(b)])
+    ref = attention_oracle(q, kd, vd, 1 / np.sqrt(d))
+    out = kv.decode_attention(q, k, v)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-5
+
+
+def test_wrap_takes_the_scale_format_from_the_scales_dtype(rng):
+    c = kv.Cache(num_kv_heads=2, head_dim=16, capacity=8, scale_format="f16")
+    packed, scales, _, centroids, boundaries, positions, _ = c._impl._storage
+    w = frugal._frugal.Cache._wrap(packed, scales, None, centroids, boundaries, positions, False, kv.ScaleRule.l2_norm)
+    assert w.config["scale_format"] == kv.ScaleFormat.f16
+    x = rng.standard_normal((3, 2, 16)).astype(np.float32)
+    w.append(x)
+    assert np.asarray(c.scales)[0, :, :3].tobytes() == np.asarray(w.scales)[0, :, :3].tobytes()
+    with pytest.raises(frugal.Error, match=r"\[kv::Cache::wrap\] scales must have dtype"):
+        frugal._frugal.Cache._wrap(packed, np.zeros((1, 2, 8), np.int32), None, centroids, boundaries, positions,
+                                   False, kv.ScaleRule.l2_norm)
+    with pytest.raises(frugal.Error, match=r"\[kv::Cache\] scale_format must be 'f32' or 'f16', got 'bf16'"):
+        kv.Cache(num_kv_heads=2, head_dim=16, capacity=8, scale_format="bf16")

@@ -88,7 +88,8 @@ def test_window_and_sinks_hold_f16_tokens(rng):
 
 
 @pytest.mark.parametrize("config", ["k4v4", "k4v4,win=6,sinks=2", "k8v4,signs=3,rule=ls,win=5,sinks=1",
-                                    "k4v4,kmean=8,kscale=qk,vmean=8,win=6,sinks=2", "k=4/16,v=3/8,win=30"])
+                                    "k4v4,kmean=8,kscale=qk,vmean=8,win=6,sinks=2", "k=4/16,v=3/8,win=30",
+                                    "k4v4,scale=f16,win=6,sinks=2"])
 def test_library_engine_computes_the_simulated_attention(rng, config):
     """engine=lib (append each token, decode attention for its query) gives the simulation's attention
     output on every layer of a tiny random model, and so its logits; 24 tokens slide through the window."""
@@ -129,6 +130,20 @@ def test_bits_per_element():
     assert E.bits_per_element(spec, 4096, 64) == pytest.approx((64 * 16 + 4032 * 6.5) / 4096)
     spec = E.CacheSpec.parse("k=8/4/4,v=4", 3)
     assert E.bits_per_element(spec, 4096, 64) == pytest.approx((8.5 + 4.5 * 5) / 6)
+    spec = E.CacheSpec.parse("k4v4,scale=f16,win=32,sinks=4", 3)
+    assert E.bits_per_element(spec, 4096, 64) == pytest.approx((36 * 16 + 4060 * 4.25) / 4096)
+    with pytest.raises(ValueError, match="unknown cache option 'scale=bf16'"):
+        E.CacheSpec.parse("k4v4,scale=bf16", 3)
+
+
+def test_f16_scales_round_the_simulated_cache_s_scales(rng):
+    """scale=f16 quantizes through an f16-scale cache: each vector's reconstruction is the f32-scale one's
+    times a factor within f16's rounding of 1."""
+    x = rng.standard_normal((20, 2, 64)).astype(np.float32)
+    a = E.quantize_roundtrip(x, 4, "l2", None)
+    b = E.quantize_roundtrip(x, 4, "l2", None, "f16")
+    ratio = np.sum(a * b, axis=-1) / np.sum(a * a, axis=-1)
+    assert np.all(np.abs(ratio - 1) <= 2.0 ** -11) and np.any(ratio != 1)
 
 
 def test_calibration_is_deterministic_and_within_budget(rng):

@@ -11,11 +11,12 @@ from frugal import kv  # noqa: E402
 devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() and frugal.cuda_available() else [])
 
 
-def caches(device, batch=2, heads=2, dim=64, capacity=64, sliding=False, window=0, sinks=0):
+def caches(device, batch=2, heads=2, dim=64, capacity=64, sliding=False, window=0, sinks=0, scale_format="f32"):
     k = kv.Cache(batch=batch, num_kv_heads=heads, head_dim=dim, capacity=capacity, sliding=sliding, sign_seed=11,
-                 window=window, sinks=sinks, device=device)
+                 window=window, sinks=sinks, scale_format=scale_format, device=device)
     v = kv.Cache(batch=batch, num_kv_heads=heads, head_dim=dim, capacity=capacity, sliding=sliding, bits=8,
-                 scale_rule=kv.ScaleRule.least_squares, window=window, sinks=sinks, device=device)
+                 scale_rule=kv.ScaleRule.least_squares, window=window, sinks=sinks, scale_format=scale_format,
+                 device=device)
     return k, v
 
 
@@ -31,9 +32,10 @@ def test_caches_made_after_import_have_their_tensors_over_the_cache_memory():
 
 
 @pytest.mark.parametrize("device", devices)
-def test_custom_ops_give_the_plain_apis_bytes_and_numbers(device, rng):
-    k1, v1 = caches(device)
-    k2, v2 = caches(device)
+@pytest.mark.parametrize("scale_format", ["f32", "f16"])
+def test_custom_ops_give_the_plain_apis_bytes_and_numbers(device, scale_format, rng):
+    k1, v1 = caches(device, scale_format=scale_format)
+    k2, v2 = caches(device, scale_format=scale_format)
     x = torch.from_numpy(rng.standard_normal((2, 9, 2, 64)).astype(np.float32)).to(device)
     y = torch.from_numpy(rng.standard_normal((2, 9, 2, 64)).astype(np.float32)).to(device)
     ft.cache_append(k1, x)
@@ -47,6 +49,7 @@ def test_custom_ops_give_the_plain_apis_bytes_and_numbers(device, rng):
     assert [k1.write_pos(0), k1.write_pos(1)] == [9, 11] == [v1.write_pos(0), v1.write_pos(1)]
     assert torch.equal(ft.cache_tensors(k1).packed, ft.cache_tensors(k2).packed)
     assert torch.equal(ft.cache_tensors(v1).scales, ft.cache_tensors(v2).scales)
+    assert ft.cache_tensors(k1).scales.dtype == (torch.float16 if scale_format == "f16" else torch.float32)
     q = torch.randn(2, 8, 64, device=device)
     assert torch.equal(ft.decode_attention(q, k1, v1), kv.decode_attention(q, k2, v2))
     got = ft.decode_attention(q, k1, v1, lengths=torch.tensor([4, 11]), softmax_scale=0.3)
@@ -77,8 +80,9 @@ def test_decode_attention_op_matches_a_double_precision_oracle(rng):
 
 
 @pytest.mark.parametrize("device", devices)
-def test_custom_ops_pass_opcheck(device):
-    k, v = caches(device, capacity=256)
+@pytest.mark.parametrize("scale_format", ["f32", "f16"])
+def test_custom_ops_pass_opcheck(device, scale_format):
+    k, v = caches(device, capacity=256, scale_format=scale_format)
     ft.cache_append(v, torch.randn(2, 5, 2, 64, device=device))
     t, u = ft.cache_tensors(k), ft.cache_tensors(v)
     x = torch.randn(2, 3, 2, 64, device=device)

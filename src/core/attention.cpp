@@ -87,7 +87,8 @@ void resolve_ranges(const kv::Cache& k, std::span<const int64_t> lengths, std::v
 backend::CacheArgs cache_args(const kv::Cache& c) {
   backend::CacheArgs a;
   a.packed = c.packed().data_as<const uint8_t>();
-  a.scales = c.scales().data_as<const float>();
+  a.scales = c.scales().data();
+  a.scales_f16 = c.config().scale_format == kv::ScaleFormat::f16;
   a.signs = c.signs().defined() ? c.signs().data_as<const float>() : nullptr;
   a.centroids = c.centroids().data_as<const float>();
   a.bits = c.config().bits;

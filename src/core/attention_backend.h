@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/kv_backend.h"
 #include "frugal/attention.h"
 
 namespace frugal::attention::backend {
@@ -15,10 +16,13 @@ namespace frugal::attention::backend {
 // One cache's storage, as the kernels read it.
 struct CacheArgs {
   const uint8_t* packed = nullptr;   // [B, Hkv, capacity, D*bits/8]
-  const float* scales = nullptr;     // [B, Hkv, capacity]
+  const void* scales = nullptr;      // [B, Hkv, capacity] f32, or f16 bits when scales_f16
   const float* signs = nullptr;      // [D] ±1, or nullptr
   const float* centroids = nullptr;  // [2^bits]
   int bits = 4;
+  bool scales_f16 = false;  // ScaleFormat::f16
+
+  float scale(int64_t vec) const { return kv::backend::load_scale(scales, scales_f16, vec); }  // on the host
 };
 
 // The exact rows of a K/V pair of caches with a window or sinks (kv_cache.h, "Exact rows"), and the

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "frugal/half.h"
 #include "frugal/kv_cache.h"
 
 namespace frugal::kv::backend {
@@ -46,7 +47,8 @@ struct AppendArgs {
   const int64_t* host_starts = nullptr;  // [seqs] first write position of each sequence (host memory)
   const int64_t* starts = nullptr;       // the same in device memory, for CUDA when seqs > kInlineStarts (else null)
   uint8_t* packed = nullptr;             // [seqs, heads, capacity, dim*bits/8] (already offset to the first sequence)
-  float* scales = nullptr;               // [seqs, heads, capacity]
+  void* scales = nullptr;                // [seqs, heads, capacity] f32, or f16 bits when scales_f16
+  bool scales_f16 = false;               // ScaleFormat::f16 (store_scale's rounding)
   const float* signs = nullptr;          // [dim] or nullptr
   const float* centroids = nullptr;      // [2^bits]
   const float* boundaries = nullptr;     // [2^bits - 1]
@@ -65,7 +67,8 @@ struct AppendArgs {
 // Dequantize tokens [begin, begin + count) of one sequence into out [count, heads, dim].
 struct DequantizeArgs {
   const uint8_t* packed = nullptr;  // [heads, capacity, dim*bits/8] of the sequence
-  const float* scales = nullptr;    // [heads, capacity]
+  const void* scales = nullptr;     // [heads, capacity] f32, or f16 bits when scales_f16
+  bool scales_f16 = false;
   int heads = 1, dim = 0, bits = 4;
   int64_t capacity = 0;
   bool sliding = false;
@@ -101,6 +104,25 @@ struct ExactArgs {
   int64_t begin = 0;
   int device = 0;
 };
+
+// A scale as ScaleFormat::f16 stores it: the f16 rounding of the f32 scale (nearest even), NaN where
+// that rounding overflows (a finite scale ≥ 65520 reads as a non-finite vector's).
+constexpr uint16_t kHalfNaN = 0x7e00;
+inline uint16_t scale_to_half(float s) {
+  const uint16_t h = float_to_half(s);
+  return (h & 0x7fff) == 0x7c00 ? kHalfNaN : h;
+}
+
+// The scale of vector i of a cache's scales (f32, or f16 bits when f16), on the CPU.
+inline float load_scale(const void* scales, bool f16, int64_t i) {
+  return f16 ? half_to_float(static_cast<const uint16_t*>(scales)[i]) : static_cast<const float*>(scales)[i];
+}
+inline void store_scale(void* scales, bool f16, int64_t i, float s) {
+  if (f16)
+    static_cast<uint16_t*>(scales)[i] = scale_to_half(s);
+  else
+    static_cast<float*>(scales)[i] = s;
+}
 
 // The exact row of token t (one that a cache of these sinks and window holds in f16); constexpr, so
 // kernels call it too.

@@ -24,6 +24,9 @@ Tensor upload(const std::vector<float>& v, Device device, Stream stream) {
 
 }  // namespace
 
+const char* to_string(ScaleFormat format) { return format == ScaleFormat::f16 ? "f16" : "f32"; }
+DType scale_dtype(ScaleFormat format) { return format == ScaleFormat::f16 ? DType::f16 : DType::f32; }
+
 void validate(const CacheConfig& c, const char* op) {
   FRUGAL_CHECK(c.batch >= 1, invalid_argument, op, "batch must be at least 1, got " << c.batch);
   FRUGAL_CHECK(c.num_kv_heads >= 1, invalid_argument, op, "num_kv_heads must be at least 1, got " << c.num_kv_heads);
@@ -37,6 +40,8 @@ void validate(const CacheConfig& c, const char* op) {
                                                                       << c.head_dim * c.bits << " bits per vector)");
   FRUGAL_CHECK(c.scale_rule == ScaleRule::l2_norm || c.scale_rule == ScaleRule::least_squares, invalid_argument, op,
                "unknown scale rule " << static_cast<int>(c.scale_rule));
+  FRUGAL_CHECK(c.scale_format == ScaleFormat::f32 || c.scale_format == ScaleFormat::f16, invalid_argument, op,
+               "unknown scale format " << static_cast<int>(c.scale_format));
   detail::checked_product({c.batch, c.num_kv_heads, c.capacity, c.head_dim * c.bits / 8 + 4}, op,
                           "the cache's size (batch × heads × capacity × (row bytes + 4))");
   FRUGAL_CHECK(c.window >= 0 && c.window <= c.capacity, invalid_argument, op,
@@ -79,7 +84,7 @@ Cache::Cache(const CacheConfig& config, Device device, Stream stream) : config_(
   detail::check_device_usable(device, op);
   const int64_t b = config.batch, h = config.num_kv_heads, cap = config.capacity;
   packed_ = Tensor::zeros({b, h, cap, static_cast<int64_t>(bytes_per_vector())}, DType::u8, device);
-  scales_ = Tensor::zeros({b, h, cap}, DType::f32, device);
+  scales_ = Tensor::zeros({b, h, cap}, scale_dtype(config.scale_format), device);
   const Codebook& cb = lloyd_max_codebook(config.bits);
   centroids_ = upload(cb.centroids, device, stream);
   boundaries_ = upload(cb.boundaries, device, stream);
@@ -144,7 +149,9 @@ backend::AppendArgs append_args(const Cache& c, int seq_begin, int seq_count, co
   a.sliding = cfg.sliding;
   const int64_t seq_bytes = static_cast<int64_t>(a.heads) * a.capacity * c.bytes_per_vector();
   a.packed = c.packed().data_as<uint8_t>() + seq_begin * seq_bytes;
-  a.scales = c.scales().data_as<float>() + static_cast<int64_t>(seq_begin) * a.heads * a.capacity;
+  a.scales_f16 = cfg.scale_format == ScaleFormat::f16;
+  a.scales = static_cast<char*>(c.scales().data()) +
+             static_cast<int64_t>(seq_begin) * a.heads * a.capacity * static_cast<int64_t>(size_of(c.scales().dtype()));
   a.signs = c.signs().defined() ? c.signs().data_as<const float>() : nullptr;
   a.centroids = c.centroids().data_as<const float>();
   a.boundaries = c.boundaries().data_as<const float>();
@@ -285,7 +292,9 @@ void Cache::dequantize(int seq, int64_t begin, int64_t end, const TensorView& ou
   backend::DequantizeArgs a;
   const int64_t seq_bytes = static_cast<int64_t>(config_.num_kv_heads) * config_.capacity * bytes_per_vector();
   a.packed = packed_.data_as<const uint8_t>() + seq * seq_bytes;
-  a.scales = scales_.data_as<const float>() + static_cast<int64_t>(seq) * config_.num_kv_heads * config_.capacity;
+  a.scales_f16 = config_.scale_format == ScaleFormat::f16;
+  a.scales = static_cast<const char*>(scales_.data()) + static_cast<int64_t>(seq) * config_.num_kv_heads *
+                                                            config_.capacity * static_cast<int64_t>(size_of(scales_.dtype()));
   a.heads = config_.num_kv_heads;
   a.dim = config_.head_dim;
   a.bits = config_.bits;
@@ -344,13 +353,16 @@ int64_t count_nonfinite_scales(const Cache& cache, int seq, Stream stream) {
   FRUGAL_CHECK(seq >= 0 && seq < c.batch, out_of_range, "kv::count_nonfinite_scales",
                "sequence " << seq << " does not exist; the cache holds " << c.batch);
   const int64_t per_seq = static_cast<int64_t>(c.num_kv_heads) * c.capacity;
-  const TensorView src(cache.scales().data_as<float>() + seq * per_seq, DType::f32, {per_seq}, cache.device());
-  Tensor host = Tensor::empty({per_seq}, DType::f32);
+  const DType dtype = cache.scales().dtype();
+  const TensorView src(static_cast<char*>(cache.scales().data()) + seq * per_seq * static_cast<int64_t>(size_of(dtype)),
+                       dtype, {per_seq}, cache.device());
+  Tensor host = Tensor::empty({per_seq}, dtype);
   copy(src, host.view(), stream);
+  const bool f16 = c.scale_format == ScaleFormat::f16;
   int64_t n = 0;
   for (int h = 0; h < c.num_kv_heads; ++h)
     for (int64_t t = cache.first_held(seq); t < cache.write_pos(seq); ++t)
-      n += std::isnan(host.data_as<float>()[h * c.capacity + cache.slot(t)]);
+      n += std::isnan(backend::load_scale(host.data(), f16, h * c.capacity + cache.slot(t)));
   return n;
 }
 

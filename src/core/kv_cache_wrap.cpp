@@ -18,7 +18,7 @@ Cache Cache::wrap(const CacheConfig& config, CacheStorage storage, std::span<con
   const int64_t b = config.batch, h = config.num_kv_heads, cap = config.capacity;
   const int64_t levels = int64_t{1} << config.bits;
   detail::check_storage(storage.packed, op, "packed", DType::u8, {b, h, cap, config.head_dim * config.bits / 8}, device);
-  detail::check_storage(storage.scales, op, "scales", DType::f32, {b, h, cap}, device);
+  detail::check_storage(storage.scales, op, "scales", scale_dtype(config.scale_format), {b, h, cap}, device);
   detail::check_storage(storage.centroids, op, "centroids", DType::f32, {levels}, device);
   detail::check_storage(storage.boundaries, op, "boundaries", DType::f32, {levels - 1}, device);
   if (config.sign_seed) {

@@ -149,8 +149,8 @@ FRUGAL_AVX2 void attend_tokens(const Problem& p, const Rows& rows, int64_t r, in
       const int64_t vec = rows.vector(r, hk, t + u);
       kp[u] = p.k.packed + vec * krow;
       vp[u] = p.v.packed + vec * vrow;
-      ks[u] = p.k.scales[vec] * factor;
-      vs[u] = p.v.scales[vec];
+      ks[u] = p.k.scale(vec) * factor;
+      vs[u] = p.v.scale(vec);
     }
     for (int u = 0; u < kBlock; ++u)
       for (int g0 = 0; g0 < G; g0 += 4) switch (std::min(4, G - g0)) {  // the heads in fours

@@ -85,10 +85,10 @@ FRUGAL_CPU_CLONES void attend_tokens(const Problem& p, const Rows& rows, int64_t
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t vec = rows.vector(r, hk, t);
     decode_row(p.k.packed + vec * krow, D, p.k.bits, p.k.centroids, kpairs, kh);
-    const float ks = p.k.scales[vec] * factor;
+    const float ks = p.k.scale(vec) * factor;
     for (int g = 0; g < G; ++g) s[g] = dot(q + g * D, kh, D) * ks;
     decode_row(p.v.packed + vec * vrow, D, p.v.bits, p.v.centroids, vpairs, vh);
-    const float vs = p.v.scales[vec];
+    const float vs = p.v.scale(vec);
     for (int g = 0; g < G; ++g) {
       const float m_new = max_nan(m[g], s[g]);
       const float alpha = m_new == m[g] ? 1.0f : weight(m[g] - m_new);

@@ -305,7 +305,7 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
   for (int l = 0; l < count; ++l) {
     if (flagged[l]) {
       std::memset(dst[l], 0, static_cast<size_t>(row_bytes));
-      a.scales[rows[l]] = std::numeric_limits<float>::quiet_NaN();
+      kv::backend::store_scale(a.scales, a.scales_f16, rows[l], std::numeric_limits<float>::quiet_NaN());
       continue;
     }
     float scale = norm[l] <= 1e-10 ? 0.0f : static_cast<float>(norm[l]);
@@ -318,7 +318,7 @@ FRUGAL_CPU_CLONES void append_batch(const AppendArgs& a, int64_t first, int coun
       }
       scale = cc > 0 ? static_cast<float>(std::sqrt(static_cast<double>(dim)) * yc / cc) : 0.0f;
     }
-    a.scales[rows[l]] = scale;
+    kv::backend::store_scale(a.scales, a.scales_f16, rows[l], scale);
   }
 }
 
@@ -351,7 +351,7 @@ void dequantize_typed(const DequantizeArgs& a) {
       const int64_t slot = a.slots ? a.slots[t] : (a.sliding ? pos % a.capacity : pos);
       const int64_t vec = static_cast<int64_t>(h) * a.capacity + slot;
       const uint8_t* row = a.packed + vec * row_bytes;
-      const float s = a.scales[vec] * inv;
+      const float s = kv::backend::load_scale(a.scales, a.scales_f16, vec) * inv;
       decode_codes(row, a.dim, a.bits, a.centroids, y.data());
       for (int i = 0; i < a.dim; ++i) y[i] *= s;
       fwht_inplace(y.data(), a.dim);

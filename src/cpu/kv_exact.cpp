@@ -13,7 +13,7 @@ namespace {
 using kv::backend::ExactArgs;
 using kv::backend::exact_row;
 
-constexpr uint16_t kHalfNaN = 0x7e00;
+using kv::backend::kHalfNaN;
 
 template <typename T>
 void store_typed(const ExactArgs& a) {

@@ -21,6 +21,7 @@ constexpr int64_t kLen = 1000;  // 5 forced slices: 208 tokens each (whole tiles
 struct Case {
   DecodeVariant variant;
   int dim, k_bits, v_bits, splits;
+  kv::ScaleFormat k_scales = kv::ScaleFormat::f32, v_scales = kv::ScaleFormat::f32;
 };
 
 // The variant name a case asserts: the variant and its slice count.
@@ -36,6 +37,8 @@ testing::ParityOutcome run_case(const Case& c, bool cuda) {
   s.v_bits = c.v_bits;
   s.k_seed = 21;
   s.v_seed = 22;
+  s.k_scales = c.k_scales;
+  s.v_scales = c.v_scales;
   std::mt19937_64 rng(testing::test_seed() ^ (uint64_t(c.dim) << 8) ^ uint64_t(c.k_bits * 16 + c.v_bits));
   // The second sequence is shorter (ragged slices: its last ones are empty).
   Filled f = fill(s, {kLen, kLen / 2 + 7}, rng);
@@ -64,7 +67,8 @@ testing::ParityOutcome run_case(const Case& c, bool cuda) {
 
 std::string shape_of(const Case& c) {
   return "B=2 Hq=8 Hkv=2 D=" + std::to_string(c.dim) + " L=" + std::to_string(kLen) + " K" + std::to_string(c.k_bits) +
-         "/V" + std::to_string(c.v_bits);
+         "/V" + std::to_string(c.v_bits) + (c.k_scales == kv::ScaleFormat::f16 ? " K f16 scales" : "") +
+         (c.v_scales == kv::ScaleFormat::f16 ? " V f16 scales" : "");
 }
 
 FRUGAL_PARITY_CASES(cases) {
@@ -79,6 +83,16 @@ FRUGAL_PARITY_CASES(cases) {
     }
   }
   all.push_back({DecodeVariant::cpu, 64, 2, 3, 1});  // the CPU serves every width
+  // f16 scales, in both caches and in K alone.
+  constexpr kv::ScaleFormat h = kv::ScaleFormat::f16, f = kv::ScaleFormat::f32;
+  for (auto [ks, vs] : {std::pair{h, h}, std::pair{h, f}}) {
+    all.push_back({DecodeVariant::cpu, 64, 4, 4, 1, ks, vs});
+    for (int splits : {1, 5}) {
+      all.push_back({DecodeVariant::f32, 128, 4, 4, splits, ks, vs});
+      for (int dim : {64, 256}) all.push_back({DecodeVariant::f16_registers, dim, 4, 8, splits, ks, vs});
+      all.push_back({DecodeVariant::f16_wide, 128, 8, 4, splits, ks, vs});
+    }
+  }
   for (const Case& c : all) {
     const bool cuda = c.variant != DecodeVariant::cpu;
     // The CPU slices each sequence by 1024 tokens: one slice at L = 1000.

@@ -28,6 +28,7 @@ struct AppendCase {
   bool signs = false;
   ScaleRule rule = ScaleRule::l2_norm;
   std::optional<AppendVariant> forced;
+  ScaleFormat scales = ScaleFormat::f32;
 };
 
 std::string shape_of(const AppendCase& c) {
@@ -37,11 +38,13 @@ std::string shape_of(const AppendCase& c) {
   if (c.signs) s += " signs";
   if (c.rule == ScaleRule::least_squares) s += " least-squares";
   if (c.forced) s += std::string(" forced ") + to_string(*c.forced);
+  if (c.scales == ScaleFormat::f16) s += " f16 scales";
   return s;
 }
 
 CacheConfig config_of(const AppendCase& c) {
-  CacheConfig cfg{.num_kv_heads = c.heads, .head_dim = c.dim, .capacity = c.tokens, .bits = c.bits, .scale_rule = c.rule};
+  CacheConfig cfg{.num_kv_heads = c.heads, .head_dim = c.dim, .capacity = c.tokens, .bits = c.bits, .scale_rule = c.rule,
+                  .scale_format = c.scales};
   if (c.signs) cfg.sign_seed = testing::test_seed() + 5;
   return cfg;
 }
@@ -150,6 +153,21 @@ FRUGAL_PARITY_CASES(cases) {
   add_append(cases, {.dim = 256, .bits = 4, .dtype = DType::bf16, .tokens = many, .heads = 8, .signs = true}, V::mma);
   add_append(cases, {.dim = 256, .bits = 8, .dtype = DType::f16, .tokens = many, .heads = 8}, V::mma);
   add_append(cases, {.dim = 128, .bits = 4, .dtype = DType::f16, .tokens = 5, .heads = 3, .forced = V::mma}, V::mma);
+  // f16 scales through every variant (and the least-squares scale, 3 bits, signs).
+  constexpr ScaleFormat f16 = ScaleFormat::f16;
+  add_append(cases,
+             {.dim = 32, .bits = 3, .dtype = DType::f32, .tokens = 100, .heads = 3, .signs = true,
+              .rule = ScaleRule::least_squares, .scales = f16},
+             V::generic);
+  add_append(cases, {.dim = 128, .bits = 4, .dtype = DType::f16, .tokens = 1, .heads = 8, .scales = f16}, V::fast);
+  add_append(cases,
+             {.dim = 256, .bits = 4, .dtype = DType::f16, .tokens = many, .heads = 8, .rule = ScaleRule::least_squares,
+              .scales = f16},
+             V::fast);
+  add_append(cases, {.dim = 64, .bits = 4, .dtype = DType::f16, .tokens = many, .heads = 8, .scales = f16}, V::mma);
+  add_append(cases,
+             {.dim = 128, .bits = 8, .dtype = DType::bf16, .tokens = many, .heads = 8, .signs = true, .scales = f16},
+             V::mma);
 
   // The CPU against the format's promise: ‖x − x̂‖/‖x‖ near √mse of the codebook (N(0,1) input).
   for (const AppendCase& c : {AppendCase{.dim = 128, .bits = 4, .dtype = DType::f32, .tokens = 64, .heads = 4},
@@ -167,13 +185,15 @@ struct DequantizeCase {
   int dim, bits;
   DType out;
   bool sliding, signs;
+  ScaleFormat scales = ScaleFormat::f32;
 };
 
 ParityOutcome run_cuda_dequantize(const DequantizeCase& c) {
   std::mt19937_64 rng(testing::test_seed() + static_cast<uint64_t>(c.dim + c.bits));
   const int heads = 3;
   const int64_t capacity = 40, tokens = c.sliding ? 57 : 40;  // a ring wraps once
-  CacheConfig cfg{.num_kv_heads = heads, .head_dim = c.dim, .capacity = capacity, .sliding = c.sliding, .bits = c.bits};
+  CacheConfig cfg{.num_kv_heads = heads, .head_dim = c.dim, .capacity = capacity, .sliding = c.sliding, .bits = c.bits,
+                  .scale_format = c.scales};
   if (c.signs) cfg.sign_seed = testing::test_seed() + 9;
   Cache cpu(cfg);
   for (int64_t done = 0; done < tokens;) {
@@ -202,9 +222,11 @@ ParityOutcome run_cuda_hadamard(int dim) {
 FRUGAL_PARITY_CASES(cases) {
   for (const DequantizeCase& c : {DequantizeCase{4, 4, DType::f32, false, false}, DequantizeCase{128, 4, DType::f16, true, true},
                                   DequantizeCase{128, 8, DType::bf16, false, true}, DequantizeCase{64, 3, DType::f32, true, false},
-                                  DequantizeCase{2048, 2, DType::f16, false, true}}) {
+                                  DequantizeCase{2048, 2, DType::f16, false, true},
+                                  DequantizeCase{128, 4, DType::f32, true, true, ScaleFormat::f16}}) {
     const std::string shape = "H=3 D=" + std::to_string(c.dim) + " bits=" + std::to_string(c.bits) +
-                              (c.sliding ? " ring" : "") + (c.signs ? " signs" : "");
+                              (c.sliding ? " ring" : "") + (c.signs ? " signs" : "") +
+                              (c.scales == ScaleFormat::f16 ? " f16 scales" : "");
     cases.push_back({"kv.dequantize", shape, to_string(c.out), "cuda", "single", 0.0, [c] { return run_cuda_dequantize(c); }});
   }
   for (int dim : {4, 128, 4096})

@@ -2,8 +2,8 @@
 // one template for both main loops: the register loop (4 warps a block, IMAD + LDS table lookups;
 // decode_f16.cu instantiates it) and the wide-table loop (8 warps, one PRMT forms a lookup's address,
 // the bare ex2; decode_f16_wide.cu). Bytes floor: every cached byte of the attended tokens once,
-// B·Hkv·L·(D·(K bits + V bits)/8 + 8) (packed codes and the two scales), plus a split call's
-// partials, B·Hq·splits·(D + 2) floats written and read once.
+// B·Hkv·L·(D·(K bits + V bits)/8 + sK + sV) (packed codes and the two scales, sK and sV bytes: 4 for
+// f32, 2 for f16), plus a split call's partials, B·Hq·splits·(D + 2) floats written and read once.
 //
 // Grid: (slice of the sequence, K/V head × tile of ≤ 8 query heads, sequence). Per 16-token tile,
 // Sᵀ = K·Qᵀ with the tokens as M, K as the A operand and the ≤ 8 query heads as N; then
@@ -370,8 +370,9 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 
   const uint8_t* kbase = p.kp + head * p.capacity * KROW + t4 * S::KCB;
   const uint8_t* vbase = p.vp + head * p.capacity * VROW + g * S::VCB;
-  const float* ksb = p.ks + head * p.capacity;
-  const float* vsb = p.vs + head * p.capacity;
+  // Paged pools hold f32 scales: their kernels read them with the format fixed at compile time.
+  const ScalePtr ksb = (kPaged ? p.ks.as_f32() : p.ks) + head * p.capacity;
+  const ScalePtr vsb = (kPaged ? p.vs.as_f32() : p.vs) + head * p.capacity;
   int64_t slot_t0;  // the slice's first token's slot: what masked tokens read
   if constexpr (kPaged)
     slot_t0 = w.t0 < w.t1 ? paged_slot(p, w.pages, w.t0) : 0;
@@ -443,10 +444,11 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       for (int e = 0; e < 4; ++e) sc[j][e] = c[e];
     }
   };
-  // Scale and mask the chunk's scores (tokens from `first` on; all valid when kFull), zero the V
-  // scales of masked tokens, and move the running maxima (rescaling l and Oᵀ). Returns 1/u.
-  auto softmax_step = [&](auto full_tag, int64_t first, float(&sc)[S::NSUB][4], const float(&ksc)[S::NSUB][2],
-                          float(&vsc)[S::NSUB][2]) -> float {
+  // Scale and mask the chunk's scores (tokens from `first` on; all valid when kFull), set vsc to the
+  // V scales (zero for masked tokens), and move the running maxima (rescaling l and Oᵀ). Returns 1/u.
+  // The scales arrive as their stored bits (ScalePtr::bits): converted here, after the scores.
+  auto softmax_step = [&](auto full_tag, int64_t first, float(&sc)[S::NSUB][4], const uint32_t(&ks_bits)[S::NSUB][2],
+                          const uint32_t(&vs_bits)[S::NSUB][2], float(&vsc)[S::NSUB][2]) -> float {
     constexpr bool kFull = decltype(full_tag)::value;
     float cmax0 = kNegInf, cmax1 = kNegInf, vmax = 0;
 #pragma unroll
@@ -456,10 +458,10 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
         const int64_t tok = first + 16 * j + 8 * n + gt;
         const bool valid = kFull || (tok < w.t1 && above_lo(tok));  // some column sees the token
         const bool valid0 = valid && (kFull || !kMulti || tok < end_c0), valid1 = valid && (kFull || !kMulti || tok < end_c1);
-        const float k0 = ksc[j][n] * hf0, k1 = ksc[j][n] * hf1;
+        const float ks = ksb.value(ks_bits[j][n]), k0 = ks * hf0, k1 = ks * hf1;
         sc[j][2 * n] = valid0 ? sc[j][2 * n] * k0 : kNegInf;
         sc[j][2 * n + 1] = valid1 ? sc[j][2 * n + 1] * k1 : kNegInf;
-        vsc[j][n] = valid ? vsc[j][n] : 0.0f;
+        vsc[j][n] = valid ? vsb.value(vs_bits[j][n]) : 0.0f;
         cmax0 = max_nan(cmax0, sc[j][2 * n]);
         cmax1 = max_nan(cmax1, sc[j][2 * n + 1]);
         vmax = fmaxf(vmax, vsc[j][n]);
@@ -565,7 +567,7 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
     // registers, 3 blocks/SM.
     uint32_t kw[S::NSUB][2][S::KCB / 4];
     uint32_t vw[S::NSUB][4][S::VCB / 4];
-    float ksc[S::NSUB][2], vsc[S::NSUB][2];
+    uint32_t ks_bits[S::NSUB][2], vs_bits[S::NSUB][2];
     // Full chunk: every token valid and the slots contiguous (no ring wrap); otherwise per-token
     // slots, tokens past the slice reading the slice's first token (masked below).
     // Paged: a chunk is one 16-token tile (S::NSUB == 1), inside one page, at slot sl from the page list.
@@ -590,11 +592,10 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
-          for (int n = 0; n < 2; ++n) {
-            load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-            ksc[j][n] = __ldg(ksb + sl + gt + 16 * j + 8 * n);
-            vsc[j][n] = __ldg(vsb + sl + gt + 16 * j + 8 * n);
-          }
+          for (int n = 0; n < 2; ++n) load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
+        auto tile_offset = [](int j, int n) { return 16 * j + 8 * n; };
+        (ksb + (sl + gt)).bits(ks_bits, tile_offset);
+        (vsb + (sl + gt)).bits(vs_bits, tile_offset);
       } else {
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
@@ -602,8 +603,8 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
           for (int n = 0; n < 2; ++n) {
             const int64_t s = slot_of(st, sl, 16 * j + 8 * n + gt);
             load_words<S::KCB>(kbase + s * KROW, kw[j][n]);
-            ksc[j][n] = __ldg(ksb + s);
-            vsc[j][n] = __ldg(vsb + s);
+            ks_bits[j][n] = ksb.bits(s);
+            vs_bits[j][n] = vsb.bits(s);
           }
       }
     };
@@ -633,17 +634,18 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       float sc[S::NSUB][4];
       scores(kw, sc);
       // This chunk's scales move aside; the next chunk's K rows and scales are requested.
-      float ks_c[S::NSUB][2], vs_c[S::NSUB][2];
+      uint32_t ks_c[S::NSUB][2], vs_c[S::NSUB][2];
 #pragma unroll
       for (int j = 0; j < S::NSUB; ++j)
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
-          ks_c[j][n] = ksc[j][n];
-          vs_c[j][n] = vsc[j][n];
+          ks_c[j][n] = ks_bits[j][n];
+          vs_c[j][n] = vs_bits[j][n];
         }
       if (more) load_k(next, next_slot);
-      const float inv_u = softmax_step(std::false_type{}, start, sc, ks_c, vs_c);
-      accumulate_pv(std::bool_constant<kMulti>{}, sc, vs_c, vw, inv_u);
+      float vsc[S::NSUB][2];
+      const float inv_u = softmax_step(std::false_type{}, start, sc, ks_c, vs_c, vsc);
+      accumulate_pv(std::bool_constant<kMulti>{}, sc, vsc, vw, inv_u);
       if (more) load_v(next, next_slot);
       start = next;
       start_slot = next_slot;
@@ -669,13 +671,13 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       // tokens t4 + {0, 4, 8, 12} (K indices 2t4, 2t4 + 1, 2t4 + 8, 2t4 + 9; see tile_token).
       const uint8_t* k_lane = kbase + (cs + gt) * KROW;
       const uint8_t* v_lane = vbase + (cs + t4) * VROW;
-      const float* ks_lane = ksb + cs + gt;
-      const float* vs_lane = vsb + cs + gt;
+      const ScalePtr ks_lane = ksb + (cs + gt);
+      const ScalePtr vs_lane = vsb + (cs + gt);
       // Loads for the whole chunk first (several independent loads in flight per lane); where
       // registers are short (kVAfterScores below) the V rows only after the scores.
       uint32_t kw[S::NSUB][2][S::KCB / 4];
       uint32_t vw[S::NSUB][4][S::VCB / 4];
-      float ksc[S::NSUB][2], vsc[S::NSUB][2];
+      uint32_t ks_bits[S::NSUB][2], vs_bits[S::NSUB][2];
       auto load_v = [&] {
 #pragma unroll
         for (int j = 0; j < S::NSUB; ++j)
@@ -696,19 +698,22 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
           if constexpr (kPaged && kFull) {
             const int64_t sl = tile_slot[j] + gt + 8 * n;
             load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
-            ksc[j][n] = __ldg(ksb + sl);
-            vsc[j][n] = __ldg(vsb + sl);
+            ks_bits[j][n] = ksb.bits(sl);
+            vs_bits[j][n] = vsb.bits(sl);
           } else if constexpr (kFull) {
             load_words<S::KCB>(k_lane + (16 * j + 8 * n) * KROW, kw[j][n]);
-            ksc[j][n] = __ldg(ks_lane + 16 * j + 8 * n);
-            vsc[j][n] = __ldg(vs_lane + 16 * j + 8 * n);
           } else {
             const int64_t sl = slot_of(16 * j + 8 * n + gt);
             load_words<S::KCB>(kbase + sl * KROW, kw[j][n]);
-            ksc[j][n] = __ldg(ksb + sl);
-            vsc[j][n] = __ldg(vsb + sl);
+            ks_bits[j][n] = ksb.bits(sl);
+            vs_bits[j][n] = vsb.bits(sl);
           }
         }
+      }
+      if constexpr (kFull && !kPaged) {
+        auto tile_offset = [](int j, int n) { return 16 * j + 8 * n; };
+        ks_lane.bits(ks_bits, tile_offset);
+        vs_lane.bits(vs_bits, tile_offset);
       }
       // V's words after the scores (K's are dead by then) for D = 256 and the wide loop's 8-bit
       // kernels at D = 128, whose spills this cuts (faster on every D = 128 mix; at D = 64 the
@@ -730,7 +735,8 @@ __global__ void __launch_bounds__(NW * 32, (f16_min_blocks<D, KB, VB, kWide>()))
       float sc[S::NSUB][4];
       scores(kw, sc);
       if constexpr (kVAfterScores) load_v();
-      const float inv_u = softmax_step(full_tag, start, sc, ksc, vsc);
+      float vsc[S::NSUB][2];
+      const float inv_u = softmax_step(full_tag, start, sc, ks_bits, vs_bits, vsc);
       accumulate_pv(std::bool_constant<kMulti && !kFull>{}, sc, vsc, vw, inv_u);
     };
 

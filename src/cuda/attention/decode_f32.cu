@@ -2,7 +2,8 @@
 // dims for V; 4 warps a block, each streaming its own 32-token groups of the block's slice with its
 // own running softmax state, merged in shared memory, then finalized or written as the slice's
 // partial (merged by combine.cu). Bytes floor: every cached byte of the attended tokens once,
-// B·Hkv·L·(D·(K bits + V bits)/8 + 8) (packed codes and the two scales).
+// B·Hkv·L·(D·(K bits + V bits)/8 + sK + sV) (packed codes and the two scales, sK and sV bytes: 4 for
+// f32, 2 for f16).
 #include "cuda/attention/device.cuh"
 #include "cuda/attention/params.cuh"
 #include "cuda/attention/rows.cuh"
@@ -111,8 +112,8 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
   const int64_t head = w.pages ? w.hk : static_cast<int64_t>(w.b) * p.kv_heads + w.hk;
   const uint8_t* kbase = p.kp + head * p.capacity * krow;
   const uint8_t* vbase = p.vp + head * p.capacity * vrow;
-  const float* ksb = p.ks + head * p.capacity;
-  const float* vsb = p.vs + head * p.capacity;
+  const ScalePtr ksb = p.ks + head * p.capacity;
+  const ScalePtr vsb = p.vs + head * p.capacity;
   // Slot of the block's first token (what masked lanes read).
   const int64_t slot0 = w.pages ? (w.t0 < w.t1 ? paged_slot(p, w.pages, w.t0) : 0) : (p.sliding ? w.t0 % p.capacity : w.t0);
 
@@ -143,8 +144,8 @@ __global__ void __launch_bounds__(kThreads) kernel_decode_f32(const __grid_const
       for (int h = 0; h < kHeadsPerBlock; ++h)
         if (h < w.heads) s[h] += qs[h * D + d] * c;
     });
-    const float kscale = __ldg(ksb + slot) * p.score_scale;
-    const float vscale = valid ? __ldg(vsb + slot) : 0.0f;
+    const float kscale = ksb[slot] * p.score_scale;
+    const float vscale = valid ? vsb[slot] : 0.0f;
     float pr[kHeadsPerBlock];
 #pragma unroll
     for (int h = 0; h < kHeadsPerBlock; ++h) {

@@ -1,7 +1,7 @@
 // Runs one decode-attention choice on the GPU: the kernel of its variant, its grid of (slice,
 // K/V head × head tile, sequence), the workspace, and for a split f32 call the combine. Bytes
-// floor of a call: every cached byte of the attended tokens once, B·Hkv·L·(D·(K bits + V bits)/8 + 8)
-// (packed codes and the two scales).
+// floor of a call: every cached byte of the attended tokens once, B·Hkv·L·(D·(K bits + V bits)/8 +
+// sK + sV) (packed codes and the two scales, sK and sV bytes: 4 for f32, 2 for f16).
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -59,11 +59,11 @@ decode::Params common_params(const void* q, DType q_dtype, void* out, DType out_
   p.out_dtype = decode::dtype_code(out_dtype);
   p.out = out;
   p.kp = k.packed;
-  p.ks = k.scales;
+  p.ks = scale_ptr(k.scales, k.scales_f16);
   p.ksign = k.signs;
   p.kcb = k.centroids;
   p.vp = v.packed;
-  p.vs = v.scales;
+  p.vs = scale_ptr(v.scales, v.scales_f16);
   p.vsign = v.signs;
   p.vcb = v.centroids;
   p.kbits = k.bits;

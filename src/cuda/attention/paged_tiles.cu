@@ -794,6 +794,7 @@ void paged_tiles(const attention::backend::PagedArgs& a, Stream stream) {
   FRUGAL_CHECK(is_aligned(a.k.packed, 16) && is_aligned(a.v.packed, 16) && is_aligned(a.k.scales, 4) &&
                    is_aligned(a.v.scales, 4) && (!a.v.signs || is_aligned(a.v.signs, 8)),
                internal, kOp, "the tiled kernel needs 16-byte aligned packed pools");
+  FRUGAL_CHECK(!a.k.scales_f16 && !a.v.scales_f16, internal, kOp, "the tiled kernel reads the pools' f32 scales");
   DeviceGuard guard(a.device);
   const Plan pl = plan_of(a);
 
@@ -807,11 +808,11 @@ void paged_tiles(const attention::backend::PagedArgs& a, Stream stream) {
   p.out_pairs = is_aligned(a.out, 2 * static_cast<int>(size_of(a.out_dtype))) ? 1 : 0;
   p.lse = a.lse;
   p.kp = a.k.packed;
-  p.ks = a.k.scales;
+  p.ks = static_cast<const float*>(a.k.scales);
   p.ksign = a.k.signs;
   p.kcb = a.k.centroids;
   p.vp = a.v.packed;
-  p.vs = a.v.scales;
+  p.vs = static_cast<const float*>(a.v.scales);
   p.vsign = a.v.signs;
   p.vcb = a.v.centroids;
   p.kbits = a.k.bits;

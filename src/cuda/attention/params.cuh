@@ -10,6 +10,7 @@
 #include "core/attention_backend.h"
 #include "core/paged_backend.h"
 #include "cuda/common.cuh"
+#include "cuda/scales.cuh"
 
 namespace frugal::cuda::decode {
 
@@ -32,11 +33,11 @@ struct Params {
   float* part_ml;      // [B*Hq*splits][2]: running max (log2 units), sum
   unsigned* counters;  // f16 kernel, split calls: arrivals per (sequence, K/V head, head tile); zero between calls
   const uint8_t* kp;
-  const float* ks;
+  ScalePtr ks;  // either format (paged pools: f32)
   const float* ksign;
   const float* kcb;
   const uint8_t* vp;
-  const float* vs;
+  ScalePtr vs;
   const float* vsign;
   const float* vcb;
   int kbits, vbits;

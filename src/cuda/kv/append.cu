@@ -2,8 +2,9 @@
 // and fast variants of kv::AppendChoice): load, signs, FWHT, norm, codebook lookup, packing and the
 // store in one pass over x, one launch for every vector of the call, bit-exact with src/cpu/kv.cpp
 // (see kv.cuh). Bytes floor: x read once (D·sizeof(T) per vector), the packed row and its scale
-// written once (D·bits/8 + 4). Which kernel serves a call is kv::choose_append's (src/core/kv_choose.cpp);
-// this file only dispatches the choice to its instantiation.
+// written once (D·bits/8 + the scale's 4 or 2 bytes). Which kernel serves a call is
+// kv::choose_append's (src/core/kv_choose.cpp); this file only dispatches the choice to its
+// instantiation.
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -261,7 +262,7 @@ __global__ void __launch_bounds__(MAX_THREADS, MIN_BLOCKS)
       uint8_t* dst = p.packed + row * row_bytes;
 #pragma unroll
       for (int k = 0; k < K; ++k) store_codes<C>(dst + (k * g + t) * chunk_bytes, bits, finite ? word[k] : CodeWord{});
-      if (t == 0) p.scales[row] = scale;
+      if (t == 0) store_scale(p.scales, p.scales_f16, row, scale);
     }
   }
   if constexpr (kStaged) cp_async_wait<0>();  // no copy outlives the block
@@ -380,6 +381,7 @@ void kv_append(const AppendArgs& a, Stream stream) {
   }
   p.packed = a.packed;
   p.scales = a.scales;
+  p.scales_f16 = a.scales_f16;
   p.signs = a.signs;
   p.centroids = a.centroids;
   p.boundaries = a.boundaries;

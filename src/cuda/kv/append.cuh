@@ -6,6 +6,7 @@
 
 #include "core/kv_backend.h"
 #include "cuda/kv/kv.cuh"
+#include "cuda/scales.cuh"
 
 namespace frugal::cuda::kvdev {
 
@@ -22,7 +23,8 @@ struct AppendParams {
   bool dense;        // x is a contiguous [seqs, tokens, heads, D]: vector v starts at element v·D
   FastDiv by_heads, by_tokens;
   uint8_t* packed;
-  float* scales;
+  void* scales;  // f32, or f16 bits when scales_f16 (store_scale)
+  bool scales_f16;
   const float* signs;
   const float* centroids;
   const float* boundaries;

@@ -1,8 +1,8 @@
 // The quantize-append of the KV cache with the transform on tensor cores (the mma variant of
 // kv::AppendChoice): D = 64, 128 or 256 at 4 or 8 bits, f16 or bf16 input on 16 bytes, the L2 scale.
 // Bytes floor: x read once (2·D per vector), the packed row and its scale written once
-// (D·bits/8 + 4); the same scales as src/cpu/kv.cpp, and the same codes except within ~1e-6 of a
-// boundary.
+// (D·bits/8 + the scale's 4 or 2 bytes); the same scales as src/cpu/kv.cpp, and the same codes except
+// within ~1e-6 of a boundary.
 #include <type_traits>
 
 #include "core/kv_backend.h"
@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(mmapath::kWarps * 32, 2) kernel_append_mma(con
         static_assert(kWords == 2, "a lane stores 8, 16 or 32 bytes of a row");
         *reinterpret_cast<uint2*>(dst) = flagged[h] ? make_uint2(0, 0) : make_uint2(words[h][0], words[h][1]);
       }
-      if (kRowsPerVec == 1 ? q == h : q == 0 && h == 0) p.scales[row] = scale;
+      if (kRowsPerVec == 1 ? q == h : q == 0 && h == 0) store_scale(p.scales, p.scales_f16, row, scale);
     }
   }
   cp_async_wait<0>();  // no copy outlives the block

@@ -1,9 +1,11 @@
 // The dequantize of the KV cache on a GPU: ŷ = scale·c[idx]/√D, x̂ = s ⊙ FWHT(ŷ)/√D per vector,
-// bit-exact with src/cpu/kv.cpp. Bytes floor: the packed row and its scale read once
-// (D·bits/8 + 4 per vector), x̂ written once (D·sizeof(T)). One kernel (its chunk width follows D).
+// bit-exact with src/cpu/kv.cpp. Bytes floor: the packed row and its scale read once (D·bits/8 +
+// the scale's 4 or 2 bytes per vector), x̂ written once (D·sizeof(T)). One kernel (its chunk width
+// follows D).
 #include "core/kv_backend.h"
 #include "cuda/common.cuh"
 #include "cuda/kv/kv.cuh"
+#include "cuda/scales.cuh"
 
 namespace frugal::cuda {
 
@@ -14,7 +16,7 @@ using kv::backend::DequantizeArgs;
 
 struct DequantParams {
   const uint8_t* packed;
-  const float* scales;
+  ScalePtr scales;
   void* out;
   int64_t total;  // count · heads vectors
   int64_t capacity, first_slot;
@@ -94,7 +96,7 @@ void kv_dequantize(const DequantizeArgs& a, Stream stream) {
   DeviceGuard guard(a.device);
   DequantParams p{};
   p.packed = a.packed;
-  p.scales = a.scales;
+  p.scales = scale_ptr(a.scales, a.scales_f16);
   p.out = a.out;
   p.total = a.count * a.heads;
   p.capacity = a.capacity;
