@@ -52,6 +52,9 @@ spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs&, Str
 spconv::backend::MapStatus spconv_check_map(const int32_t*, int64_t, int, int, Stream) {
   FRUGAL_NO_CUDA("spconv::check_kernel_map");
 }
+void spconv_map_by_row(const int32_t*, const int32_t*, int32_t*, int64_t, int, int, Stream) {
+  FRUGAL_NO_CUDA("spconv::map_by_row");
+}
 spconv::backend::ConvReport spconv_conv(const spconv::backend::ConvArgs&, const spconv::ConvChoice&, Stream) {
   FRUGAL_NO_CUDA("spconv::submanifold_conv");
 }

@@ -549,6 +549,7 @@ void check_kernel_map_object(Device d) {
   const int64_t n = c.size() / 4;
   const Tensor coords = coords_tensor(c, d);
   const spconv::KernelMap map = spconv::KernelMap::build(coords, 3, 1);
+  EXPECT_EQ(map.stats().order, spconv::RowOrder::morton) << "random_voxels shuffles its rows";
   EXPECT_EQ(read_i32(map.nbr()), read_i32(build_kernel_map(coords, 3, 1)));
   EXPECT_EQ(map.kernel_size(), 3);
   EXPECT_EQ(map.dilation(), 1);
@@ -568,8 +569,10 @@ void check_kernel_map_object(Device d) {
     EXPECT_EQ(read_bytes(over_map), read_bytes(over_tensor));
     EXPECT_EQ(read_bytes(submanifold_conv(feats, map, w, &b.view())), read_bytes(over_tensor)) << "allocating form";
 
-    // An entry changed after the build: not checked (counts as absent) over the map, raised over the tensor.
-    const spconv::KernelMap changed = spconv::KernelMap::build(coords, 3, 1);
+    // An entry changed after the build: not checked (counts as absent) over the map, raised over the tensor
+    // (a map in its given order, whose columns are its rows).
+    const spconv::KernelMap changed = spconv::KernelMap::build(coords, 3, 1, nullptr, spconv::RowOrder::given);
+    ASSERT_FALSE(changed.order().defined());
     const int32_t bad = static_cast<int32_t>(n + 5);
     copy(TensorView(const_cast<int32_t*>(&bad), DType::i32, {1}),
          TensorView(changed.nbr().data_as<int32_t>() + 20 * n + 2, DType::i32, {1}, d));
@@ -601,6 +604,131 @@ void check_kernel_map_object(Device d) {
 }
 
 TEST(SpconvKernelMap, CarriesItsValidityAndSkipsThePerCallCheck) { check_kernel_map_object(Device::cpu()); }
+
+// The rows of c (flat (b, x, y, z) rows) sorted lexicographically.
+std::vector<int32_t> sorted_rows(const std::vector<int32_t>& c) {
+  std::vector<std::array<int32_t, 4>> rows(c.size() / 4);
+  std::memcpy(rows.data(), c.data(), c.size() * 4);
+  std::sort(rows.begin(), rows.end());
+  std::vector<int32_t> flat(c.size());
+  std::memcpy(flat.data(), rows.data(), c.size() * 4);
+  return flat;
+}
+
+// Rows [n, w] of t (any dtype) taken in the order perm: out[i] = t[perm[i]], read back to the host as bytes.
+std::vector<uint8_t> permuted_rows(const TensorView& t, const std::vector<int64_t>& perm) {
+  const auto all = read_bytes(t);
+  const size_t row = all.size() / perm.size();
+  std::vector<uint8_t> out(all.size());
+  for (size_t i = 0; i < perm.size(); ++i) std::memcpy(&out[i * row], &all[perm[i] * row], row);
+  return out;
+}
+
+// The run order: the rule keeps rows in lexicographic order and runs any other order in Morton order;
+// the map's columns follow it and nbr() gives the map by row; a conv over a shuffle of the rows gives the
+// shuffled output, bit for bit, when both run in Morton order (forward, grad_feats, grad_weight and
+// grad_bias), whatever kernel serves them (`choice`: forced; unset: the rules').
+void check_run_order(Device d, DType dt, int ci, int co, std::optional<ConvChoice> choice) {
+  FRUGAL_TRACE_SEED();
+  std::mt19937_64 rng(test_seed());
+  const auto sorted = sorted_rows(random_voxels(rng, 2, 12, 0.35, -6));
+  const int64_t n = static_cast<int64_t>(sorted.size() / 4);
+  std::vector<int64_t> perm(n);  // shuffled row i is sorted row perm[i]
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<int32_t> shuffled(sorted.size());
+  for (int64_t i = 0; i < n; ++i) std::memcpy(&shuffled[4 * i], &sorted[4 * perm[i]], 16);
+
+  const Tensor cs = coords_tensor(sorted, d), cx = coords_tensor(shuffled, d);
+  const spconv::KernelMap given = spconv::KernelMap::build(cs, 3, 1);
+  EXPECT_EQ(given.stats().order, spconv::RowOrder::given) << "sorted rows keep their order";
+  EXPECT_FALSE(given.order().defined());
+  const spconv::KernelMap ms = spconv::KernelMap::build(cs, 3, 1, nullptr, spconv::RowOrder::morton);
+  const spconv::KernelMap mx = spconv::KernelMap::build(cx, 3, 1);
+  ASSERT_EQ(mx.stats().order, spconv::RowOrder::morton) << "shuffled rows run in Morton order";
+  ASSERT_TRUE(ms.order().defined() && mx.order().defined());
+  // The order is a permutation sorting the Morton keys, the same voxels in both; the maps by row are the plain ones.
+  const auto os = read_i32(ms.order()), ox = read_i32(mx.order());
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(std::memcmp(&sorted[4 * os[i]], &shuffled[4 * ox[i]], 16), 0) << "column " << i;
+    if (i > 0) {
+      auto key = [&](int32_t r) {
+        const int32_t* c = &sorted[4 * r];
+        return spconv::backend::morton_key(spconv::backend::pack_key(c[0], c[1], c[2], c[3]));
+      };
+      ASSERT_LT(key(os[i - 1]), key(os[i]));
+    }
+  }
+  EXPECT_EQ(read_i32(ms.nbr()), read_i32(build_kernel_map(cs, 3, 1)));
+  EXPECT_EQ(read_i32(mx.nbr()), read_i32(build_kernel_map(cx, 3, 1)));
+
+  const auto f = testing::randn(n * ci, rng), g = testing::randn(n * co, rng);
+  std::vector<float> fx(f.size()), gx(g.size());
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(&f[perm[i] * ci], ci, &fx[i * ci]);
+    std::copy_n(&g[perm[i] * co], co, &gx[i * co]);
+  }
+  const Tensor feats_s = make(f, {n, ci}, dt, d), feats_x = make(fx, {n, ci}, dt, d);
+  const Tensor go_s = make(g, {n, co}, dt, d), go_x = make(gx, {n, co}, dt, d);
+  const Tensor w = make(testing::randn(27 * ci * co, rng, 1.0f / std::sqrt(27.0f * ci)), {27, ci, co}, dt, d);
+  const Tensor b = make(testing::randn(co, rng), {co}, dt, d);
+  ConvOptions o;
+  o.choice = choice;
+  Tensor out_s = poisoned(n, co, dt, d), out_x = poisoned(n, co, dt, d), out_plain = poisoned(n, co, dt, d);
+  const ConvChoice cs_served = submanifold_conv(feats_s, ms, w, &b.view(), out_s, o);
+  const ConvChoice cx_served = submanifold_conv(feats_x, mx, w, &b.view(), out_x, o);
+  EXPECT_EQ(spconv::to_string(cs_served), spconv::to_string(cx_served));
+  if (choice) EXPECT_EQ(cx_served.variant, choice->variant);
+  EXPECT_EQ(permuted_rows(out_s, perm), read_bytes(out_x)) << spconv::to_string(cx_served);
+  // Against the plain map of the shuffled rows (the given order): the same numbers within rounding.
+  ConvOptions plain;
+  plain.choice = choice;
+  submanifold_conv(feats_x, mx.nbr(), w, &b.view(), out_plain, plain);
+  EXPECT_LE(testing::rel_error(read(out_x), read(out_plain)), dt == DType::f32 ? 1e-5 : 1e-2);
+
+  spconv::BackwardOptions bo;
+  const spconv::ConvGradients gs = spconv::submanifold_conv_backward(go_s, feats_s, ms, w, {true, true, true}, bo);
+  const spconv::ConvGradients gx_ = spconv::submanifold_conv_backward(go_x, feats_x, mx, w, {true, true, true}, bo);
+  EXPECT_EQ(permuted_rows(gs.feats, perm), read_bytes(gx_.feats)) << "grad_feats";
+  EXPECT_EQ(read_bytes(gs.weight), read_bytes(gx_.weight)) << "grad_weight: the same column order, the same sums";
+  const spconv::ConvGradients gp = spconv::submanifold_conv_backward(go_x, feats_x, mx.nbr(), w, {true, true, true}, bo);
+  EXPECT_LE(testing::rel_error(read(gx_.weight), read(gp.weight)), dt == DType::f32 ? 1e-5 : 1e-2);
+  EXPECT_LE(testing::rel_error(read(gx_.feats), read(gp.feats)), dt == DType::f32 ? 1e-5 : 1e-2);
+  EXPECT_EQ(read_bytes(gx_.bias), read_bytes(gp.bias)) << "grad_bias sums rows in storage order";
+}
+
+// A run order must travel with its map's statistics: refused without them, required with them.
+void check_run_order_errors(Device d) {
+  std::mt19937_64 rng(7);
+  const auto c = random_voxels(rng, 1, 6, 0.5, 0);
+  const int64_t n = static_cast<int64_t>(c.size() / 4);
+  const spconv::KernelMap m = spconv::KernelMap::build(coords_tensor(c, d), 3, 1);
+  ASSERT_TRUE(m.order().defined());
+  const Tensor feats = Tensor::zeros({n, 8}, DType::f32, d), w = Tensor::zeros({27, 8, 8}, DType::f32, d);
+  Tensor out = Tensor::zeros({n, 8}, DType::f32, d);
+  ConvOptions o;
+  o.map_stats = m.stats();
+  expect_error([&] { submanifold_conv(feats, m.columns(), w, nullptr, out, o); }, ErrorCode::invalid_argument,
+               {"[spconv::submanifold_conv]", "Morton order, but no order was given"});
+  ConvOptions p;
+  p.order = m.order().view();
+  expect_error([&] { submanifold_conv(feats, m.nbr(), w, nullptr, out, p); }, ErrorCode::invalid_argument,
+               {"an order was given for a map in its given order"});
+  o.order = m.order().view();
+  EXPECT_NO_THROW(submanifold_conv(feats, m.columns(), w, nullptr, out, o));
+  const Tensor short_order = Tensor::zeros({n - 1}, DType::i32, d);
+  o.order = short_order.view();
+  expect_error([&] { submanifold_conv(feats, m.columns(), w, nullptr, out, o); }, ErrorCode::invalid_argument,
+               {"order"});
+}
+
+TEST(SpconvKernelMap, RunsShuffledRowsInMortonOrderOnTheCpu) {
+  for (DType dt : {DType::f32, DType::f16}) {
+    SCOPED_TRACE(to_string(dt));
+    check_run_order(Device::cpu(), dt, 16, 24, std::nullopt);
+  }
+}
+TEST(SpconvKernelMap, RunOrderErrorsOnTheCpu) { check_run_order_errors(Device::cpu()); }
 
 TEST(SpconvKernelMap, ForcedChoicesOnTheCpu) {
   const Tensor coords = coords_tensor({0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0});
@@ -777,6 +905,27 @@ TEST(SpconvCuda, ShapeDtypeAndLayoutMismatches) {
 TEST(SpconvCuda, MapEntriesOutsideTheRange) {
   FRUGAL_SKIP_WITHOUT_GPU();
   check_bad_map_entries(kGpu);
+}
+
+TEST(SpconvCuda, RunsShuffledRowsInMortonOrderOnEveryVariant) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  using V = spconv::ConvVariant;
+  check_run_order(kGpu, DType::f32, 16, 24, ConvChoice{.variant = V::simt});
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(to_string(dt));
+    check_run_order(kGpu, dt, 16, 24, std::nullopt);
+    check_run_order(kGpu, dt, 24, 40, ConvChoice{.variant = V::wmma});
+    check_run_order(kGpu, dt, 64, 64, ConvChoice{.variant = V::mma});
+    check_run_order(kGpu, dt, 64, 64, ConvChoice{.variant = V::mma, .sort_rows = true});
+    if (!cuda::device_caps(0).sm90a) continue;
+    for (V v : {V::wgmma, V::wgmma_ws, V::wgmma_ws2, V::halo_pipe})
+      check_run_order(kGpu, dt, 64, 64, ConvChoice{.variant = v});
+    check_run_order(kGpu, dt, 64, 128, ConvChoice{.variant = V::wgmma, .splits = 3});
+  }
+}
+TEST(SpconvCuda, RunOrderErrors) {
+  FRUGAL_SKIP_WITHOUT_GPU();
+  check_run_order_errors(kGpu);
 }
 
 TEST(SpconvCuda, KernelMapCarriesItsValidityAndSkipsThePerCallCheck) {

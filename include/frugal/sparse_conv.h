@@ -65,12 +65,25 @@ constexpr int kernel_volume(int kernel_size) { return kernel_size * kernel_size 
 std::array<int, 3> kernel_offset(int k, int kernel_size, int dilation = 1);
 
 // ---- kernel map ------------------------------------------------------------------------------
+// The order a KernelMap runs its rows in. A conv's tiles are runs of consecutive rows of that order,
+// and rows near each other there should be near each other in space: then the neighbors a tile
+// gathers are the ones its neighbor tiles gather too, and they meet in the caches. Rows in random
+// order (a shuffle, a concatenation, torch.nonzero over a permuted grid) make every gather miss.
+enum class RowOrder : uint8_t {
+  given,   // the rows as coords holds them (the lexicographic order the halo kernel is built for)
+  morton,  // sorted by a Morton (Z-order) key of (b, x, y, z), whatever order the rows came in
+};
+std::string to_string(RowOrder o);  // "morton"
+
 // What a conv's kernel choice needs to know about a map, measured once when frugal builds (or
 // checks) the map and carried with it.
 struct MapStats {
   int64_t rows = 0;    // N of the map [K, N] these describe
   int offsets = 0;     // K
   bool valid = false;  // every entry is in [0, N]: the conv needs no per-call check of the map
+  // The order of the map's columns: given, column n is row n; morton, column i is row order[i]
+  // (KernelMap::order, which a conv over KernelMap::columns must be given: ConvOptions::order).
+  RowOrder order = RowOrder::given;
   // The pipelined halo kernel's fit: of halo_samples tiles of 128 consecutive rows spread evenly over
   // the map (in its row order), how many have neighbors that fit that kernel's shared-memory halo,
   // per column tile (first index 0: 64 output channels, 1: 128) and passes of 64 input channels
@@ -91,6 +104,16 @@ Tensor build_kernel_map(const TensorView& coords, int kernel_size = 3, int dilat
 // the build learned about the map (read back with its checks), for ConvOptions::map_stats.
 MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
                           Stream stream = nullptr);
+// The same in a run order (KernelMap below): into columns [K, N] i32 and order [N] i32 (contiguous, on
+// the device of coords), in the order the rule picks for these rows or in `run_order` where given.
+// Returns the statistics, whose `order` says which it is (order is left unwritten where it is given).
+// On CUDA the rule's choice waits for the stream once more (to read back whether the rows are sorted).
+MapStats build_kernel_map(const TensorView& coords, const TensorView& columns, const TensorView& order,
+                          int kernel_size, int dilation, Stream stream = nullptr,
+                          std::optional<RowOrder> run_order = std::nullopt);
+// nbr [K, N] by row from a map in a run order: nbr[k, order[i]] = columns[k, i] (a copy where order is
+// empty). All three on one device, contiguous.
+void map_by_row(const TensorView& columns, const TensorView& order, const TensorView& nbr, Stream stream = nullptr);
 // Validates a map nbr [K, N] i32 that the caller assembled (frugal::Error naming the first entry
 // outside [0, N]) and measures it as the build does; on CUDA it waits for the stream once.
 MapStats check_kernel_map(const TensorView& nbr, Stream stream = nullptr);
@@ -100,21 +123,37 @@ MapStats check_kernel_map(const TensorView& nbr, Stream stream = nullptr);
 // per-call check (no readback, no wait for the stream) and picks its kernel from the map's
 // statistics. Its entries must not change afterwards: a changed map gives wrong numbers (an entry
 // outside [0, N] counts as absent), never an out-of-bounds access. Copies share the map.
+//
+// The build also fixes the order the convs run the rows in (RowOrder; the rule of choose_row_order
+// in src/core/spconv_choose.cpp: rows already in lexicographic order keep it, any other order runs in
+// Morton order), and stores the map in that order: columns()[k, i] is the neighbor row (an index
+// into coords, as in nbr) of row order()[i], and a conv writes out[order()[i]] once, so out[n] still
+// belongs to coords[n]. A permutation of the rows permutes the output and changes no bit of it where
+// both orders run in Morton order. The order costs 4 bytes a row; nbr() gives the map by row.
 class KernelMap {
  public:
   KernelMap() = default;
-  // build_kernel_map(coords, kernel_size, dilation, stream), with what the build learned.
-  static KernelMap build(const TensorView& coords, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
-  // A map the caller assembled, nbr [kernel_size³, N] i32: checked once (check_kernel_map).
+  // The map of coords (as build_kernel_map), in the order the rule picks for these rows, or in
+  // `order` where given; with what the build learned.
+  static KernelMap build(const TensorView& coords, int kernel_size = 3, int dilation = 1, Stream stream = nullptr,
+                         std::optional<RowOrder> order = std::nullopt);
+  // A map the caller assembled, nbr [kernel_size³, N] i32: checked once (check_kernel_map), run in its
+  // given order.
   static KernelMap from_user(Tensor nbr, int kernel_size = 3, int dilation = 1, Stream stream = nullptr);
 
-  const Tensor& nbr() const { return nbr_; }
+  // The map as the convs run it, [K, N] i32 (nbr itself where the order is given).
+  const Tensor& columns() const { return columns_; }
+  // The rows in the map's run order, [N] i32; undefined where the order is given.
+  const Tensor& order() const { return order_; }
+  // The map by row, nbr [K, N] (nbr[k, n] for coords[n]): columns() where the order is given, else a
+  // new tensor on the map's device.
+  Tensor nbr(Stream stream = nullptr) const;
   int kernel_size() const { return kernel_size_; }
   int dilation() const { return dilation_; }
   const MapStats& stats() const { return stats_; }
 
  private:
-  Tensor nbr_;
+  Tensor columns_, order_;
   int kernel_size_ = 0, dilation_ = 0;
   MapStats stats_;
 };
@@ -170,6 +209,10 @@ struct ConvOptions {
   // Forces a kernel (tests, benchmarks): frugal::Error(unsupported) naming the variant and the reason
   // where it cannot run these arguments on this device.
   std::optional<ConvChoice> choice;
+  // The run order of nbr's columns (KernelMap::order: [N] i32 on the device of feats): column i is row
+  // order[i]. Required where map_stats say the order is morton, refused otherwise; the KernelMap forms
+  // pass the map's own. An entry outside [0, N) is never written through (its row stays unwritten).
+  TensorView order;
 };
 
 // out = conv(feats, nbr, weight, bias); bias may be nullptr. out must not overlap feats.
@@ -268,6 +311,7 @@ struct BackwardOptions {
   // map before the gradients; on CUDA one wait for the stream); unchecked counts such an entry as absent.
   MapCheck check = MapCheck::checked;
   std::optional<MapStats> map_stats;  // as ConvOptions::map_stats
+  TensorView order;                   // as ConvOptions::order
   std::optional<ConvChoice> dgrad;    // forces the forward kernel that computes grad_feats
   std::optional<WgradChoice> wgrad;   // forces the wgrad kernel and its split
 };

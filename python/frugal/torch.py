@@ -29,23 +29,30 @@ def _(x: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-_STATS_WORDS = 8  # the length of a map's statistics (python/src/bind_spconv.cpp)
+_STATS_WORDS = 9  # the length of a map's statistics (python/src/bind_spconv.cpp)
+_STATS_ORDER = 8  # the word that says the map runs in Morton order (1) or in its given one (0)
 
 
 class KernelMap:
-    """A kernel map and what frugal knows about it: nbr [K, N] int32 (sentinel N), and `stats`, a CPU
-    int64 tensor of the map's statistics (it is valid, and how well its rows suit each kernel).
+    """A kernel map and what frugal knows about it: `columns` [K, N] int32 (sentinel N), the map as the
+    convs run it; `stats`, a CPU int64 tensor of the map's statistics (it is valid, its run order, how
+    well its rows suit each kernel); and `order` [N] int32, the run order, or None.
 
     Build it once per coordinate set with `build_kernel_map` and pass it to every conv on those
     coordinates: a map frugal built needs no per-call check (no readback, no wait for the stream), and
-    the conv picks its kernel from the statistics. Its entries must not change afterwards (a changed
-    entry gives wrong numbers, never an out-of-bounds access). A map you assembled yourself:
-    `KernelMap.from_user(nbr)` checks it once.
+    the conv picks its kernel from the statistics. The build picks the order the rows run in: rows in
+    lexicographic order of (b, x, y, z) keep it; any other order (a shuffle, a concatenation) runs in
+    Morton order, so the conv's speed does not depend on how the rows came. Then columns[k, i] is the
+    neighbor (a row of coords) of row order[i]; out[n] still belongs to coords[n]. `nbr` is the map by
+    row either way. Its entries must not change afterwards (a changed entry gives wrong numbers, never
+    an out-of-bounds access). A map you assembled yourself: `KernelMap.from_user(nbr)` checks it once.
     """
 
-    def __init__(self, nbr: torch.Tensor, stats: torch.Tensor, kernel_size: int = 3, dilation: int = 1):
-        self.nbr, self.stats = nbr, stats
+    def __init__(self, columns: torch.Tensor, stats: torch.Tensor, kernel_size: int = 3, dilation: int = 1,
+                 order: Optional[torch.Tensor] = None):
+        self.columns, self.stats = columns, stats
         self.kernel_size, self.dilation = kernel_size, dilation
+        self._order = order  # the build's order buffer (unwritten where the map runs in its given order)
 
     @staticmethod
     def from_user(nbr: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> "KernelMap":
@@ -55,27 +62,61 @@ class KernelMap:
         return KernelMap(nbr, check_kernel_map_op(nbr), kernel_size, dilation)
 
     @property
+    def order(self) -> Optional[torch.Tensor]:
+        """The run order [N] int32 (column i is row order[i]), or None where the rows run as given."""
+        return self._order if self._order is not None and int(self.stats[_STATS_ORDER]) == 1 else None
+
+    @property
+    def nbr(self) -> torch.Tensor:
+        """The map by row, [K, N] int32: nbr[k, n] is the k-th neighbor of coords[n] (columns itself where
+        the rows run as given, else a new tensor)."""
+        order = self.order
+        return self.columns if order is None else map_by_row_op(self.columns, order)
+
+    @property
     def device(self) -> torch.device:
-        return self.nbr.device
+        return self.columns.device
 
     def __repr__(self) -> str:
-        return (f"KernelMap(K={self.nbr.shape[0]}, N={self.nbr.shape[1]}, kernel_size={self.kernel_size}, "
-                f"dilation={self.dilation}, device={self.nbr.device})")
+        order = "morton" if self.order is not None else "given"
+        return (f"KernelMap(K={self.columns.shape[0]}, N={self.columns.shape[1]}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, order={order}, device={self.columns.device})")
 
 
 @torch.library.custom_op("frugal::build_kernel_map", mutates_args=())
-def build_kernel_map_op(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """(nbr [K, N] int32 of coords [N, 4] int32 (b, x, y, z), sentinel N; the map's statistics, CPU int64)."""
+def build_kernel_map_op(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1,
+                        order: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(columns [K, N] int32 of coords [N, 4] int32 (b, x, y, z), sentinel N; the run order [N] int32
+    (unwritten where the statistics say the order is the given one); the map's statistics, CPU int64).
+    order: None (the rule's: given for rows in lexicographic order, else morton), "given" or "morton"."""
     coords = coords.contiguous()  # torch ops take any strides (torch.nonzero's output is column-major)
     out = torch.empty((kernel_size**3, coords.shape[0]), dtype=torch.int32, device=coords.device)
-    stats = _frugal.spconv.build_kernel_map(_dl(coords), kernel_size, dilation, out=_dl(out), stream=_stream(coords))
-    return out, torch.tensor(stats, dtype=torch.int64)
+    run = torch.empty(coords.shape[0], dtype=torch.int32, device=coords.device)
+    run_order = None if order is None else getattr(_frugal.spconv.RowOrder, order)
+    stats = _frugal.spconv.build_kernel_map(_dl(coords), kernel_size, dilation, out=_dl(out), order=_dl(run),
+                                            run_order=run_order, stream=_stream(coords))
+    return out, run, torch.tensor(stats, dtype=torch.int64)
 
 
 @build_kernel_map_op.register_fake
-def _(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1):
+def _(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1, order: Optional[str] = None):
     return (coords.new_empty((kernel_size**3, coords.shape[0]), dtype=torch.int32),
+            coords.new_empty(coords.shape[0], dtype=torch.int32),
             torch.empty(_STATS_WORDS, dtype=torch.int64, device="cpu"))
+
+
+@torch.library.custom_op("frugal::map_by_row", mutates_args=())
+def map_by_row_op(columns: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """nbr [K, N] with nbr[k, order[i]] = columns[k, i]: a map in a run order, by row."""
+    columns, order = columns.contiguous(), order.contiguous()
+    out = torch.empty_like(columns)
+    _frugal.spconv.map_by_row(_dl(columns), _dl(order), _dl(out), stream=_stream(columns))
+    return out
+
+
+@map_by_row_op.register_fake
+def _(columns: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(columns)
 
 
 @torch.library.custom_op("frugal::check_kernel_map", mutates_args=())
@@ -90,33 +131,37 @@ def _(nbr: torch.Tensor) -> torch.Tensor:
     return torch.empty(_STATS_WORDS, dtype=torch.int64, device="cpu")
 
 
-def build_kernel_map(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> KernelMap:
-    """The KernelMap of coords [N, 4] int32 (b, x, y, z): nbr [K, N] int32 and its statistics. See frugal.spconv."""
-    nbr, stats = build_kernel_map_op(coords, kernel_size, dilation)
-    return KernelMap(nbr, stats, kernel_size, dilation)
+def build_kernel_map(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1,
+                     order: Optional[str] = None) -> KernelMap:
+    """The KernelMap of coords [N, 4] int32 (b, x, y, z): its columns, statistics and run order (order:
+    None for the rule's, or "given" / "morton"). See frugal.spconv."""
+    columns, run, stats = build_kernel_map_op(coords, kernel_size, dilation, order)
+    return KernelMap(columns, stats, kernel_size, dilation, run)
 
 
 @torch.library.custom_op("frugal::submanifold_conv", mutates_args=())
 def submanifold_conv_op(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
                         bias: Optional[torch.Tensor] = None, checked: bool = True,
-                        stats: Optional[torch.Tensor] = None) -> torch.Tensor:
+                        stats: Optional[torch.Tensor] = None, order: Optional[torch.Tensor] = None) -> torch.Tensor:
     """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k] (weight [K, Ci, Co]); never materializes the gather.
 
     stats: the statistics of nbr (KernelMap.stats). With them the map is known valid and not checked;
     without, checked=True raises frugal.Error for nbr entries outside [0, N], which on CUDA costs one
     8-byte readback (a wait for the stream), and checked=False skips it: a bad entry then counts as an
-    absent neighbor — wrong numbers, never an out-of-bounds access.
+    absent neighbor — wrong numbers, never an out-of-bounds access. order: the map's run order buffer
+    (a KernelMap's), used where stats say the map runs in Morton order (nbr is then its columns).
     """
     feats, nbr, weight = feats.contiguous(), nbr.contiguous(), weight.contiguous()
     bias = bias.contiguous() if bias is not None else None
     out = torch.empty((nbr.shape[1], weight.shape[2]), dtype=feats.dtype, device=feats.device)
     _frugal.spconv.submanifold_conv(_dl(feats), _dl(nbr), _dl(weight), _dl(bias), out=_dl(out), checked=checked,
-                                    stream=_stream(feats), stats=None if stats is None else stats.tolist())
+                                    stream=_stream(feats), stats=None if stats is None else stats.tolist(),
+                                    order=None if order is None else _dl(order.contiguous()))
     return out
 
 
 @submanifold_conv_op.register_fake
-def _(feats, nbr, weight, bias=None, checked=True, stats=None):
+def _(feats, nbr, weight, bias=None, checked=True, stats=None, order=None):
     return feats.new_empty((nbr.shape[1], weight.shape[2]))
 
 
@@ -125,17 +170,20 @@ def submanifold_conv(feats: torch.Tensor, nbr, weight: torch.Tensor, bias: Optio
     """out [N, Co] = bias + sum_k feats[nbr[k]] @ weight[k]. nbr: a KernelMap (no per-call check; the
     kernel picked from its statistics) or a plain map tensor [K, N] int32 (checked per call as `checked` says)."""
     if isinstance(nbr, KernelMap):
-        return submanifold_conv_op(feats, nbr.nbr, weight, bias, checked, nbr.stats)
+        return submanifold_conv_op(feats, nbr.columns, weight, bias, checked, nbr.stats, nbr._order)
     return submanifold_conv_op(feats, nbr, weight, bias, checked)
 
 
 def choose_conv(feats: torch.Tensor, nbr, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> str:
     """The kernel submanifold_conv(feats, nbr, weight, bias) runs, e.g. 'halo_pipe(tile_co 64, ...)'."""
-    m, stats = (nbr.nbr, nbr.stats.tolist()) if isinstance(nbr, KernelMap) else (nbr, None)
+    if isinstance(nbr, KernelMap):
+        m, stats, order = nbr.columns, nbr.stats.tolist(), nbr._order
+    else:
+        m, stats, order = nbr, None, None
     out = torch.empty((m.shape[1], weight.shape[2]), dtype=feats.dtype, device=feats.device)
     b = _dl(bias.contiguous()) if bias is not None else None
     return _frugal.spconv.choose_conv(_dl(feats.contiguous()), _dl(m.contiguous()), _dl(weight.contiguous()), b,
-                                      _dl(out), stats=stats)
+                                      _dl(out), stats=stats, order=None if order is None else _dl(order))
 
 
 def weight_from_spconv(w: torch.Tensor) -> torch.Tensor:

@@ -76,6 +76,7 @@ MapStats stats_of(const backend::MapStatus& s, int64_t n, int k) {
   m.rows = n;
   m.offsets = k;
   m.valid = true;
+  m.order = s.order;
   m.halo_samples = s.halo_samples;
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j) m.halo_fits[i][j] = s.halo_fits[i][j];
@@ -97,8 +98,8 @@ Tensor allocate_out(const TensorView& feats, const TensorView& nbr, const Tensor
 }
 
 const TensorView& map_view(const KernelMap& map) {
-  FRUGAL_CHECK(map.nbr().defined(), invalid_argument, kConvOp, "the KernelMap is empty (default-constructed)");
-  return map.nbr().view();
+  FRUGAL_CHECK(map.columns().defined(), invalid_argument, kConvOp, "the KernelMap is empty (default-constructed)");
+  return map.columns().view();
 }
 
 }  // namespace
@@ -112,8 +113,10 @@ std::array<int, 3> kernel_offset(int k, int kernel_size, int dilation) {
           backend::axis_offset(k % ks, ks, dilation)};
 }
 
-MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
-                          Stream stream) {
+namespace {
+
+MapStats build_map(const TensorView& coords, const TensorView& nbr, const TensorView* order, int kernel_size,
+                   int dilation, Stream stream, std::optional<RowOrder> run_order) {
   check_kernel(kernel_size, dilation, kMapOp);
   detail::check_tensor(coords, kMapOp, "coords", 2, {DType::i32});
   detail::check_shape(coords, kMapOp, "coords", {-1, 4});
@@ -127,6 +130,14 @@ MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int k
   detail::check_contiguous(nbr, kMapOp, "nbr");
   detail::check_same_device(coords, nbr, kMapOp, "coords", "nbr");
   FRUGAL_CHECK(!overlaps(coords, nbr), invalid_argument, kMapOp, "nbr overlaps coords");
+  if (order) {
+    detail::check_tensor(*order, kMapOp, "order", 1, {DType::i32});
+    detail::check_shape(*order, kMapOp, "order", {n});
+    detail::check_contiguous(*order, kMapOp, "order");
+    detail::check_same_device(coords, *order, kMapOp, "coords", "order");
+    FRUGAL_CHECK(!overlaps(coords, *order) && !overlaps(nbr, *order), invalid_argument, kMapOp,
+                 "order overlaps coords or the map");
+  }
   if (n == 0) return stats_of(backend::MapStatus{}, n, k);
   detail::check_device_usable(coords.device, kMapOp);
 
@@ -137,6 +148,8 @@ MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int k
   a.dilation = dilation;
   a.nbr = nbr.data_as<int32_t>();
   a.device = coords.device.index;
+  a.order = order ? order->data_as<int32_t>() : nullptr;
+  a.forced_order = run_order;
   const backend::MapStatus s = coords.device.is_cpu() ? cpu::spconv_build_map(a) : cuda::spconv_build_map(a, stream);
   if (s.bad_row >= 0) raise_bad_coordinate(coords, s.bad_row);
   if (s.dup_row_a >= 0) {
@@ -147,6 +160,45 @@ MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int k
                                                         << "; active voxels must be unique");
   }
   return stats_of(s, n, k);
+}
+
+}  // namespace
+
+MapStats build_kernel_map(const TensorView& coords, const TensorView& nbr, int kernel_size, int dilation,
+                          Stream stream) {
+  return build_map(coords, nbr, nullptr, kernel_size, dilation, stream, std::nullopt);
+}
+
+MapStats build_kernel_map(const TensorView& coords, const TensorView& columns, const TensorView& order,
+                          int kernel_size, int dilation, Stream stream, std::optional<RowOrder> run_order) {
+  return build_map(coords, columns, &order, kernel_size, dilation, stream, run_order);
+}
+
+void map_by_row(const TensorView& columns, const TensorView& order, const TensorView& nbr, Stream stream) {
+  constexpr const char* op = "spconv::map_by_row";
+  detail::check_tensor(columns, op, "columns", 2, {DType::i32});
+  detail::check_contiguous(columns, op, "columns");
+  detail::check_tensor(nbr, op, "nbr", 2, {DType::i32});
+  detail::check_shape(nbr, op, "nbr", {columns.size(0), columns.size(1)});
+  detail::check_contiguous(nbr, op, "nbr");
+  detail::check_same_device(columns, nbr, op, "columns", "nbr");
+  FRUGAL_CHECK(!overlaps(columns, nbr), invalid_argument, op, "nbr overlaps columns");
+  const bool ordered = order.data != nullptr;
+  if (ordered) {
+    detail::check_tensor(order, op, "order", 1, {DType::i32});
+    detail::check_shape(order, op, "order", {columns.size(1)});
+    detail::check_contiguous(order, op, "order");
+    detail::check_same_device(columns, order, op, "columns", "order");
+  }
+  const int64_t n = columns.size(1), k = columns.size(0);
+  if (n == 0 || k == 0) return;
+  detail::check_device_usable(columns.device, op);
+  const int32_t* o = ordered ? order.data_as<const int32_t>() : nullptr;
+  if (columns.device.is_cpu())
+    cpu::spconv_map_by_row(columns.data_as<const int32_t>(), o, nbr.data_as<int32_t>(), n, static_cast<int>(k));
+  else
+    cuda::spconv_map_by_row(columns.data_as<const int32_t>(), o, nbr.data_as<int32_t>(), n, static_cast<int>(k),
+                            columns.device.index, stream);
 }
 
 Tensor build_kernel_map(const TensorView& coords, int kernel_size, int dilation, Stream stream) {
@@ -176,13 +228,23 @@ MapStats check_kernel_map(const TensorView& nbr, Stream stream) {
   return stats_of(s, n, static_cast<int>(k));
 }
 
-KernelMap KernelMap::build(const TensorView& coords, int kernel_size, int dilation, Stream stream) {
+KernelMap KernelMap::build(const TensorView& coords, int kernel_size, int dilation, Stream stream,
+                           std::optional<RowOrder> order) {
   KernelMap m;
-  m.nbr_ = build_kernel_map_tensor(coords, kernel_size, dilation);
-  m.stats_ = build_kernel_map(coords, m.nbr_.view(), kernel_size, dilation, stream);
+  m.columns_ = build_kernel_map_tensor(coords, kernel_size, dilation);
+  m.order_ = Tensor::empty({coords.size(0)}, DType::i32, coords.device);
+  m.stats_ = build_kernel_map(coords, m.columns_.view(), m.order_.view(), kernel_size, dilation, stream, order);
+  if (m.stats_.order == RowOrder::given) m.order_ = Tensor();
   m.kernel_size_ = kernel_size;
   m.dilation_ = dilation;
   return m;
+}
+
+Tensor KernelMap::nbr(Stream stream) const {
+  if (!order_.defined()) return columns_;
+  Tensor out = Tensor::empty({columns_.size(0), columns_.size(1)}, DType::i32, columns_.device());
+  map_by_row(columns_.view(), order_.view(), out.view(), stream);
+  return out;
 }
 
 KernelMap KernelMap::from_user(Tensor nbr, int kernel_size, int dilation, Stream stream) {
@@ -191,7 +253,7 @@ KernelMap KernelMap::from_user(Tensor nbr, int kernel_size, int dilation, Stream
   detail::check_shape(nbr.view(), kCheckOp, "nbr", {kernel_volume(kernel_size), -1});
   KernelMap m;
   m.stats_ = check_kernel_map(nbr.view(), stream);
-  m.nbr_ = std::move(nbr);
+  m.columns_ = std::move(nbr);
   m.kernel_size_ = kernel_size;
   m.dilation_ = dilation;
   return m;
@@ -251,6 +313,29 @@ void validate_conv(const TensorView& feats, const TensorView& nbr, const TensorV
                                               << nbr.describe());
 }
 
+}  // namespace
+
+namespace backend {
+
+const int32_t* checked_order(const TensorView& order, const std::optional<MapStats>& stats, int64_t n,
+                             const TensorView& feats, const char* op) {
+  const bool has = order.rank != 0;
+  const bool wanted = stats && stats->order == RowOrder::morton;
+  FRUGAL_CHECK(has == wanted, invalid_argument, op,
+               (wanted ? "map_stats say the map runs in Morton order, but no order was given (pass the KernelMap's)"
+                       : "an order was given for a map in its given order (map_stats absent or order given)"));
+  if (!has) return nullptr;
+  detail::check_tensor(order, op, "order", 1, {DType::i32});
+  detail::check_shape(order, op, "order", {n});
+  detail::check_contiguous(order, op, "order");
+  detail::check_same_device(feats, order, op, "feats", "order");
+  return order.data_as<const int32_t>();
+}
+
+}  // namespace backend
+
+namespace {
+
 // The choice for a validated call with N > 0: the forced one, completed and refused where it cannot run,
 // or the rules'.
 ConvChoice choice_for(const backend::ConvArgs& a, Device device, const ConvOptions& o) {
@@ -272,6 +357,7 @@ ConvChoice run_conv(const TensorView& feats, const TensorView& nbr, const Tensor
   FRUGAL_CHECK(feats.data && nbr.data && weight.data && out.data, invalid_argument, kConvOp, "a tensor has no data");
   detail::check_device_usable(feats.device, kConvOp);
   backend::ConvArgs a = backend::conv_args(feats, nbr, weight, bias, out);
+  a.order = backend::checked_order(o.order, o.map_stats, nbr.size(1), feats, kConvOp);
   // A map frugal built or checked has every entry in [0, N]: nothing to check per call.
   a.check = o.check == MapCheck::checked && !(o.map_stats && o.map_stats->valid);
   ConvChoice c = choice_for(a, feats.device, o);
@@ -289,6 +375,7 @@ ConvChoice run_conv(const TensorView& feats, const TensorView& nbr, const Tensor
 ConvOptions with_map(const KernelMap& map, const ConvOptions& options) {
   ConvOptions o = options;
   o.map_stats = map.stats();
+  o.order = map.order().defined() ? map.order().view() : TensorView();
   return o;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "frugal/sparse_conv.h"
 
@@ -60,6 +61,28 @@ inline uint64_t table_capacity(int64_t n) {
   return cap;
 }
 
+// The Morton (Z-order) key of an in-range (b, x, y, z): the batch in bits [51, 63), below it the biased
+// x, y, z interleaved bit by bit (x's bit i at 3i + 2, y's at 3i + 1, z's at 3i). Unique per voxel.
+FRUGAL_HD uint64_t spread_bits3(uint64_t v) {  // bit i of v's 17 low bits to bit 3i
+  v &= kAxisMask;
+  v = (v | v << 32) & 0x1f00000000ffffull;
+  v = (v | v << 16) & 0x1f0000ff0000ffull;
+  v = (v | v << 8) & 0x100f00f00f00f00full;
+  v = (v | v << 4) & 0x10c30c30c30c30c3ull;
+  v = (v | v << 2) & 0x1249249249249249ull;
+  return v;
+}
+FRUGAL_HD uint64_t morton_key(uint64_t packed) {
+  return static_cast<uint64_t>(key_b(packed)) << (3 * kAxisBits) |
+         spread_bits3(static_cast<uint64_t>(key_x(packed) + kAxisBias)) << 2 |
+         spread_bits3(static_cast<uint64_t>(key_y(packed) + kAxisBias)) << 1 |
+         spread_bits3(static_cast<uint64_t>(key_z(packed) + kAxisBias));
+}
+constexpr int kMortonBits = 3 * kAxisBits + 12;  // the bits a radix sort of the keys takes
+
+// The output row of map column col: order[col] in a run order, col itself where order is nullptr.
+FRUGAL_HD int64_t column_row(const int32_t* order, int64_t col) { return order ? order[col] : col; }
+
 // The offset of kernel index k along one axis: i = k / ks², j = (k / ks) % ks, l = k % ks.
 FRUGAL_HD int axis_offset(int idx, int ks, int dilation) { return (idx - ks / 2) * dilation; }
 
@@ -68,8 +91,11 @@ struct MapArgs {
   const int32_t* coords = nullptr;  // [n, 4] contiguous
   int64_t n = 0;
   int kernel_size = 3, dilation = 1;
-  int32_t* nbr = nullptr;  // [K, n]
+  int32_t* nbr = nullptr;  // [K, n]: the map's columns in its run order
   int device = 0;          // CUDA device index
+  // Where the run order goes ([n]); nullptr: the given order, without asking the rule.
+  int32_t* order = nullptr;
+  std::optional<RowOrder> forced_order;  // the run order where order is set; unset: the rule's
 };
 
 // What the build (or the check of a user map) found wrong (rows are -1 when nothing was): a row whose
@@ -82,6 +108,7 @@ struct MapStatus {
   int64_t bad_entry = -1;
   int halo_samples = 0;
   int halo_fits[2][2] = {};
+  RowOrder order = RowOrder::given;  // the map's run order (what MapArgs::order holds)
 };
 
 // ---- convolution ----------------------------------------------------------------------------
@@ -92,6 +119,7 @@ struct ConvArgs {
   const void* weight = nullptr;  // [k, ci, co]
   const void* bias = nullptr;    // [co] or nullptr
   void* out = nullptr;           // [n, co]
+  const int32_t* order = nullptr;  // [n]: column i of nbr is output row order[i]; nullptr: row i
   DType dtype = DType::f32;
   int64_t n = 0;
   int k = 27, ci = 0, co = 0;
@@ -105,6 +133,12 @@ struct ConvReport {
   int64_t bad_entry = -1;
   ConvVariant variant = ConvVariant::cpu;
 };
+
+// The public calls' check of a run order (ConvOptions::order, BackwardOptions::order) against the map's
+// statistics: required, [n] i32, contiguous, on the device of feats where they say the order is morton;
+// absent otherwise. Returns its data (nullptr: the given order).
+const int32_t* checked_order(const TensorView& order, const std::optional<MapStats>& stats, int64_t n,
+                             const TensorView& feats, const char* op);
 
 // The arguments of a conv over these tensors (the public call validates them first; the tests and
 // the benchmark pass their own): K and N from nbr [K, N], Ci from feats, Co from weight [K, Ci, Co],
@@ -133,6 +167,8 @@ namespace frugal::cpu {
 spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs& a);
 // The linear index k·n + row of the first entry of nbr [k, n] outside [0, n], or -1.
 int64_t spconv_check_map(const int32_t* nbr, int64_t n, int k);
+// nbr[k, order[i]] = columns[k, i] (order nullptr: a copy).
+void spconv_map_by_row(const int32_t* columns, const int32_t* order, int32_t* nbr, int64_t n, int k);
 // Returns the linear index k·n + row of the first nbr entry outside [0, n] when a.check (the
 // output is not computed then), else -1.
 int64_t spconv_conv(const spconv::backend::ConvArgs& a);
@@ -144,6 +180,9 @@ spconv::backend::MapStatus spconv_build_map(const spconv::backend::MapArgs& a, S
 // The smallest linear index of an entry of nbr [k, n] outside [0, n] (MapStatus::bad_entry) and the
 // map's halo fit; waits for the stream once.
 spconv::backend::MapStatus spconv_check_map(const int32_t* nbr, int64_t n, int k, int device, Stream stream);
+// nbr[k, order[i]] = columns[k, i] (order nullptr: a copy); never waits.
+void spconv_map_by_row(const int32_t* columns, const int32_t* order, int32_t* nbr, int64_t n, int k, int device,
+                       Stream stream);
 // Runs the choice (complete and accepted by can_implement). When a.check: waits for the stream and
 // reports the smallest linear index k·n + row of an nbr entry outside [0, n]; otherwise returns at
 // once, without waiting.
@@ -160,6 +199,7 @@ struct WgradArgs {
   const void* feats = nullptr;     // [≥ n, ci]
   const int32_t* nbr = nullptr;    // [k, n]
   const void* grad_out = nullptr;  // [n, co]
+  const int32_t* order = nullptr;  // as ConvArgs::order: column i of nbr pairs with grad_out row order[i]
   void* grad_weight = nullptr;     // [k, ci, co] or nullptr
   void* grad_bias = nullptr;       // [co] or nullptr
   DType dtype = DType::f32;

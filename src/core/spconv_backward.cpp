@@ -105,8 +105,9 @@ void zero(const TensorView& t, Stream stream) {
 // The forward conv that computes grad_feats [0, N): over grad_out, Ci and Co exchanged, the conv's own
 // weight (the backends mirror it), no bias, no per-call check (the map was checked before, if asked).
 backend::ConvArgs dgrad_args(const TensorView& grad_out, const TensorView& nbr, const TensorView& weight,
-                             const TensorView& grad_feats, const Sizes& s) {
+                             const TensorView& grad_feats, const int32_t* order, const Sizes& s) {
   backend::ConvArgs a;
+  a.order = order;
   a.feats = grad_out.data;
   a.nbr = nbr.data_as<const int32_t>();
   a.weight = weight.data;
@@ -122,8 +123,9 @@ backend::ConvArgs dgrad_args(const TensorView& grad_out, const TensorView& nbr, 
 }
 
 backend::WgradArgs wgrad_args(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
-                              const GradientBuffers& g, const Sizes& s) {
+                              const GradientBuffers& g, const int32_t* order, const Sizes& s) {
   backend::WgradArgs a;
+  a.order = order;
   a.feats = feats.data;
   a.nbr = nbr.data_as<const int32_t>();
   a.grad_out = grad_out.data;
@@ -152,6 +154,7 @@ Choice forced_choice(const Args& a, const DeviceCaps& caps, const Choice& forced
 BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats, const TensorView& nbr,
                             const TensorView& weight, const GradientBuffers& g, const BackwardOptions& o, bool run) {
   const Sizes s = validate(grad_out, feats, nbr, weight, g, o);
+  const int32_t* order = backend::checked_order(o.order, o.map_stats, s.n, feats, kOp);
   BackwardChoice served;
   if (!g.feats && !g.weight && !g.bias) return served;
   if (s.n == 0) {  // no rows: zero gradients (grad_feats has the padded row at most)
@@ -171,7 +174,7 @@ BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats,
   if (g.feats) {
     const int64_t rows_dims[2] = {s.n, s.ci};
     const TensorView rows(g.feats->data, g.feats->dtype, rows_dims, g.feats->device);
-    const backend::ConvArgs a = dgrad_args(grad_out, nbr, weight, rows, s);
+    const backend::ConvArgs a = dgrad_args(grad_out, nbr, weight, rows, order, s);
     ConvChoice c =
         o.dgrad ? forced_choice(a, caps, *o.dgrad, "dgrad") : choose(a, caps, o.map_stats ? &*o.map_stats : nullptr);
     if (run) {
@@ -188,7 +191,7 @@ BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats,
     served.dgrad = c;
   }
   if (g.weight || g.bias) {
-    const backend::WgradArgs a = wgrad_args(grad_out, feats, nbr, g, s);
+    const backend::WgradArgs a = wgrad_args(grad_out, feats, nbr, g, order, s);
     const WgradChoice c = o.wgrad ? forced_choice(a, caps, *o.wgrad, "wgrad") : choose(a, caps);
     if (run) {
       if (cpu)
@@ -202,13 +205,14 @@ BackwardChoice run_backward(const TensorView& grad_out, const TensorView& feats,
 }
 
 const TensorView& map_view(const KernelMap& map) {
-  FRUGAL_CHECK(map.nbr().defined(), invalid_argument, kOp, "the KernelMap is empty (default-constructed)");
-  return map.nbr().view();
+  FRUGAL_CHECK(map.columns().defined(), invalid_argument, kOp, "the KernelMap is empty (default-constructed)");
+  return map.columns().view();
 }
 
 BackwardOptions with_map(const KernelMap& map, const BackwardOptions& options) {
   BackwardOptions o = options;
   o.map_stats = map.stats();
+  o.order = map.order().defined() ? map.order().view() : TensorView();
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/sparse_conv_backend.h"
@@ -107,8 +108,11 @@ void conv_rows(const ConvArgs& a, const float* w, const float* bias, int64_t row
     const float* wk = w + static_cast<int64_t>(k) * ci * co;
     for (int64_t j = 0; j < padded; j += kBlockRows) accumulate_rows(x + j * ci, wk, ci, co, dst + j);
   }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t o = 0; o < co; ++o) out[(row0 + r) * co + o] = from_float<T>(acc[r * co + o]);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t dst_row = sb::column_row(a.order, row0 + r);
+    if (dst_row < 0 || dst_row >= n) continue;  // a bad run order: never written through
+    for (int64_t o = 0; o < co; ++o) out[dst_row * co + o] = from_float<T>(acc[r * co + o]);
+  }
 }
 
 template <typename T>
@@ -203,13 +207,35 @@ MapStatus spconv_build_map(const MapArgs& a) {
       }
     }
   }
+  // The run order: the rule's (or the forced one) where the caller takes one.
+  std::vector<int32_t> column_of;  // the column of each row in a Morton order
+  if (a.order) {
+    bool lex = true;
+#pragma omp parallel for reduction(&& : lex) schedule(static)
+    for (int64_t r = 1; r < n; ++r) lex = lex && keys[r - 1] < keys[r];
+    st.order = a.forced_order ? *a.forced_order : spconv::choose_row_order(n, lex);
+  }
+  if (st.order == spconv::RowOrder::morton) {
+    std::vector<std::pair<uint64_t, int32_t>> by_key(n);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; ++r) by_key[r] = {sb::morton_key(keys[r]), static_cast<int32_t>(r)};
+    std::sort(by_key.begin(), by_key.end());  // keys are unique: the order is the same on every machine
+    column_of.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      a.order[i] = by_key[i].second;
+      column_of[by_key[i].second] = static_cast<int32_t>(i);
+    }
+  }
+  const int32_t* order = column_of.empty() ? nullptr : a.order;
+  auto column = [&](int64_t row) { return column_of.empty() ? row : column_of[row]; };
   // Rows k > K/2 are written through the symmetry (by the neighbor's probe) or stay the sentinel;
   // the centre row is the identity.
   const auto sentinel = static_cast<int32_t>(n);
   std::fill(a.nbr + (half + 1) * n, a.nbr + kv * n, sentinel);
-  for (int64_t r = 0; r < n; ++r) a.nbr[half * n + r] = static_cast<int32_t>(r);
+  for (int64_t i = 0; i < n; ++i) a.nbr[half * n + i] = static_cast<int32_t>(sb::column_row(order, i));
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < n; ++r) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = sb::column_row(order, i);
     const uint64_t key = keys[r];
     const int64_t b = sb::key_b(key), x = sb::key_x(key), y = sb::key_y(key), z = sb::key_z(key);
     for (int k = 0; k < half; ++k) {
@@ -220,8 +246,8 @@ MapStatus spconv_build_map(const MapArgs& a) {
       if (sb::coord_in_range(qx) && sb::coord_in_range(qy) && sb::coord_in_range(qz))
         m = find_row(table, mask, keys, sb::pack_key(b, qx, qy, qz));
       // Each (K-1-k, m) has exactly one neighbor at -offset_k, so no two threads write it.
-      a.nbr[k * n + r] = m < 0 ? sentinel : static_cast<int32_t>(m);
-      if (m >= 0) a.nbr[(kv - 1 - k) * n + m] = static_cast<int32_t>(r);
+      a.nbr[k * n + i] = m < 0 ? sentinel : static_cast<int32_t>(m);
+      if (m >= 0) a.nbr[(kv - 1 - k) * n + column(m)] = static_cast<int32_t>(r);
     }
   }
   return st;
@@ -234,6 +260,15 @@ int64_t spconv_check_map(const int32_t* nbr, int64_t n, int k) {
   for (int64_t i = 0; i < total; ++i)
     if (nbr[i] < 0 || nbr[i] > n) first = std::min(first, i);
   return first < total ? first : -1;
+}
+
+void spconv_map_by_row(const int32_t* columns, const int32_t* order, int32_t* nbr, int64_t n, int k) {
+#pragma omp parallel for schedule(static)
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = sb::column_row(order, i);
+      if (row >= 0 && row < n) nbr[kk * n + row] = columns[kk * n + i];
+    }
 }
 
 int64_t spconv_conv(const ConvArgs& a) {

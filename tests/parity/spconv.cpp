@@ -83,7 +83,8 @@ ParityOutcome run_case(const Spec& s) {
 
   // The reference: out[n] = b + Σ_k Σ_ci f[nbr[k, n], ci] · w[k, ci] in double, over the CPU's map.
   ParityOutcome o;
-  const auto* nbr = map_h.nbr().data_as<const int32_t>();
+  const Tensor nbr_h = map_h.nbr();  // by row, whatever the map's run order
+  const auto* nbr = nbr_h.data_as<const int32_t>();
   o.ref.assign(n * s.co, 0.0);
   for (int64_t r = 0; r < n; ++r)
     for (int q = 0; q < s.co; ++q) {

@@ -92,7 +92,8 @@ ParityOutcome run_case(const Spec& s) {
   for (auto* v : {&f, &w, &g})
     for (float& x : *v) x = round_to(x, s.dtype);
   const spconv::KernelMap map_h = spconv::KernelMap::build(coords, 3, 1);
-  const auto* nbr = map_h.nbr().data_as<const int32_t>();
+  const Tensor nbr_h = map_h.nbr();  // by row, whatever the map's run order
+  const auto* nbr = nbr_h.data_as<const int32_t>();
 
   // The reference, in double, straight from the definitions.
   if (s.grad == Grad::feats) {

@@ -29,7 +29,7 @@ ConvVariant run_masked(const sb::ConvArgs& a, const spconv::ConvChoice& c, unsig
   char* const base = static_cast<char*>(workspace);
   auto* perm = reinterpret_cast<int32_t*>(base);
   float* part = c.splits > 1 ? reinterpret_cast<float*>(base + spconv::order_bytes(a, c)) : nullptr;
-  sk::Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, bad}, nullptr, 0, 0};
+  sk::Params p{{a.feats, a.nbr, a.weight, a.bias, a.out, a.order, a.n, a.k, a.ci, a.co, 0, bad}, nullptr, 0, 0};
   if (spconv::handoff_bytes(a, c)) {
     char* h = base + spconv::order_bytes(a, c) + spconv::partial_bytes(a, c);
     p.handoff_count = reinterpret_cast<unsigned*>(h);
@@ -61,7 +61,7 @@ ConvVariant run_masked(const sb::ConvArgs& a, const spconv::ConvChoice& c, unsig
 spconv::backend::ConvReport spconv_conv(const sb::ConvArgs& a, const spconv::ConvChoice& c, Stream stream) {
   DeviceGuard guard(a.device);
   const cudaStream_t s = to_cuda(stream);
-  sk::ConvParams p{a.feats, a.nbr, a.weight, a.bias, a.out, a.n, a.k, a.ci, a.co, nullptr};
+  sk::ConvParams p{a.feats, a.nbr, a.weight, a.bias, a.out, a.order, a.n, a.k, a.ci, a.co, 0, nullptr};
   // One workspace: the 8-byte checked-map flag (in its own 256 bytes), then the masked-row kernels'.
   constexpr size_t kFlagBytes = 256;
   const bool masked = spconv::is_masked(c.variant);

@@ -899,7 +899,7 @@ int halo_pipe_cap(int bn, int64_t ci) {
 // The probe of a whole map: for each configuration (column tile 64 or 128, one or two passes), the
 // fitting sample tiles of halo buffers of its rows, laid out as its kernel lays them out.
 void launch_halo_probes(const int32_t* nbr, int64_t n, int k, unsigned* fits, cudaStream_t s) {
-  Params p{{nullptr, nbr, nullptr, nullptr, nullptr, n, k, 0, 0, nullptr}, nullptr, 0, n};
+  Params p{{nullptr, nbr, nullptr, nullptr, nullptr, nullptr, n, k, 0, 0, 0, nullptr}, nullptr, 0, n};
   const auto samples = static_cast<unsigned>(spconv::halo_samples(n));
   HaloProbes probes{};
   for (int t = 0; t < 2; ++t)

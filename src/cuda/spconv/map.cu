@@ -6,7 +6,12 @@
 // scatters the writes: slower on every measured shell, 1.4× at 4.6M rows in sorted order). Every
 // map entry is written by exactly one thread, so the map is the same as the CPU's, bit for bit. Then
 // the map's fit to the halo kernel (its statistics), read back with the build's checks in one copy.
+// In a Morton run order (KernelMap) the rows are sorted by their Morton keys with CUB between the two
+// kernels, and the second writes column i for row order[i]; the rule's choice of the order reads back
+// whether the rows came sorted, which the first kernel measures, before the second runs.
 // Also the check of a map the caller assembled. Floor: N·(16 + 4K) bytes written, N·(K − 1) probes.
+#include <cub/device/device_radix_sort.cuh>
+
 #include <algorithm>
 #include <cstddef>
 
@@ -31,6 +36,7 @@ struct DeviceStatus {
   unsigned long long dup;        // the smallest (hi << 32 | lo) over duplicate row pairs found
   unsigned long long bad_entry;  // the smallest linear index of a map entry outside [0, n]
   unsigned halo_fits[2][2];      // the map's sample tiles that fit the halo kernel (MapStats::halo_fits)
+  unsigned unsorted;             // nonzero: some row's key is not above the previous row's
 };
 // The status, then (in a build) the table, in one scratch block cleared by one memset.
 constexpr size_t kStatusBytes = 64;
@@ -52,6 +58,10 @@ __global__ void kernel_insert(const int32_t* __restrict__ coords, int64_t n, uin
   }
   const uint64_t key = sb::pack_key(b, x, y, z);
   keys[r] = key;
+  if (r > 0) {  // whether the rows come in ascending key order (for the run order's rule)
+    const int32_t* c = coords + 4 * (r - 1);
+    if (!(sb::pack_key(c[0], c[1], c[2], c[3]) < key)) st->unsorted = 1;
+  }
   __threadfence();
   for (uint64_t s = sb::hash_key(key) & mask;; s = (s + 1) & mask) {
     const int32_t prev = atomicCAS(&table[s], 0, static_cast<int32_t>(r + 1)) - 1;
@@ -68,11 +78,14 @@ __global__ void kernel_insert(const int32_t* __restrict__ coords, int64_t n, uin
 // Blocks of 32 rows × kQueryLanes: thread (x, y) probes offsets y, y + kQueryLanes, ... of row x, so each
 // offset's 32 entries are one coalesced write (a lane a row and offset measured slower at every size).
 constexpr int kQueryLanes = 8;
+// Column i holds row order[i] (row i where order is nullptr).
 __global__ void __launch_bounds__(32 * kQueryLanes) kernel_query(const uint64_t* __restrict__ keys, int64_t n,
                                                                  const int32_t* __restrict__ table, uint64_t mask,
-                                                                 int ks, int dilation, int32_t* __restrict__ nbr) {
-  const int64_t r = blockIdx.x * 32ll + threadIdx.x;
-  if (r >= n) return;
+                                                                 int ks, int dilation, const int32_t* order,
+                                                                 int32_t* __restrict__ nbr) {
+  const int64_t i = blockIdx.x * 32ll + threadIdx.x;
+  if (i >= n) return;
+  const int64_t r = order ? __ldg(&order[i]) : i;
   const int kv = ks * ks * ks;
   const uint64_t key = keys[r];
   for (int k = threadIdx.y; k < kv; k += kQueryLanes) {
@@ -95,8 +108,50 @@ __global__ void __launch_bounds__(32 * kQueryLanes) kernel_query(const uint64_t*
         }
       }
     }
-    nbr[k * n + r] = m;
+    nbr[k * n + i] = m;
   }
+}
+
+// The Morton keys of the rows and their indices, to be sorted into the run order.
+__global__ void kernel_morton_keys(const uint64_t* __restrict__ keys, int64_t n, uint64_t* __restrict__ morton,
+                                   int32_t* __restrict__ rows) {
+  const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (r >= n) return;
+  morton[r] = sb::morton_key(keys[r]);
+  rows[r] = static_cast<int32_t>(r);
+}
+
+// nbr[k, order[i]] = columns[k, i], one thread an entry.
+__global__ void kernel_map_by_row(const int32_t* __restrict__ columns, const int32_t* __restrict__ order,
+                                  int32_t* __restrict__ nbr, int64_t n, int64_t total) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = e / n, i = e - k * n, row = order ? __ldg(&order[i]) : i;
+    if (row >= 0 && row < n) nbr[k * n + row] = columns[e];
+  }
+}
+
+// The run order: rows sorted by their Morton keys (unique, so the order is the one the CPU sorts too),
+// with CUB's radix sort; temporaries from the stream-ordered pool.
+void sort_by_morton(const uint64_t* keys, int64_t n, int32_t* order, cudaStream_t s) {
+  const int items = static_cast<int>(n);
+  size_t temp_bytes = 0;
+  FRUGAL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, static_cast<const uint64_t*>(nullptr),
+                                                    static_cast<uint64_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                                    static_cast<int32_t*>(nullptr), items, 0, sb::kMortonBits, s));
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t key_bytes = aligned(static_cast<size_t>(n) * sizeof(uint64_t));
+  const size_t row_bytes = aligned(static_cast<size_t>(n) * sizeof(int32_t));
+  Scratch scratch(2 * key_bytes + row_bytes + temp_bytes, s);
+  auto* in = scratch.as<uint64_t>();
+  auto* out = reinterpret_cast<uint64_t*>(scratch.as<char>() + key_bytes);
+  auto* rows = reinterpret_cast<int32_t*>(scratch.as<char>() + 2 * key_bytes);
+  void* temp = scratch.as<char>() + 2 * key_bytes + row_bytes;
+  constexpr int threads = 256;
+  kernel_morton_keys<<<static_cast<unsigned>(ceil_div<int64_t>(n, threads)), threads, 0, s>>>(keys, n, in, rows);
+  FRUGAL_CUDA_CHECK_LAUNCH();
+  FRUGAL_CUDA_CHECK(
+      cub::DeviceRadixSort::SortPairs(temp, temp_bytes, in, out, rows, order, items, 0, sb::kMortonBits, s));
 }
 
 // Every entry of nbr [k, n] (total = k·n) in [0, n]; the smallest linear index of one that is not.
@@ -143,6 +198,7 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
   const size_t cleared = kStatusBytes + cap * sizeof(int32_t);
   DeviceStatus host{};
   int samples = 0;
+  spconv::RowOrder order = spconv::RowOrder::given;
   {
     Scratch scratch(cleared + n * sizeof(uint64_t), s);
     auto* st = scratch.as<DeviceStatus>();
@@ -153,14 +209,39 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
     kernel_insert<<<static_cast<unsigned>(ceil_div<int64_t>(n, threads)), threads, 0, s>>>(a.coords, n, keys, table,
                                                                                              cap - 1, st);
     FRUGAL_CUDA_CHECK_LAUNCH();
+    if (a.order) {
+      if (a.forced_order) {
+        order = *a.forced_order;
+      } else {  // the rule needs to know whether the rows are sorted: one more wait, and bad input ends here
+        FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host, st, sizeof(DeviceStatus), cudaMemcpyDeviceToHost, s));
+        FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
+        if (host.bad_row || host.dup) return read_status(host, 0);
+        order = spconv::choose_row_order(n, host.unsorted == 0);
+      }
+    }
+    const bool morton = order == spconv::RowOrder::morton;
+    if (morton) sort_by_morton(keys, n, a.order, s);
     kernel_query<<<static_cast<unsigned>(ceil_div<int64_t>(n, 32)), dim3(32, kQueryLanes), 0, s>>>(
-        keys, n, table, cap - 1, ks, a.dilation, a.nbr);
+        keys, n, table, cap - 1, ks, a.dilation, morton ? a.order : nullptr, a.nbr);
     FRUGAL_CUDA_CHECK_LAUNCH();
     samples = probe_halo_fit(a.nbr, n, kv, a.device, st, s);
     FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host, st, sizeof(DeviceStatus), cudaMemcpyDeviceToHost, s));
   }
   FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
-  return read_status(host, samples);
+  sb::MapStatus out = read_status(host, samples);
+  out.order = order;
+  return out;
+}
+
+void spconv_map_by_row(const int32_t* columns, const int32_t* order, int32_t* nbr, int64_t n, int k, int device,
+                       Stream stream) {
+  DeviceGuard guard(device);
+  const cudaStream_t s = to_cuda(stream);
+  const int64_t total = static_cast<int64_t>(k) * n;
+  constexpr int threads = 256;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div<int64_t>(total, threads), 1 << 16));
+  kernel_map_by_row<<<blocks, threads, 0, s>>>(columns, order, nbr, n, total);
+  FRUGAL_CUDA_CHECK_LAUNCH();
 }
 
 spconv::backend::MapStatus spconv_check_map(const int32_t* nbr, int64_t n, int k, int device, Stream stream) {

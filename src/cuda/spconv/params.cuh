@@ -30,10 +30,19 @@ struct ConvParams {
   const void* weight;
   const void* bias;
   void* out;
+  const int32_t* order;  // column i of nbr is output row order[i]; nullptr: row i
   int64_t n;
   int k, ci, co;
+  unsigned handoff_blocks;  // Params' (the halo launch's blocks), in the padding here
   unsigned long long* bad;  // nullptr: unchecked
 };
+
+// The output row of map column col (a run order's entry outside [0, n) is -1: never written through).
+__device__ __forceinline__ int64_t output_row(const ConvParams& p, int64_t col) {
+  if (!p.order) return col;
+  const int32_t r = __ldg(&p.order[col]);
+  return r >= 0 && r < p.n ? r : -1;
+}
 
 // The words of Params::handoff_count, the hand-off list's header (kHandoffHeader bytes before the list):
 // the tiles listed; the halo kernel's blocks done listing; the tiles its blocks have claimed. All are
@@ -45,7 +54,7 @@ static_assert(kHandoffHeader >= kHandoffWords * sizeof(unsigned) && kHandoffHead
 
 // One launch's arguments (both tensor-core kernels): the conv's, plus the row order of the launch.
 struct Params : ConvParams {
-  const int32_t* perm;      // row at sorted position row_begin + i; nullptr: the identity
+  const int32_t* perm;      // map column at sorted position row_begin + i; nullptr: the identity
   int64_t row_begin, rows;  // this launch's rows
   float* part = nullptr;    // wgmma, split: [splits, rows, co] f32 partials (blockIdx.y: the split)
   // The pipelined halo kernel's hand-off: the tiles of the launch whose rows do not fit its halo
@@ -55,7 +64,6 @@ struct Params : ConvParams {
   // conv kernels run slower.)
   int32_t* handoff = nullptr;
   unsigned* handoff_count = nullptr;
-  unsigned handoff_blocks = 0;
 };
 static_assert(sizeof(Params) <= 128, "the kernels' parameter block stays within 128 bytes");
 // ---- what the kernel files export (T: the dtype; the tile sizes those of the choice) ----

@@ -121,8 +121,10 @@ __global__ void __launch_bounds__(SimtTile::THREADS) kernel_conv_simt(ConvParams
   const T* bias = static_cast<const T*>(p.bias);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int64_t row = row0 + ty + 16 * i;
-    if (row >= p.n) continue;
+    const int64_t col_row = row0 + ty + 16 * i;
+    if (col_row >= p.n) continue;
+    const int64_t row = output_row(p, col_row);
+    if (row < 0) continue;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int col = co0 + tx + 16 * j;
@@ -240,9 +242,10 @@ __global__ void __launch_bounds__(256, 2) kernel_conv_wmma(ConvParams p, int col
     for (int j = 0; j < FN; ++j) {
       wmma::store_matrix_sync(stage, acc[i][j], Tile::EPI_LD, wmma::mem_row_major);
       __syncwarp();
-      const int64_t row = row0 + wm * 32 + i * 16 + r;
+      const int64_t map_col = row0 + wm * 32 + i * 16 + r;
+      const int64_t row = map_col < p.n ? output_row(p, map_col) : -1;
       const int col = co0 + wn * WARP_N + j * 16 + c;
-      if (row < p.n) {
+      if (row >= 0) {
         alignas(16) T v[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e)

@@ -94,14 +94,14 @@ __device__ __forceinline__ void tile_prologue(const Params& p, int64_t t0, int32
 }
 // The epilogue's last step (every tensor-core conv kernel): the tile staged in shared memory (cs,
 // BM rows of LDC elements, bias added and rounded) written to the output, one 16-byte store per 8
-// channels of a row, rows past the end (row_s < 0) and channels past Co skipped. Each output row is
-// written once; no atomics.
+// channels of a row, rows past the end (row_s < 0: row_s holds map columns) and channels past Co
+// skipped; column c goes to output row output_row(p, c). Each output row is written once; no atomics.
 template <typename T, int BM, int BN, int LDC, int THREADS>
 __device__ __forceinline__ void store_staged_tile(const Params& p, const T* cs, const int32_t* row_s, int co0) {
   T* out = static_cast<T*>(p.out);
   for (int i = threadIdx.x; i < BM * (BN / 8); i += THREADS) {
     const int r = i / (BN / 8), c = i % (BN / 8) * 8;
-    const int32_t row = row_s[r];
+    const int64_t row = row_s[r] < 0 ? -1 : output_row(p, row_s[r]);
     if (row < 0 || co0 + c >= p.co) continue;
     *reinterpret_cast<uint4*>(out + static_cast<int64_t>(row) * p.co + co0 + c) =
         *reinterpret_cast<const uint4*>(cs + r * LDC + c);

@@ -418,14 +418,15 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::BLOCKS)
 #endif
 }
 
-// out[row_begin + r, c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
+// out[output_row(row_begin + r), c] = Σ_j part[j, r, c] (j ascending) + bias[c], 4 channels a thread.
 template <typename T>
 __global__ void kernel_finish_split(Params p, int splits) {
   const int64_t count = p.rows * p.co / 4;  // co % 8 == 0
   const T* bias = static_cast<const T*>(p.bias);
-  T* out = static_cast<T*>(p.out) + p.row_begin * p.co;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = output_row(p, p.row_begin + i * 4 / p.co);
+    if (row < 0) continue;
     float4 v = reinterpret_cast<const float4*>(p.part)[i];
     for (int j = 1; j < splits; ++j) {
       const float4 w = reinterpret_cast<const float4*>(p.part + j * p.rows * p.co)[i];
@@ -433,8 +434,9 @@ __global__ void kernel_finish_split(Params p, int splits) {
     }
     const int c = static_cast<int>(i * 4 % p.co);
     if (bias) v.x += to_f32(bias[c]), v.y += to_f32(bias[c + 1]), v.z += to_f32(bias[c + 2]), v.w += to_f32(bias[c + 3]);
-    store_pair(out + i * 4, v.x, v.y);
-    store_pair(out + i * 4 + 2, v.z, v.w);
+    T* out = static_cast<T*>(p.out) + row * p.co + c;
+    store_pair(out, v.x, v.y);
+    store_pair(out + 2, v.z, v.w);
   }
 }
 

@@ -51,6 +51,7 @@ unsigned grid_for(int64_t total) {
 struct WgradParams {
   const void* feats;
   const int32_t* nbr;
+  const int32_t* order;  // column i of nbr pairs with grad_out row order[i]; nullptr: row i
   const void* grad_out;
   float* partial;  // [splits, k, ci, co] f32, or nullptr: one chunk writes `out` itself
   void* out;       // grad_weight [k, ci, co]
@@ -99,6 +100,10 @@ __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1,
     if (first + j < w1) {
       v = __ldg(&p.nbr[k * p.n + first + j]);
       if (v < 0 || v >= p.n) v = -1;  // the sentinel, or an entry outside the range: absent
+      if (p.order && v >= 0) {        // the pair's grad_out row, kept for the store below
+        const int32_t g = __ldg(&p.order[first + j]);
+        if (g < 0 || g >= p.n) v = -1;
+      }
     }
     m[j] = v;
     count += v >= 0;
@@ -120,7 +125,8 @@ __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1,
   }
 #pragma unroll
   for (int j = 0; j < PER; ++j)
-    if (m[j] >= 0) pairs[offset++] = make_int2(static_cast<int>(first + j), m[j]);
+    if (m[j] >= 0)
+      pairs[offset++] = make_int2(p.order ? __ldg(&p.order[first + j]) : static_cast<int>(first + j), m[j]);
   __syncthreads();
   return total;
 }
@@ -512,6 +518,7 @@ void spconv_wgrad(const sb::WgradArgs& a, const spconv::WgradChoice& c, Stream s
       const int tile_ci = spconv::wgrad_tile_ci(c), tile_co = spconv::wgrad_tile_co(c);
       WgradParams p{a.feats,
                     a.nbr,
+                    a.order,
                     a.grad_out,
                     weight_partial,
                     a.grad_weight,
