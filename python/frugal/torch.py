@@ -52,7 +52,7 @@ class KernelMap:
                  order: Optional[torch.Tensor] = None):
         self.columns, self.stats = columns, stats
         self.kernel_size, self.dilation = kernel_size, dilation
-        self._order = order  # the build's order buffer (unwritten where the map runs in its given order)
+        self._order = order  # the build's order buffer (the identity where the map runs in its given order)
 
     @staticmethod
     def from_user(nbr: torch.Tensor, kernel_size: int = 3, dilation: int = 1) -> "KernelMap":
@@ -87,7 +87,7 @@ class KernelMap:
 def build_kernel_map_op(coords: torch.Tensor, kernel_size: int = 3, dilation: int = 1,
                         order: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(columns [K, N] int32 of coords [N, 4] int32 (b, x, y, z), sentinel N; the run order [N] int32
-    (unwritten where the statistics say the order is the given one); the map's statistics, CPU int64).
+    (0, 1, ... where the statistics say the order is the given one); the map's statistics, CPU int64).
     order: None (the rule's: given for rows in lexicographic order, else morton), "given" or "morton"."""
     coords = coords.contiguous()  # torch ops take any strides (torch.nonzero's output is column-major)
     out = torch.empty((kernel_size**3, coords.shape[0]), dtype=torch.int32, device=coords.device)
@@ -95,6 +95,8 @@ def build_kernel_map_op(coords: torch.Tensor, kernel_size: int = 3, dilation: in
     run_order = None if order is None else getattr(_frugal.spconv.RowOrder, order)
     stats = _frugal.spconv.build_kernel_map(_dl(coords), kernel_size, dilation, out=_dl(out), order=_dl(run),
                                             run_order=run_order, stream=_stream(coords))
+    if not stats[_STATS_ORDER]:  # the given order: write it, so that the op's outputs are all defined
+        torch.arange(coords.shape[0], dtype=torch.int32, device=coords.device, out=run)
     return out, run, torch.tensor(stats, dtype=torch.int64)
 
 

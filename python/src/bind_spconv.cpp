@@ -120,13 +120,33 @@ void bind_spconv(nb::module_& m) {
       "statistics say which order it is (order is left unwritten where it is the given one).");
 
   s.def(
-      "map_by_row",
-      [](InArray columns, std::optional<InArray> order, nb::ndarray<> out, std::optional<uintptr_t> stream) {
-        constexpr const char* op = "spconv::map_by_row";
-        spconv::map_by_row(to_view(columns, op, "columns"), order ? to_view(*order, op, "order") : TensorView(),
-                           to_view(out, op, "out"), to_stream(stream));
+      "build_run_map",
+      [](InArray coords, int kernel_size, int dilation, std::optional<spconv::RowOrder> run_order,
+         std::optional<uintptr_t> stream) {
+        const spconv::KernelMap m = spconv::KernelMap::build(to_view(coords, "spconv::build_kernel_map", "coords"),
+                                                             kernel_size, dilation, to_stream(stream), run_order);
+        return nb::make_tuple(to_array(m.columns()), m.order().defined() ? nb::cast(to_array(m.order())) : nb::none(),
+                              stats_to_list(m.stats()));
       },
-      "columns"_a, "order"_a.none(), "out"_a, "stream"_a = nb::none(),
+      "coords"_a, "kernel_size"_a = 3, "dilation"_a = 1, "run_order"_a = nb::none(), "stream"_a = nb::none(),
+      "(columns [K, N] int32, order [N] int32 or None, stats): the map in its run order (KernelMap::build).");
+
+  s.def(
+      "map_by_row",
+      [](InArray columns, std::optional<InArray> order, std::optional<nb::ndarray<>> out,
+         std::optional<uintptr_t> stream) -> nb::object {
+        constexpr const char* op = "spconv::map_by_row";
+        const TensorView c = to_view(columns, op, "columns");
+        const TensorView o = order ? to_view(*order, op, "order") : TensorView();
+        if (out) {
+          spconv::map_by_row(c, o, to_view(*out, op, "out"), to_stream(stream));
+          return nb::none();
+        }
+        Tensor nbr = Tensor::empty(c.sizes(), DType::i32, c.device);
+        spconv::map_by_row(c, o, nbr.view(), to_stream(stream));
+        return nb::cast(to_array(std::move(nbr)));
+      },
+      "columns"_a, "order"_a.none(), "out"_a = nb::none(), "stream"_a = nb::none(),
       "out[k, order[i]] = columns[k, i]: the map by row of a map in a run order (a copy without order).");
 
   s.def(

@@ -82,7 +82,7 @@ def test_a_checked_map_carries_statistics_that_skip_the_per_call_check(rng):
     coords = random_coords(rng, 1, 8, 0.3)
     nbr = spconv.build_kernel_map(coords)
     stats = spconv.check_kernel_map(nbr)
-    assert len(stats) == 8 and stats[:3] == [len(coords), 27, 1]  # rows, offsets, valid
+    assert len(stats) == 9 and stats[:3] == [len(coords), 27, 1] and stats[8] == 0  # rows, offsets, valid; order
     feats = rng.standard_normal((len(coords), 4)).astype(np.float32)
     weight = rng.standard_normal((27, 4, 3)).astype(np.float32)
     want = spconv.submanifold_conv(feats, nbr, weight)
@@ -93,3 +93,24 @@ def test_a_checked_map_carries_statistics_that_skip_the_per_call_check(rng):
         spconv.check_kernel_map(bad)
     with pytest.raises(frugal.Error, match=r"map_stats describe a map"):
         spconv.submanifold_conv(feats[:-1], np.ascontiguousarray(nbr[:, :-1]), weight, stats=stats)
+
+
+def test_shuffled_rows_run_in_morton_order_and_give_the_same_output(rng):
+    coords = random_coords(rng, 2, 10, 0.3)  # shuffled rows
+    columns, order, stats = spconv.build_run_map(coords)
+    assert order is not None and stats[8] == 1 and sorted(order.tolist()) == list(range(len(coords)))
+    nbr = spconv.build_kernel_map(coords)
+    assert np.array_equal(spconv.map_by_row(columns, order), nbr)
+    assert np.array_equal(columns, nbr[:, order])  # column i is row order[i]
+    feats = rng.standard_normal((len(coords), 8)).astype(np.float32)
+    weight = rng.standard_normal((27, 8, 5)).astype(np.float32)
+    want = spconv.submanifold_conv(feats, nbr, weight)
+    got = spconv.submanifold_conv(feats, columns, weight, stats=stats, order=order)
+    assert np.array_equal(got, want)  # the CPU sums each row in the same order either way
+    with pytest.raises(frugal.Error, match="no order was given"):
+        spconv.submanifold_conv(feats, columns, weight, stats=stats)
+    srt = coords[np.lexsort(coords.T[::-1])]  # lexicographic rows keep their order
+    _, order_s, stats_s = spconv.build_run_map(srt)
+    assert order_s is None and stats_s[8] == 0
+    _, forced, stats_f = spconv.build_run_map(srt, order=spconv.RowOrder.morton)
+    assert forced is not None and stats_f[8] == 1

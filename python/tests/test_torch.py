@@ -102,8 +102,11 @@ def test_build_kernel_map_returns_the_map_and_its_statistics(device):
     assert km.stats.device.type == "cpu" and km.stats.dtype == torch.int64
     plain = frugal.spconv.build_kernel_map(coords.cpu().contiguous().numpy(), 3)
     assert np.array_equal(km.nbr.cpu().numpy(), plain)
-    # The same statistics when a map assembled elsewhere is checked once.
-    assert torch.equal(ft.KernelMap.from_user(km.nbr.clone()).stats, km.stats)
+    assert km.order is not None and int(km.stats[8]) == 1  # shuffled rows run in Morton order
+    # The same statistics when a map (in its given order) assembled elsewhere is checked once.
+    given = ft.build_kernel_map(coords, 3, order="given")
+    assert given.order is None and given.columns is given.nbr
+    assert torch.equal(ft.KernelMap.from_user(given.nbr.clone()).stats, given.stats)
 
 
 @pytest.mark.parametrize("device", devices)
@@ -113,7 +116,8 @@ def test_spconv_custom_ops_pass_opcheck(device):
     torch.library.opcheck(ft.check_kernel_map_op, (km.nbr,))
     torch.library.opcheck(ft.submanifold_conv_op, (feats, km.nbr, w, torch.randn(4, device=device)))
     torch.library.opcheck(ft.submanifold_conv_op, (feats, km.nbr, w, None, False))
-    torch.library.opcheck(ft.submanifold_conv_op, (feats, km.nbr, w, None, True, km.stats))
+    torch.library.opcheck(ft.submanifold_conv_op, (feats, km.columns, w, None, True, km.stats, km._order))
+    torch.library.opcheck(ft.map_by_row_op, (km.columns, km._order))
 
 
 @pytest.mark.parametrize("device", devices)
@@ -138,8 +142,34 @@ def test_a_plain_map_is_checked_per_call_and_a_kernel_map_once(device):
     with pytest.raises(frugal.Error, match=r"\[spconv::check_kernel_map\] nbr\[5, 3\]"):
         ft.KernelMap.from_user(bad)
     # A KernelMap's entries are not checked again: one changed afterwards counts as absent.
-    changed = ft.KernelMap(bad, km.stats)
+    changed = ft.KernelMap(bad, km.stats, order=km._order)
     ft.submanifold_conv(feats, changed, w)
+
+
+@pytest.mark.parametrize("device", devices)
+def test_shuffled_rows_give_the_shuffled_output_and_gradients(device):
+    coords, _, _, _ = small_conv(device)
+    srt = coords[torch.from_numpy(np.lexsort(coords.cpu().numpy().T[::-1]).copy()).to(device)]
+    perm = torch.randperm(coords.shape[0], device=device)
+    feats = torch.randn(coords.shape[0], 16, device=device)
+    w = torch.randn(27, 16, 8, device=device) * 0.1
+    # Both in Morton order: the same tiles, the same sums, bit for bit up to the permutation.
+    km_s = ft.build_kernel_map(srt, 3, order="morton")
+    km_x = ft.build_kernel_map(srt[perm], 3)
+    assert km_x.order is not None and ft.build_kernel_map(srt, 3).order is None
+    conv = ft.SubMConv3d(16, 8, device=device)
+    with torch.no_grad():
+        conv.weight.copy_(w)
+    f_s, f_x = feats.clone().requires_grad_(), feats[perm].clone().requires_grad_()
+    out_s, out_x = conv(f_s, km_s), conv(f_x, km_x)
+    assert torch.equal(out_s[perm], out_x)
+    g = torch.randn_like(out_s)
+    (gs_f, gs_w) = torch.autograd.grad(out_s, (f_s, conv.weight), g)
+    (gx_f, gx_w) = torch.autograd.grad(out_x, (f_x, conv.weight), g[perm])
+    assert torch.equal(gs_f[perm], gx_f) and torch.equal(gs_w, gx_w)
+    # Against the plain map of the shuffled rows: the same numbers.
+    with torch.no_grad():
+        assert torch.allclose(conv(feats[perm], km_x.nbr), out_x, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("device", devices)
