@@ -41,7 +41,8 @@
 // code (Hopper), else mma.sync (both over rows sorted by neighbor pattern on large shapes) where they
 // apply, WMMA otherwise. ConvOptions::choice forces one (tests, benchmarks); choose_conv tells which
 // one a call takes.
-// The map build allocates O(N): a hash table of 2^p ≥ 2N int32 slots and N packed 64-bit keys,
+// The map build allocates O(N): a hash table of 2^p ≥ 3N int32 slots and N packed 64-bit keys, and in
+// a Morton run order the sort's keys and rows (20 bytes a row and CUB's scratch on CUDA; 16 on the CPU),
 // freed before it returns. Index arithmetic is 64-bit.
 #pragma once
 

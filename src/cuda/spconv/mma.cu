@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_m
   extern __shared__ __align__(128) unsigned char smem[];
   // These arrays are the kMmaStaticBytes of the choice's shared-memory budget (spconv_choose.h).
   __shared__ int32_t nb_s[kMaxMaskedOffsets][BM];  // neighbor row of each (offset, tile row); -1: none
-  __shared__ int32_t row_s[BM];              // output row of each tile row; -1: past the end
+  __shared__ int32_t row_s[BM];              // map column of each tile row (output_row maps it); -1: past the end
   __shared__ uint32_t group_s[GROUPS];       // offsets present in each 16-row group
   __shared__ int8_t act_s[kMaxMaskedOffsets];      // offsets present in the tile, ascending
   __shared__ int act_count;

@@ -38,7 +38,7 @@ __device__ __forceinline__ int list_offsets(uint32_t mask, int k_lo, int k_hi, i
 // ---- the tile's prologue (both wgmma kernels; the mma kernel keeps its own, loading entry by entry,
 // which is faster on its default sorted rows) ----
 // The tile's map slice into shared memory, checked: nb_s[k · BM + r] = the neighbor row of tile row
-// r at offset k (-1: none), row_s[r] = the output row (-1: past the end), group_s[g] = the offsets
+// r at offset k (-1: none), row_s[r] = its map column (-1: past the end), group_s[g] = the offsets
 // present in 16-row group g, act_s[0 .. act_count) = the offsets present in the tile, ascending,
 // restricted to this block's offset range when the launch is split (gridDim.y > 1).
 // Each of the first KH·BM threads owns one row and every KH-th offset (the others, whole warps, only

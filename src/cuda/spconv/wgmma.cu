@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(Tile::THREADS, Tile::MIN_BLOCKS) kernel_conv_w
   constexpr int BM = Tile::BM, BN = Tile::BN, BK = Tile::BK, STAGES = Tile::STAGES, THREADS = Tile::THREADS;
   constexpr int GROUPS = BM / kGroupRows, AHEAD = Tile::AHEAD, PENDING = Tile::PENDING, R = BN / 2;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ int32_t row_s[BM];              // output row of each tile row; -1: past the end
+  __shared__ int32_t row_s[BM];              // map column of each tile row (output_row maps it); -1: past the end
   __shared__ uint32_t group_s[GROUPS];       // offsets present in each 16-row group
   __shared__ int8_t act_s[kMaxMaskedOffsets];      // offsets present in the tile, ascending
   __shared__ int act_count;
