@@ -2,6 +2,7 @@
 // 3D convolution in double precision read at the active sites, CUDA against the CPU, determinism,
 // the padded feats form, and every kind of bad input.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -649,15 +650,29 @@ void check_run_order(Device d, DType dt, int ci, int co, std::optional<ConvChoic
   ASSERT_TRUE(ms.order().defined() && mx.order().defined());
   // The order is a permutation sorting the Morton keys, the same voxels in both; the maps by row are the plain ones.
   const auto os = read_i32(ms.order()), ox = read_i32(mx.order());
+  int64_t lo[3] = {INT32_MAX, INT32_MAX, INT32_MAX}, hi[3] = {INT32_MIN, INT32_MIN, INT32_MIN}, batch_hi = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    for (int a = 0; a < 3; ++a) lo[a] = std::min<int64_t>(lo[a], sorted[4 * r + 1 + a]);
+    for (int a = 0; a < 3; ++a) hi[a] = std::max<int64_t>(hi[a], sorted[4 * r + 1 + a]);
+    batch_hi = std::max<int64_t>(batch_hi, sorted[4 * r]);
+  }
+  const auto frame = spconv::backend::morton_frame(lo, hi, batch_hi);
+  EXPECT_EQ(frame.bits, 4) << "a 12³ box";
+  EXPECT_EQ(frame.key_bits, 13) << "and two batches";
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(std::memcmp(&sorted[4 * os[i]], &shuffled[4 * ox[i]], 16), 0) << "column " << i;
     if (i > 0) {
       auto key = [&](int32_t r) {
         const int32_t* c = &sorted[4 * r];
-        return spconv::backend::morton_key(spconv::backend::pack_key(c[0], c[1], c[2], c[3]));
+        return spconv::backend::morton_key(spconv::backend::pack_key(c[0], c[1], c[2], c[3]), frame);
       };
       ASSERT_LT(key(os[i - 1]), key(os[i]));
     }
+  }
+  if (d.is_cuda()) {  // the same columns and order as the CPU's
+    const spconv::KernelMap cpu = spconv::KernelMap::build(coords_tensor(shuffled), 3, 1);
+    EXPECT_EQ(read_i32(cpu.order()), ox);
+    EXPECT_EQ(read_i32(cpu.columns()), read_i32(mx.columns()));
   }
   EXPECT_EQ(read_i32(ms.nbr()), read_i32(build_kernel_map(cs, 3, 1)));
   EXPECT_EQ(read_i32(mx.nbr()), read_i32(build_kernel_map(cx, 3, 1)));

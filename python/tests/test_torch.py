@@ -102,7 +102,7 @@ def test_build_kernel_map_returns_the_map_and_its_statistics(device):
     assert km.stats.device.type == "cpu" and km.stats.dtype == torch.int64
     plain = frugal.spconv.build_kernel_map(coords.cpu().contiguous().numpy(), 3)
     assert np.array_equal(km.nbr.cpu().numpy(), plain)
-    assert km.order is not None and int(km.stats[8]) == 1  # shuffled rows run in Morton order
+    assert km.order is None and int(km.stats[8]) == 0  # torch.nonzero's rows are lexicographic: kept
     # The same statistics when a map (in its given order) assembled elsewhere is checked once.
     given = ft.build_kernel_map(coords, 3, order="given")
     assert given.order is None and given.columns is given.nbr
@@ -117,7 +117,12 @@ def test_spconv_custom_ops_pass_opcheck(device):
     torch.library.opcheck(ft.submanifold_conv_op, (feats, km.nbr, w, torch.randn(4, device=device)))
     torch.library.opcheck(ft.submanifold_conv_op, (feats, km.nbr, w, None, False))
     torch.library.opcheck(ft.submanifold_conv_op, (feats, km.columns, w, None, True, km.stats, km._order))
-    torch.library.opcheck(ft.map_by_row_op, (km.columns, km._order))
+    shuffled = ft.build_kernel_map(coords[torch.randperm(coords.shape[0], device=device)], 3)
+    assert shuffled.order is not None  # a shuffle runs in Morton order
+    torch.library.opcheck(ft.build_kernel_map_op, (coords[torch.randperm(coords.shape[0], device=device)], 3, 1))
+    torch.library.opcheck(ft.submanifold_conv_op, (feats, shuffled.columns, w, None, True, shuffled.stats,
+                                                   shuffled._order))
+    torch.library.opcheck(ft.map_by_row_op, (shuffled.columns, shuffled._order))
 
 
 @pytest.mark.parametrize("device", devices)

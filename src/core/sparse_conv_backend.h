@@ -61,8 +61,32 @@ inline uint64_t table_capacity(int64_t n) {
   return cap;
 }
 
-// The Morton (Z-order) key of an in-range (b, x, y, z): the batch in bits [51, 63), below it the biased
-// x, y, z interleaved bit by bit (x's bit i at 3i + 2, y's at 3i + 1, z's at 3i). Unique per voxel.
+// The Morton (Z-order) key of an in-range (b, x, y, z) within the box of a row set (MortonFrame): the
+// batch above 3·bits, below it x − lo_x, y − lo_y, z − lo_z interleaved bit by bit (x's bit i at 3i + 2,
+// y's at 3i + 1, z's at 3i). Unique per voxel of the set; the frame makes the keys as short as the set's
+// extent allows (a radix sort then takes ⌈key_bits / 8⌉ passes: 5 instead of 8 for a 1024³ grid).
+struct MortonFrame {
+  int64_t lo[3] = {kCoordMin, kCoordMin, kCoordMin};  // the set's smallest x, y, z
+  int bits = kAxisBits;                               // bits an axis: those of the largest extent
+  int key_bits = 3 * kAxisBits + 12;                  // 3·bits + the bits of the largest batch index
+};
+// The frame of a box: per-axis minimum and maximum, the largest batch index.
+inline MortonFrame morton_frame(const int64_t lo[3], const int64_t hi[3], int64_t batch_hi) {
+  MortonFrame f;
+  int64_t extent = 0;
+  for (int a = 0; a < 3; ++a) {
+    f.lo[a] = lo[a];
+    extent = hi[a] - lo[a] > extent ? hi[a] - lo[a] : extent;
+  }
+  auto width = [](int64_t v) {
+    int w = 0;
+    while (v >> w) ++w;
+    return w;
+  };
+  f.bits = width(extent) > 0 ? width(extent) : 1;
+  f.key_bits = 3 * f.bits + width(batch_hi);
+  return f;
+}
 FRUGAL_HD uint64_t spread_bits3(uint64_t v) {  // bit i of v's 17 low bits to bit 3i
   v &= kAxisMask;
   v = (v | v << 32) & 0x1f00000000ffffull;
@@ -72,13 +96,15 @@ FRUGAL_HD uint64_t spread_bits3(uint64_t v) {  // bit i of v's 17 low bits to bi
   v = (v | v << 2) & 0x1249249249249249ull;
   return v;
 }
-FRUGAL_HD uint64_t morton_key(uint64_t packed) {
-  return static_cast<uint64_t>(key_b(packed)) << (3 * kAxisBits) |
-         spread_bits3(static_cast<uint64_t>(key_x(packed) + kAxisBias)) << 2 |
-         spread_bits3(static_cast<uint64_t>(key_y(packed) + kAxisBias)) << 1 |
-         spread_bits3(static_cast<uint64_t>(key_z(packed) + kAxisBias));
+FRUGAL_HD uint64_t morton_key(uint64_t packed, int64_t lo_x, int64_t lo_y, int64_t lo_z, int bits) {
+  return static_cast<uint64_t>(key_b(packed)) << (3 * bits) |
+         spread_bits3(static_cast<uint64_t>(key_x(packed) - lo_x)) << 2 |
+         spread_bits3(static_cast<uint64_t>(key_y(packed) - lo_y)) << 1 |
+         spread_bits3(static_cast<uint64_t>(key_z(packed) - lo_z));
 }
-constexpr int kMortonBits = 3 * kAxisBits + 12;  // the bits a radix sort of the keys takes
+inline uint64_t morton_key(uint64_t packed, const MortonFrame& f) {
+  return morton_key(packed, f.lo[0], f.lo[1], f.lo[2], f.bits);
+}
 
 // The output row of map column col: order[col] in a run order, col itself where order is nullptr.
 FRUGAL_HD int64_t column_row(const int32_t* order, int64_t col) { return order ? order[col] : col; }

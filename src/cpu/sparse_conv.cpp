@@ -216,9 +216,17 @@ MapStatus spconv_build_map(const MapArgs& a) {
     st.order = a.forced_order ? *a.forced_order : spconv::choose_row_order(n, lex);
   }
   if (st.order == spconv::RowOrder::morton) {
+    int64_t lo[3] = {spconv::kCoordMax, spconv::kCoordMax, spconv::kCoordMax}, batch_hi = 0;
+    int64_t hi[3] = {spconv::kCoordMin, spconv::kCoordMin, spconv::kCoordMin};
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t v[3] = {sb::key_x(keys[r]), sb::key_y(keys[r]), sb::key_z(keys[r])};
+      for (int ax = 0; ax < 3; ++ax) lo[ax] = std::min(lo[ax], v[ax]), hi[ax] = std::max(hi[ax], v[ax]);
+      batch_hi = std::max(batch_hi, sb::key_b(keys[r]));
+    }
+    const sb::MortonFrame frame = sb::morton_frame(lo, hi, batch_hi);
     std::vector<std::pair<uint64_t, int32_t>> by_key(n);
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < n; ++r) by_key[r] = {sb::morton_key(keys[r]), static_cast<int32_t>(r)};
+    for (int64_t r = 0; r < n; ++r) by_key[r] = {sb::morton_key(keys[r], frame), static_cast<int32_t>(r)};
     std::sort(by_key.begin(), by_key.end());  // keys are unique: the order is the same on every machine
     column_of.resize(n);
     for (int64_t i = 0; i < n; ++i) {

@@ -37,9 +37,13 @@ struct DeviceStatus {
   unsigned long long bad_entry;  // the smallest linear index of a map entry outside [0, n]
   unsigned halo_fits[2][2];      // the map's sample tiles that fit the halo kernel (MapStats::halo_fits)
   unsigned unsorted;             // nonzero: some row's key is not above the previous row's
+  // The rows' box, for the Morton keys (all maxima, so that zero bytes start them): kFrameWords words,
+  // kAxisMask − (biased minimum) of x, y, z, then the biased maxima, then the largest batch index.
+  unsigned frame[7];
 };
+constexpr int kFrameWords = 7;
 // The status, then (in a build) the table, in one scratch block cleared by one memset.
-constexpr size_t kStatusBytes = 64;
+constexpr size_t kStatusBytes = 128;
 static_assert(sizeof(DeviceStatus) <= kStatusBytes, "the status fits its part of the scratch");
 
 __device__ __forceinline__ void report_smallest(unsigned long long* word, unsigned long long v) { atomicMax(word, ~v); }
@@ -47,21 +51,43 @@ __device__ __forceinline__ void report_smallest(unsigned long long* word, unsign
 // One thread a row: pack its key into keys[r] (a coordinate out of range is reported and not inserted),
 // then claim a slot. keys[r] is visible before the row can be found in a slot, so a thread that meets
 // the row in a slot reads the row's key from keys (from L2, past any stale L1 line).
+// Also measures, for the run order's rule and its sort, whether the rows come in ascending key order and
+// their box (reduced a warp, then a block, then one atomic a word; blockDim.x a multiple of 32).
 __global__ void kernel_insert(const int32_t* __restrict__ coords, int64_t n, uint64_t* __restrict__ keys,
                               int32_t* table, uint64_t mask, DeviceStatus* st) {
+  __shared__ unsigned frame[kFrameWords];
+  if (threadIdx.x < kFrameWords) frame[threadIdx.x] = 0;
+  __syncthreads();
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (r >= n) return;
-  const int32_t b = coords[4 * r], x = coords[4 * r + 1], y = coords[4 * r + 2], z = coords[4 * r + 3];
-  if (!sb::batch_in_range(b) || !sb::coord_in_range(x) || !sb::coord_in_range(y) || !sb::coord_in_range(z)) {
-    report_smallest(&st->bad_row, static_cast<unsigned long long>(r));
-    return;
+  bool ok = r < n;
+  uint64_t key = 0;
+  unsigned mine[kFrameWords] = {};
+  if (ok) {
+    const int32_t b = coords[4 * r], x = coords[4 * r + 1], y = coords[4 * r + 2], z = coords[4 * r + 3];
+    if (!sb::batch_in_range(b) || !sb::coord_in_range(x) || !sb::coord_in_range(y) || !sb::coord_in_range(z)) {
+      report_smallest(&st->bad_row, static_cast<unsigned long long>(r));
+      ok = false;
+    } else {
+      key = sb::pack_key(b, x, y, z);
+      keys[r] = key;
+      if (r > 0) {  // whether the rows come in ascending key order
+        const int32_t* c = coords + 4 * (r - 1);
+        if (!(sb::pack_key(c[0], c[1], c[2], c[3]) < key)) st->unsorted = 1;
+      }
+      const unsigned v[3] = {static_cast<unsigned>(x + sb::kAxisBias), static_cast<unsigned>(y + sb::kAxisBias),
+                             static_cast<unsigned>(z + sb::kAxisBias)};
+      for (int a = 0; a < 3; ++a) mine[a] = static_cast<unsigned>(sb::kAxisMask) - v[a], mine[3 + a] = v[a];
+      mine[6] = static_cast<unsigned>(b);
+    }
   }
-  const uint64_t key = sb::pack_key(b, x, y, z);
-  keys[r] = key;
-  if (r > 0) {  // whether the rows come in ascending key order (for the run order's rule)
-    const int32_t* c = coords + 4 * (r - 1);
-    if (!(sb::pack_key(c[0], c[1], c[2], c[3]) < key)) st->unsorted = 1;
+#pragma unroll
+  for (int w = 0; w < kFrameWords; ++w) {
+    const unsigned m = __reduce_max_sync(0xffffffffu, mine[w]);
+    if (threadIdx.x % 32 == 0 && m) atomicMax(&frame[w], m);
   }
+  __syncthreads();
+  if (threadIdx.x < kFrameWords && frame[threadIdx.x]) atomicMax(&st->frame[threadIdx.x], frame[threadIdx.x]);
+  if (!ok) return;
   __threadfence();
   for (uint64_t s = sb::hash_key(key) & mask;; s = (s + 1) & mask) {
     const int32_t prev = atomicCAS(&table[s], 0, static_cast<int32_t>(r + 1)) - 1;
@@ -112,13 +138,23 @@ __global__ void __launch_bounds__(32 * kQueryLanes) kernel_query(const uint64_t*
   }
 }
 
-// The Morton keys of the rows and their indices, to be sorted into the run order.
-__global__ void kernel_morton_keys(const uint64_t* __restrict__ keys, int64_t n, uint64_t* __restrict__ morton,
-                                   int32_t* __restrict__ rows) {
+// The Morton keys of the rows (in the rows' frame) and their indices, to be sorted into the run order.
+__global__ void kernel_morton_keys(const uint64_t* __restrict__ keys, int64_t n, int64_t lo_x, int64_t lo_y,
+                                   int64_t lo_z, int bits, uint64_t* __restrict__ morton, int32_t* __restrict__ rows) {
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (r >= n) return;
-  morton[r] = sb::morton_key(keys[r]);
+  morton[r] = sb::morton_key(keys[r], lo_x, lo_y, lo_z, bits);
   rows[r] = static_cast<int32_t>(r);
+}
+
+// The frame the build measured (DeviceStatus::frame, read back).
+sb::MortonFrame frame_of(const DeviceStatus& host) {
+  int64_t lo[3], hi[3];
+  for (int a = 0; a < 3; ++a) {
+    lo[a] = static_cast<int64_t>(sb::kAxisMask - host.frame[a]) - sb::kAxisBias;
+    hi[a] = static_cast<int64_t>(host.frame[3 + a]) - sb::kAxisBias;
+  }
+  return sb::morton_frame(lo, hi, host.frame[6]);
 }
 
 // nbr[k, order[i]] = columns[k, i], one thread an entry.
@@ -133,12 +169,12 @@ __global__ void kernel_map_by_row(const int32_t* __restrict__ columns, const int
 
 // The run order: rows sorted by their Morton keys (unique, so the order is the one the CPU sorts too),
 // with CUB's radix sort; temporaries from the stream-ordered pool.
-void sort_by_morton(const uint64_t* keys, int64_t n, int32_t* order, cudaStream_t s) {
+void sort_by_morton(const uint64_t* keys, int64_t n, const sb::MortonFrame& f, int32_t* order, cudaStream_t s) {
   const int items = static_cast<int>(n);
   size_t temp_bytes = 0;
   FRUGAL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, static_cast<const uint64_t*>(nullptr),
                                                     static_cast<uint64_t*>(nullptr), static_cast<const int32_t*>(nullptr),
-                                                    static_cast<int32_t*>(nullptr), items, 0, sb::kMortonBits, s));
+                                                    static_cast<int32_t*>(nullptr), items, 0, f.key_bits, s));
   auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   const size_t key_bytes = aligned(static_cast<size_t>(n) * sizeof(uint64_t));
   const size_t row_bytes = aligned(static_cast<size_t>(n) * sizeof(int32_t));
@@ -148,10 +184,10 @@ void sort_by_morton(const uint64_t* keys, int64_t n, int32_t* order, cudaStream_
   auto* rows = reinterpret_cast<int32_t*>(scratch.as<char>() + 2 * key_bytes);
   void* temp = scratch.as<char>() + 2 * key_bytes + row_bytes;
   constexpr int threads = 256;
-  kernel_morton_keys<<<static_cast<unsigned>(ceil_div<int64_t>(n, threads)), threads, 0, s>>>(keys, n, in, rows);
+  kernel_morton_keys<<<static_cast<unsigned>(ceil_div<int64_t>(n, threads)), threads, 0, s>>>(
+      keys, n, f.lo[0], f.lo[1], f.lo[2], f.bits, in, rows);
   FRUGAL_CUDA_CHECK_LAUNCH();
-  FRUGAL_CUDA_CHECK(
-      cub::DeviceRadixSort::SortPairs(temp, temp_bytes, in, out, rows, order, items, 0, sb::kMortonBits, s));
+  FRUGAL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, in, out, rows, order, items, 0, f.key_bits, s));
 }
 
 // Every entry of nbr [k, n] (total = k·n) in [0, n]; the smallest linear index of one that is not.
@@ -209,18 +245,16 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
     kernel_insert<<<static_cast<unsigned>(ceil_div<int64_t>(n, threads)), threads, 0, s>>>(a.coords, n, keys, table,
                                                                                              cap - 1, st);
     FRUGAL_CUDA_CHECK_LAUNCH();
-    if (a.order) {
-      if (a.forced_order) {
-        order = *a.forced_order;
-      } else {  // the rule needs to know whether the rows are sorted: one more wait, and bad input ends here
-        FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host, st, sizeof(DeviceStatus), cudaMemcpyDeviceToHost, s));
-        FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
-        if (host.bad_row || host.dup) return read_status(host, 0);
-        order = spconv::choose_row_order(n, host.unsorted == 0);
-      }
+    if (a.order && a.forced_order != spconv::RowOrder::given) {
+      // The rule needs to know whether the rows are sorted, and the sort their box: one more wait (bad
+      // input ends here).
+      FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host, st, sizeof(DeviceStatus), cudaMemcpyDeviceToHost, s));
+      FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
+      if (host.bad_row || host.dup) return read_status(host, 0);
+      order = a.forced_order ? *a.forced_order : spconv::choose_row_order(n, host.unsorted == 0);
     }
     const bool morton = order == spconv::RowOrder::morton;
-    if (morton) sort_by_morton(keys, n, a.order, s);
+    if (morton) sort_by_morton(keys, n, frame_of(host), a.order, s);
     kernel_query<<<static_cast<unsigned>(ceil_div<int64_t>(n, 32)), dim3(32, kQueryLanes), 0, s>>>(
         keys, n, table, cap - 1, ks, a.dilation, morton ? a.order : nullptr, a.nbr);
     FRUGAL_CUDA_CHECK_LAUNCH();
