@@ -29,11 +29,13 @@ __global__ void kernel_fill_bytes(uint8_t* p, size_t n, uint64_t seed) {
   }
 }
 
-__global__ void kernel_fill_scales(float* p, size_t n, uint64_t seed, float base) {
+// Scales in [0.75, 1.25) · base, as f32 or (the f16 scale format) rounded to f16.
+template <typename S>
+__global__ void kernel_fill_scales(S* p, size_t n, uint64_t seed, float base) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     uint64_t z = (i + seed) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
-    p[i] = base * (0.75f + 0.5f * static_cast<float>(z >> 40) / 16777216.0f);
+    p[i] = static_cast<S>(base * (0.75f + 0.5f * static_cast<float>(z >> 40) / 16777216.0f));
   }
 }
 

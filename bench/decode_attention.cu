@@ -10,7 +10,7 @@
 // billions of tokens through the quantizer; nothing of the fill is timed.
 //
 // Usage: decode_attention [--json PATH] [--quick] [--shape B,Hq,Hkv,D,L [--splits N]] [--sweep]
-//                         [--loops] [--mixes] [--floor] [--exact W,S]
+//                         [--loops] [--mixes] [--floor] [--exact W,S] [--scales]
 //   --quick: only the target rows and the short rows, no variants; --shape: that one shape only (for
 //   profilers; --splits N forces its slice count); --sweep: the slice sweep of every row too (the
 //   split heuristic's data; slices of >= 64 tokens); --loops: every row three times, the f16
@@ -22,7 +22,8 @@
 //   same way, the best of four grid sizes): what a call that only read its cache would take.
 //   --exact W,S: caches with exact rows (a window of W f16 tokens and S sinks) on the quick rows and
 //   two head_dim-64 models' rows, each row right after the same row on plain caches (alternating),
-//   and the ratio of the two.
+//   and the ratio of the two. --scales: six rows at K4/V4, K8/V4 and K8/V8, each with f32 and then f16
+//   scales (the f16 format), and the ratio.
 //   Every row prints the choice that served it (attention::choose_decode) and a hash of its output
 //   bytes (bitwise comparisons of two builds).
 #include <cuda_fp16.h>
@@ -48,8 +49,9 @@ using namespace frugal;
 #include "cache_fill.cuh"
 
 kv::Cache random_cache(int batch, int heads, int dim, int64_t len, int bits, uint64_t seed, int window = 0,
-                       int sinks = 0) {
+                       int sinks = 0, kv::ScaleFormat scales = kv::ScaleFormat::f32) {
   kv::CacheConfig c;
+  c.scale_format = scales;
   c.batch = batch;
   c.num_kv_heads = heads;
   c.head_dim = dim;
@@ -61,8 +63,12 @@ kv::Cache random_cache(int batch, int heads, int dim, int64_t len, int bits, uin
   kv::Cache cache(c, Device::cuda());
   if (cache.exact().defined()) kernel_fill_half<<<256, 256>>>(cache.exact().data_as<__half>(), cache.exact().numel(), seed);
   kernel_fill_bytes<<<1024, 256>>>(static_cast<uint8_t*>(cache.packed().data()), cache.packed().nbytes(), seed);
-  kernel_fill_scales<<<1024, 256>>>(cache.scales().data_as<float>(), cache.scales().numel(), seed,
-                                    std::sqrt(float(dim)));
+  if (scales == kv::ScaleFormat::f16)
+    kernel_fill_scales<<<1024, 256>>>(cache.scales().data_as<__half>(), cache.scales().numel(), seed,
+                                      std::sqrt(float(dim)));
+  else
+    kernel_fill_scales<<<1024, 256>>>(cache.scales().data_as<float>(), cache.scales().numel(), seed,
+                                      std::sqrt(float(dim)));
   CHECK(cudaGetLastError());
   auto& pos = const_cast<std::vector<int64_t>&>(cache.write_positions());  // benchmark-only shortcut
   std::fill(pos.begin(), pos.end(), len);
@@ -96,6 +102,7 @@ int main(int argc, char** argv) {
   int one[5] = {0, 0, 0, 0, 0};
   int forced_splits = 0;  // --splits N: the slice count of the --shape row (0: the library's rule)
   int exact_window = -1, exact_sinks = 0;  // --exact W,S
+  bool scale_pairs = false;                 // --scales: every row also with f16 scales, side by side
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -103,6 +110,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--loops")) loops = true;
     if (!std::strcmp(argv[i], "--mixes")) mixes = true;
     if (!std::strcmp(argv[i], "--floor")) stream_floor = true;
+    if (!std::strcmp(argv[i], "--scales")) scale_pairs = true;
     if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) forced_splits = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--exact") && i + 1 < argc) {
       std::sscanf(argv[++i], "%d,%d", &exact_window, &exact_sinks);
@@ -162,13 +170,14 @@ int main(int argc, char** argv) {
       shapes.push_back(s);
   if (one[0] > 0) shapes = {{one[0], one[1], one[2], one[3], one[4]}};
   int window = 0, sinks = 0;  // the exact rows of the caches run now (--exact)
+  kv::ScaleFormat scales = kv::ScaleFormat::f32;  // the scale format of the caches run now (--scales)
   std::string loop = "auto";  // the f16 main loop of the rows run now (--loops)
   std::optional<attention::DecodeVariant> forced;  // its variant, when forced
 
   std::vector<Row> rows;
   auto run = [&](const Shape& s, int kb, int vb, attention::Math math, DType qd, int splits, int64_t len = 0) {
-    kv::Cache k = random_cache(s.B, s.Hkv, s.D, s.L, kb, 1000 + s.D + kb, window, sinks);
-    kv::Cache v = random_cache(s.B, s.Hkv, s.D, s.L, vb, 2000 + s.D + vb, window, sinks);
+    kv::Cache k = random_cache(s.B, s.Hkv, s.D, s.L, kb, 1000 + s.D + kb, window, sinks, scales);
+    kv::Cache v = random_cache(s.B, s.Hkv, s.D, s.L, vb, 2000 + s.D + vb, window, sinks, scales);
     Tensor q = Tensor::empty({s.B, s.Hq, s.D}, qd, Device::cuda());
     if (qd == DType::f16)
       kernel_fill_half<<<256, 256>>>(q.data_as<__half>(), q.numel(), 7);
@@ -200,7 +209,7 @@ int main(int argc, char** argv) {
           s.B, s.Hq, s.Hkv, s.D, (long long)len, loop.c_str(), ms, (unsigned long long)out_hash(out), choice.c_str());
       return;
     }
-    const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + 8.0);
+    const double big = s.B * s.Hkv * double(s.L) * (s.D * (kb + vb) / 8.0 + (scales == kv::ScaleFormat::f16 ? 4.0 : 8.0));
     const int reps = big > 5e8 ? 15 : 40;
     const double ms = time_median_ms(
         flush, [&] { attention::decode_attention(q, k, v, out, opt); }, 3, reps);
@@ -244,6 +253,24 @@ int main(int argc, char** argv) {
     forced.reset();
     loop = "auto";
   };
+  // --scales: the same rows with f32 then f16 scales, and the ratio (the f16 format reads 4 bytes a token
+  // and head less).
+  auto with_scales = [&](const Shape& s, int kb, int vb) {
+    run(s, kb, vb, attention::Math::f16, DType::f16, 0);
+    if (!scale_pairs) return;
+    scales = kv::ScaleFormat::f16;
+    run(s, kb, vb, attention::Math::f16, DType::f16, 0);
+    scales = kv::ScaleFormat::f32;
+    const Row& a = rows[rows.size() - 2];
+    const Row& b = rows.back();
+    std::printf("  f16 scales: %.4f ms against %.4f ms with f32 scales: %.3fx\n", b.ms, a.ms, b.ms / a.ms);
+  };
+  if (scale_pairs) {
+    for (const Shape& s : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {1, 32, 8, 128, 4096},
+                                             {8, 32, 8, 64, 32768}, {8, 32, 8, 128, 4096}, {8, 32, 8, 256, 32768}})
+      for (const auto& [kb, vb] : std::vector<std::pair<int, int>>{{4, 4}, {8, 4}, {8, 8}}) with_scales(s, kb, vb);
+    shapes.clear();
+  }
   if (mixes) {
     for (const Shape& s : std::vector<Shape>{{8, 32, 8, 128, 32768}, {1, 32, 8, 128, 131072}, {1, 32, 8, 128, 4096}})
       for (const auto& [kb, vb] : std::vector<std::pair<int, int>>{{8, 4}, {4, 8}, {8, 8}})
