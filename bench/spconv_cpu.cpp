@@ -4,7 +4,9 @@
 // The peer figure is the same machine's single-precision GEMM rate (numpy's matmul over OpenBLAS,
 // bench/README.md), measured beside it.
 //
-//   spconv_cpu [--radius R] [--channels 32,64,128,256] [--reps N]
+//   spconv_cpu [--radius R] [--channels 32,64,128,256] [--reps N] [--shuffle] [--order given|morton]
+// --shuffle: the shell's rows in a random order (seed 7); --order: the KernelMap's run order forced
+// (default: the rule's: lexicographic rows keep theirs, any other order runs in Morton order).
 #include <omp.h>
 #include <time.h>
 
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -46,8 +49,13 @@ std::vector<int32_t> sphere_shell(int res) {
 
 int main(int argc, char** argv) {
   int res = 128, reps = 5;
+  bool shuffle = false;
+  std::optional<spconv::RowOrder> order;
   std::vector<int> channels = {32, 64, 128, 256};
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--shuffle")) shuffle = true;
+    if (!std::strcmp(argv[i], "--order") && i + 1 < argc)
+      order = !std::strcmp(argv[++i], "morton") ? spconv::RowOrder::morton : spconv::RowOrder::given;
     if (!std::strcmp(argv[i], "--radius") && i + 1 < argc) res = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--channels") && i + 1 < argc) {
@@ -58,14 +66,29 @@ int main(int argc, char** argv) {
   }
   std::vector<int32_t> coords = sphere_shell(res);
   const int64_t n = static_cast<int64_t>(coords.size()) / 4;
+  if (shuffle) {
+    std::vector<int64_t> perm(n);
+    for (int64_t i = 0; i < n; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), std::mt19937_64(7));
+    std::vector<int32_t> c(coords.size());
+    for (int64_t i = 0; i < n; ++i) std::memcpy(&c[4 * i], &coords[4 * perm[i]], 16);
+    coords.swap(c);
+  }
   TensorView cv(coords.data(), DType::i32, {n, 4});
-  spconv::KernelMap map = spconv::KernelMap::build(cv, 3);
+  std::vector<double> build;
+  spconv::KernelMap map;
+  for (int r = 0; r < 3; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    map = spconv::KernelMap::build(cv, 3, 1, nullptr, order);
+    build.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   std::vector<int32_t> nbr(27 * n);
-  copy(map.nbr(), TensorView(nbr.data(), DType::i32, {27, n}));
+  copy(map.columns(), TensorView(nbr.data(), DType::i32, {27, n}));
   int64_t pairs = 0;
   for (int32_t m : nbr) pairs += m < n;
-  std::printf("shell R=%d: %lld voxels, %.2f neighbors a voxel, %d threads\n\n", res, static_cast<long long>(n),
-              static_cast<double>(pairs) / n, omp_get_max_threads());
+  std::printf("shell R=%d: %lld voxels (%s), %.2f neighbors a voxel, %d threads; map in %s order, built in %.1f ms\n\n",
+              res, static_cast<long long>(n), shuffle ? "shuffled" : "lexicographic", static_cast<double>(pairs) / n,
+              omp_get_max_threads(), spconv::to_string(map.stats().order).c_str(), median(build) * 1e3);
   std::printf("| dtype | C | ms | GFLOP/s | GFLOP/s per CPU-second |\n|---|---|---|---|---|\n");
   std::mt19937_64 rng(7);
   std::normal_distribution<float> nd;
