@@ -391,6 +391,15 @@ inline void run_spconv_case(std::span<const uint8_t> bytes, Device dev, Record& 
   const std::vector<int32_t> want = brute_force_map(flat, n, ks, dil);
   require(got.size() == want.size(), "the map has the wrong size");
   for (size_t i = 0; i < want.size(); ++i) require(got[i] == want[i], "the map differs from the brute-force map");
+  // The same map through a KernelMap in its run order (Morton where the rows are not sorted), read by row.
+  if (!rec.call("KernelMap::build", [&](Outcome& o) {
+        o.values = to_doubles(spconv::KernelMap::build(coords, ks, dil).nbr().view());
+      }))
+    return;
+  const std::vector<double>& by_row = rec.outcomes.back().values;
+  require(by_row.size() == want.size(), "a KernelMap's map has the wrong size");
+  for (size_t i = 0; i < want.size(); ++i)
+    require(by_row[i] == want[i], "a KernelMap's map by row differs from the brute-force map");
 
   for (int step = 0; step < 4 && !in.done(); ++step) {
     const int64_t ci = 1 + in.pick(8), co = 1 + in.pick(8);
