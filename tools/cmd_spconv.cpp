@@ -169,14 +169,15 @@ void run(const Options& o, bool shape_given, bool mesh_given) {
   if (dev.is_cuda()) {
     // One untimed build and conv first: CUDA loads kernels lazily and creates the stream-ordered
     // memory pool on first use, so the timings below are of the steady state.
-    const Tensor warm_nbr = spconv::build_kernel_map(coords, o.kernel_size, o.dilation);
+    const spconv::KernelMap warm = spconv::KernelMap::build(coords, o.kernel_size, o.dilation);
     const Tensor wx = Tensor::zeros({n, c}, dt, dev), ww = Tensor::zeros({k, c, c}, dt, dev);
-    (void)spconv::submanifold_conv(wx, warm_nbr, ww);
+    (void)spconv::submanifold_conv(wx, warm, ww);
   }
+  // A KernelMap, as a model holds one per voxel set: no per-call check, its run order and statistics.
   t = Clock::now();
-  const Tensor nbr = spconv::build_kernel_map(coords, o.kernel_size, o.dilation);
+  const spconv::KernelMap map = spconv::KernelMap::build(coords, o.kernel_size, o.dilation);
   const double t_map = ms_since(t);
-  const Tensor nbr_h = nbr.to(Device::cpu());
+  const Tensor nbr_h = map.nbr().to(Device::cpu());
   std::vector<int32_t> nbr_v(nbr_h.data_as<int32_t>(), nbr_h.data_as<int32_t>() + nbr_h.numel());
   int64_t pairs = 0;
   for (int32_t m : nbr_v) pairs += m != n;
@@ -189,13 +190,15 @@ void run(const Options& o, bool shape_given, bool mesh_given) {
   const float wstd = static_cast<float>(1.0 / std::sqrt(static_cast<double>(pairs) / n * c));
   Tensor x = random_tensor({n, c}, dt, 1.0f, rng, dev);
 
-  fmt::print("  voxelize {:9.2f} ms\n  map      {:9.2f} ms   kernel {}³ dilation {}, {:.2f} neighbors per voxel\n",
-             t_vox, t_map, o.kernel_size, o.dilation, static_cast<double>(pairs) / n);
+  fmt::print(
+      "  voxelize {:9.2f} ms\n  map      {:9.2f} ms   kernel {}³ dilation {}, {:.2f} neighbors per voxel, rows run in {} "
+      "order\n",
+      t_vox, t_map, o.kernel_size, o.dilation, static_cast<double>(pairs) / n, spconv::to_string(map.stats().order));
   for (int l = 0; l < o.layers; ++l) {
     const Tensor w = random_tensor({k, c, c}, dt, wstd, rng, dev), b = random_tensor({c}, dt, 0.1f, rng, dev);
     synchronize(dev);
     t = Clock::now();
-    Tensor y = spconv::submanifold_conv(x, nbr, w, &b.view());
+    Tensor y = spconv::submanifold_conv(x, map, w, &b.view());
     synchronize(dev);
     const double t_conv = ms_since(t);
     const double err =
@@ -204,17 +207,18 @@ void run(const Options& o, bool shape_given, bool mesh_given) {
                t_conv, 2.0 * pairs * c * c / t_conv / 1e6, sample.size(), err);
     x = y;
   }
-  // What one conv holds: its inputs (feats, weight, bias), its output, the map, and workspace
-  // (8 bytes for the map check on CUDA). The materialized path adds a (K, N, Ci) gather.
+  // What one conv holds: its inputs (feats, weight, bias), its output and the map with its run order
+  // (4 bytes a row where it is not the given one). The materialized path adds a (K, N, Ci) gather.
   const double inputs = static_cast<double>(n) * c * es + static_cast<double>(k) * c * c * es + c * es;
-  const double output = static_cast<double>(n) * c * es, map = static_cast<double>(k) * n * 4;
-  const double ours = inputs + output + map + (dev.is_cuda() ? 8 : 0);
+  const double output = static_cast<double>(n) * c * es;
+  const double map_bytes = static_cast<double>(k) * n * 4 + (map.order().defined() ? 4.0 * n : 0.0);
+  const double ours = inputs + output + map_bytes;
   const double gather = static_cast<double>(k) * n * c * es;
-  fmt::print("  memory per conv (counted): inputs {} + output {} + map {} = {}\n", mib(inputs), mib(output), mib(map),
-             mib(ours));
+  fmt::print("  memory per conv (counted): inputs {} + output {} + map {} = {}\n", mib(inputs), mib(output),
+             mib(map_bytes), mib(ours));
   fmt::print("  the materialized gather alone would need K·N·Ci·{} B = {} ({:.1f}× ours in total)\n", es, mib(gather),
              (gather + ours) / ours);
-  const double table = static_cast<double>(std::max<int64_t>(16, std::bit_ceil(static_cast<uint64_t>(2 * n)))) * 4;
+  const double table = static_cast<double>(std::max<int64_t>(16, std::bit_ceil(static_cast<uint64_t>(3 * n)))) * 4;
   fmt::print("  map build workspace (freed after the build): table {} + keys {}\n", mib(table), mib(8.0 * n));
 }
 
