@@ -70,6 +70,14 @@ bool overlaps(const TensorView& a, const TensorView& b) {
                      << "]; was the map built for these coordinates?");
 }
 
+// A run order: [n] i32, contiguous, on the device of `like`.
+void check_order(const TensorView& order, int64_t n, const TensorView& like, const char* like_name, const char* op) {
+  detail::check_tensor(order, op, "order", 1, {DType::i32});
+  detail::check_shape(order, op, "order", {n});
+  detail::check_contiguous(order, op, "order");
+  detail::check_same_device(like, order, op, like_name, "order");
+}
+
 // What a build or check of a map [k, n] found out about it (it raised otherwise).
 MapStats stats_of(const backend::MapStatus& s, int64_t n, int k) {
   MapStats m;
@@ -131,10 +139,7 @@ MapStats build_map(const TensorView& coords, const TensorView& nbr, const Tensor
   detail::check_same_device(coords, nbr, kMapOp, "coords", "nbr");
   FRUGAL_CHECK(!overlaps(coords, nbr), invalid_argument, kMapOp, "nbr overlaps coords");
   if (order) {
-    detail::check_tensor(*order, kMapOp, "order", 1, {DType::i32});
-    detail::check_shape(*order, kMapOp, "order", {n});
-    detail::check_contiguous(*order, kMapOp, "order");
-    detail::check_same_device(coords, *order, kMapOp, "coords", "order");
+    check_order(*order, n, coords, "coords", kMapOp);
     FRUGAL_CHECK(!overlaps(coords, *order) && !overlaps(nbr, *order), invalid_argument, kMapOp,
                  "order overlaps coords or the map");
   }
@@ -183,13 +188,8 @@ void map_by_row(const TensorView& columns, const TensorView& order, const Tensor
   detail::check_contiguous(nbr, op, "nbr");
   detail::check_same_device(columns, nbr, op, "columns", "nbr");
   FRUGAL_CHECK(!overlaps(columns, nbr), invalid_argument, op, "nbr overlaps columns");
-  const bool ordered = order.data != nullptr;
-  if (ordered) {
-    detail::check_tensor(order, op, "order", 1, {DType::i32});
-    detail::check_shape(order, op, "order", {columns.size(1)});
-    detail::check_contiguous(order, op, "order");
-    detail::check_same_device(columns, order, op, "columns", "order");
-  }
+  const bool ordered = order.rank != 0;  // a default view: no order
+  if (ordered) check_order(order, columns.size(1), columns, "columns", op);
   const int64_t n = columns.size(1), k = columns.size(0);
   if (n == 0 || k == 0) return;
   detail::check_device_usable(columns.device, op);
@@ -325,10 +325,7 @@ const int32_t* checked_order(const TensorView& order, const std::optional<MapSta
                (wanted ? "map_stats say the map runs in Morton order, but no order was given (pass the KernelMap's)"
                        : "an order was given for a map in its given order (map_stats absent or order given)"));
   if (!has) return nullptr;
-  detail::check_tensor(order, op, "order", 1, {DType::i32});
-  detail::check_shape(order, op, "order", {n});
-  detail::check_contiguous(order, op, "order");
-  detail::check_same_device(feats, order, op, "feats", "order");
+  check_order(order, n, feats, "feats", op);
   return order.data_as<const int32_t>();
 }
 

@@ -106,8 +106,17 @@ inline uint64_t morton_key(uint64_t packed, const MortonFrame& f) {
   return morton_key(packed, f.lo[0], f.lo[1], f.lo[2], f.bits);
 }
 
-// The output row of map column col: order[col] in a run order, col itself where order is nullptr.
-FRUGAL_HD int64_t column_row(const int32_t* order, int64_t col) { return order ? order[col] : col; }
+// The row of map column col: col itself where order is nullptr, else order[col], or -1 where that entry
+// is outside [0, n) (a bad run order: such a column is never written through).
+FRUGAL_HD int64_t column_row(const int32_t* order, int64_t col, int64_t n) {
+  if (!order) return col;
+#if defined(__CUDA_ARCH__)
+  const int32_t r = __ldg(&order[col]);
+#else
+  const int32_t r = order[col];
+#endif
+  return r >= 0 && r < n ? r : -1;
+}
 
 // The offset of kernel index k along one axis: i = k / ks², j = (k / ks) % ks, l = k % ks.
 FRUGAL_HD int axis_offset(int idx, int ks, int dilation) { return (idx - ks / 2) * dilation; }

@@ -274,10 +274,7 @@ size_t workspace_bytes(const ConvArgs& a, const ConvChoice& c) {
   return order_bytes(a, c) + partial_bytes(a, c) + handoff_bytes(a, c);
 }
 
-RowOrder choose_row_order(int64_t n, bool lex_sorted) {
-  (void)n;
-  return lex_sorted ? RowOrder::given : RowOrder::morton;
-}
+RowOrder choose_row_order(bool lex_sorted) { return lex_sorted ? RowOrder::given : RowOrder::morton; }
 
 std::string to_string(RowOrder o) { return o == RowOrder::morton ? "morton" : "given"; }
 

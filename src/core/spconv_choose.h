@@ -67,10 +67,10 @@ constexpr size_t kMmaStaticBytes =
 constexpr size_t mma_smem_bytes(int tile_co) { return mma_stage_bytes(tile_co) + kMmaStaticBytes; }
 
 // ---- the map's run order -----------------------------------------------------------------------
-// The order a map of n rows runs in, from whether its rows come in ascending lexicographic order of
+// The order a map runs its rows in, from whether they come in ascending lexicographic order of
 // (b, x, y, z) (measured by the build): those keep it (the halo kernel's ranges need it, and on sphere
 // shells it is the fastest order for Ci, Co ≤ 128), every other order runs in Morton order.
-RowOrder choose_row_order(int64_t n, bool lex_sorted);
+RowOrder choose_row_order(bool lex_sorted);
 
 // ---- the choice ----------------------------------------------------------------------------------
 // The rules' choice for these arguments on this device; stats: what frugal knows of the map (nullptr:

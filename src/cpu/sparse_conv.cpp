@@ -109,8 +109,8 @@ void conv_rows(const ConvArgs& a, const float* w, const float* bias, int64_t row
     for (int64_t j = 0; j < padded; j += kBlockRows) accumulate_rows(x + j * ci, wk, ci, co, dst + j);
   }
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t dst_row = sb::column_row(a.order, row0 + r);
-    if (dst_row < 0 || dst_row >= n) continue;  // a bad run order: never written through
+    const int64_t dst_row = sb::column_row(a.order, row0 + r, n);
+    if (dst_row < 0) continue;
     for (int64_t o = 0; o < co; ++o) out[dst_row * co + o] = from_float<T>(acc[r * co + o]);
   }
 }
@@ -213,7 +213,7 @@ MapStatus spconv_build_map(const MapArgs& a) {
     bool lex = true;
 #pragma omp parallel for reduction(&& : lex) schedule(static)
     for (int64_t r = 1; r < n; ++r) lex = lex && keys[r - 1] < keys[r];
-    st.order = a.forced_order ? *a.forced_order : spconv::choose_row_order(n, lex);
+    st.order = a.forced_order ? *a.forced_order : spconv::choose_row_order(lex);
   }
   if (st.order == spconv::RowOrder::morton) {
     int64_t lo[3] = {spconv::kCoordMax, spconv::kCoordMax, spconv::kCoordMax}, batch_hi = 0;
@@ -240,10 +240,10 @@ MapStatus spconv_build_map(const MapArgs& a) {
   // the centre row is the identity.
   const auto sentinel = static_cast<int32_t>(n);
   std::fill(a.nbr + (half + 1) * n, a.nbr + kv * n, sentinel);
-  for (int64_t i = 0; i < n; ++i) a.nbr[half * n + i] = static_cast<int32_t>(sb::column_row(order, i));
+  for (int64_t i = 0; i < n; ++i) a.nbr[half * n + i] = static_cast<int32_t>(sb::column_row(order, i, n));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = sb::column_row(order, i);
+    const int64_t r = sb::column_row(order, i, n);
     const uint64_t key = keys[r];
     const int64_t b = sb::key_b(key), x = sb::key_x(key), y = sb::key_y(key), z = sb::key_z(key);
     for (int k = 0; k < half; ++k) {
@@ -274,8 +274,8 @@ void spconv_map_by_row(const int32_t* columns, const int32_t* order, int32_t* nb
 #pragma omp parallel for schedule(static)
   for (int64_t kk = 0; kk < k; ++kk)
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = sb::column_row(order, i);
-      if (row >= 0 && row < n) nbr[kk * n + row] = columns[kk * n + i];
+      const int64_t row = sb::column_row(order, i, n);
+      if (row >= 0) nbr[kk * n + row] = columns[kk * n + i];
     }
 }
 

@@ -63,8 +63,8 @@ void wgrad_task(const WgradArgs& a, int k, int64_t c0, int64_t cb, std::vector<a
     std::fill(block.begin(), block.begin() + cb * co, A(0));
     for (int64_t r = r0; r < std::min(n, r0 + kRowBlock); ++r) {
       const int32_t m = a.nbr[k * n + r];
-      const int64_t g_row = spconv::backend::column_row(a.order, r);
-      if (!present(m, n) || g_row < 0 || g_row >= n) continue;
+      const int64_t g_row = spconv::backend::column_row(a.order, r, n);
+      if (!present(m, n) || g_row < 0) continue;
       for (int64_t o = 0; o < co; ++o) g[o] = load(grad[g_row * co + o]);
       for (int64_t c = 0; c < cb; ++c) {
         const A x = load(feats[m * ci + c0 + c]);
@@ -122,8 +122,8 @@ void spconv_conv_f64(const ConvArgs& a) {
   const int64_t n = a.n, ci = a.ci, co = a.co;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < n; ++r) {
-    const int64_t dst_row = spconv::backend::column_row(a.order, r);
-    if (dst_row < 0 || dst_row >= n) continue;  // a bad run order: never written through
+    const int64_t dst_row = spconv::backend::column_row(a.order, r, n);
+    if (dst_row < 0) continue;
     double* acc = out + dst_row * co;
     for (int64_t o = 0; o < co; ++o) acc[o] = bias ? bias[o] : 0.0;
     for (int k = 0; k < a.k; ++k) {

@@ -162,8 +162,8 @@ __global__ void kernel_map_by_row(const int32_t* __restrict__ columns, const int
                                   int32_t* __restrict__ nbr, int64_t n, int64_t total) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t k = e / n, i = e - k * n, row = order ? __ldg(&order[i]) : i;
-    if (row >= 0 && row < n) nbr[k * n + row] = columns[e];
+    const int64_t k = e / n, row = sb::column_row(order, e - k * n, n);
+    if (row >= 0) nbr[k * n + row] = columns[e];
   }
 }
 
@@ -251,7 +251,7 @@ spconv::backend::MapStatus spconv_build_map(const sb::MapArgs& a, Stream stream)
       FRUGAL_CUDA_CHECK(cudaMemcpyAsync(&host, st, sizeof(DeviceStatus), cudaMemcpyDeviceToHost, s));
       FRUGAL_CUDA_CHECK(cudaStreamSynchronize(s));
       if (host.bad_row || host.dup) return read_status(host, 0);
-      order = a.forced_order ? *a.forced_order : spconv::choose_row_order(n, host.unsorted == 0);
+      order = a.forced_order ? *a.forced_order : spconv::choose_row_order(host.unsorted == 0);
     }
     const bool morton = order == spconv::RowOrder::morton;
     if (morton) sort_by_morton(keys, n, frame_of(host), a.order, s);

@@ -37,11 +37,9 @@ struct ConvParams {
   unsigned long long* bad;  // nullptr: unchecked
 };
 
-// The output row of map column col (a run order's entry outside [0, n) is -1: never written through).
+// The output row of map column col (spconv::backend::column_row: -1 for a bad run order's entry).
 __device__ __forceinline__ int64_t output_row(const ConvParams& p, int64_t col) {
-  if (!p.order) return col;
-  const int32_t r = __ldg(&p.order[col]);
-  return r >= 0 && r < p.n ? r : -1;
+  return spconv::backend::column_row(p.order, col, p.n);
 }
 
 // The words of Params::handoff_count, the hand-off list's header (kHandoffHeader bytes before the list):

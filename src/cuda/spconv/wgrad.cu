@@ -92,7 +92,7 @@ __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1,
   static_assert(WINDOW % THREADS == 0 && THREADS % 32 == 0, "whole warps, whole windows");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t first = w0 + static_cast<int64_t>(threadIdx.x) * PER;
-  int32_t m[PER];
+  int32_t m[PER], g[PER];  // each pair's neighbor and grad_out row
   int count = 0;
 #pragma unroll
   for (int j = 0; j < PER; ++j) {
@@ -100,10 +100,8 @@ __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1,
     if (first + j < w1) {
       v = __ldg(&p.nbr[k * p.n + first + j]);
       if (v < 0 || v >= p.n) v = -1;  // the sentinel, or an entry outside the range: absent
-      if (p.order && v >= 0) {        // the pair's grad_out row, kept for the store below
-        const int32_t g = __ldg(&p.order[first + j]);
-        if (g < 0 || g >= p.n) v = -1;
-      }
+      g[j] = static_cast<int32_t>(sb::column_row(p.order, first + j, p.n));
+      if (g[j] < 0) v = -1;
     }
     m[j] = v;
     count += v >= 0;
@@ -125,8 +123,7 @@ __device__ int compact_rows(const WgradParams& p, int k, int64_t w0, int64_t w1,
   }
 #pragma unroll
   for (int j = 0; j < PER; ++j)
-    if (m[j] >= 0)
-      pairs[offset++] = make_int2(p.order ? __ldg(&p.order[first + j]) : static_cast<int>(first + j), m[j]);
+    if (m[j] >= 0) pairs[offset++] = make_int2(g[j], m[j]);
   __syncthreads();
   return total;
 }
